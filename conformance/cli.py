@@ -1,0 +1,106 @@
+"""The ``retryproof`` command line.
+
+Each subcommand lives in its own module and is imported only when used, so
+``retryproof digest`` stays fast and a broken optional part cannot break the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from conformance import __version__
+from conformance.errors import KitError
+
+# subcommand -> (module, function)
+COMMANDS = {
+    "run": ("conformance.run_cli", "run"),
+    "list": ("conformance.run_cli", "list_scenarios"),
+    "validate-report": ("conformance.run_cli", "validate_report"),
+    "digest": ("conformance.digest_cli", "main"),
+    "selftest": ("conformance.selftest", "main"),
+    "replay": ("conformance.fuzz_replay", "main"),
+}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _id_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="retryproof",
+        description="Conformance test kit for retry-safe side effects in agent runtimes.",
+    )
+    parser.add_argument("--version", action="version", version=f"retryproof {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    run = sub.add_parser("run", help="certify a runtime against the contract and write reports")
+    target = run.add_mutually_exclusive_group()
+    target.add_argument("--harness", metavar="CMD", help="harness command line (default: the bundled reference runtime)")
+    target.add_argument("--python", metavar="MODULE:FACTORY", help="host a Python runtime class in a harness subprocess")
+    run.add_argument("--only", type=_id_list, metavar="IDS", help="comma-separated scenario ids to run")
+    run.add_argument("--skip", type=_id_list, metavar="IDS", default=[], help="comma-separated scenario ids to leave out")
+    run.add_argument("--out", metavar="DIR", help="report directory (default: reports/<implementation name>/)")
+    run.add_argument("--format", type=_id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit")
+    run.add_argument("--seed", type=int, metavar="N", help="seed for every random choice (default: random, printed)")
+    run.add_argument("--concurrency", type=_positive_int, default=8, metavar="N", help="callers in the A4 scenarios")
+    run.add_argument("--baseline", metavar="FILE", help="expected failures; a listed failure that passes is reported")
+    run.add_argument("--call-timeout", type=float, default=10.0, metavar="S", help="seconds to wait for one response")
+    run.add_argument("--start-timeout", type=float, default=10.0, metavar="S", help="seconds to wait for the handshake")
+
+    sub.add_parser("list", help="print the scenario catalogue")
+
+    validate = sub.add_parser("validate-report", help="check a report.json against the report schema")
+    validate.add_argument("file")
+
+    digest = sub.add_parser("digest", help="print the write-task-v1 digest of a task object")
+    digest.add_argument("file", nargs="?", default="-", help="a JSON file, or - for stdin (default)")
+    digest.add_argument("--canonical", action="store_true", help="print the canonical JSON instead of the digest")
+    digest.add_argument("--jsonl", action="store_true", help="one task per line in, one answer per line out")
+
+    selftest = sub.add_parser("selftest", help="run the catalogue against the reference and every bundled faulty runtime")
+    selftest.add_argument("--out", metavar="DIR", default="reports/selftest", help="where the kill matrix is written")
+    selftest.add_argument("--seed", type=int, default=0, metavar="N")
+
+    replay = sub.add_parser("replay", help="re-run a FUZZ-MODEL replay file against a harness")
+    replay.add_argument("file")
+    replay.add_argument("--harness", metavar="CMD", help="harness command line (default: the bundled reference runtime)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    module_name, function_name = COMMANDS[args.command]
+    try:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            raise KitError(f"'retryproof {args.command}' is not available in this build yet") from None
+        return getattr(module, function_name)(args)
+    except KitError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"hint: {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""``retryproof digest``: the write-task-v1 digest of task objects from a file or stdin."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Iterable
+
+from spec.digest import ContractError, canonical_json, request_digest
+from spec.jcs import loads_strict
+
+from conformance.errors import KitError
+
+
+def _open_input(path: str) -> IO[bytes]:
+    if path == "-":
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except OSError as exc:
+        raise KitError(f"cannot read {path}: {exc.strerror}", "pass a readable file, or - for stdin") from None
+
+
+def _parse(raw: bytes, where: str) -> object:
+    try:
+        return loads_strict(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ContractError("invalid_request", where, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except ValueError as exc:
+        raise ContractError("invalid_request", where, f"is not a JSON value ({exc})") from None
+
+
+def digest_one(raw: bytes, canonical: bool, where: str = "input") -> str:
+    """The output line for one task's JSON text; raises ``ContractError``."""
+    task = _parse(raw, where)
+    return canonical_json(task).decode("utf-8") if canonical else request_digest(task)
+
+
+def digest_lines(lines: Iterable[bytes], canonical: bool) -> Iterable[str]:
+    """One output line per non-blank input line: the digest or ``error <code> <detail>``.
+
+    A bad line never stops the stream: later lines still get their answers, so the
+    output lines up with the input line for line.
+    """
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            yield digest_one(raw, canonical, where=f"line {number}")
+        except ContractError as exc:
+            yield f"error {exc.code} {exc.field}: {exc.detail}"
+
+
+def main(args) -> int:
+    source = _open_input(args.file)
+    with source:
+        if args.jsonl:
+            for line in digest_lines(source, args.canonical):
+                print(line)
+            return 0
+        try:
+            print(digest_one(source.read(), args.canonical))
+        except ContractError as exc:
+            print(f"error: {exc.code}: {exc.field}: {exc.detail}", file=sys.stderr)
+            return 2
+    return 0

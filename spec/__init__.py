@@ -1,0 +1,61 @@
+"""The retryproof contract as data: the YAML spec, its JSON Schemas and golden vectors.
+
+Everything here ships inside the package and is read at run time, so the kit always
+checks against the exact contract it was released with.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+__all__ = ["SPEC_VERSION", "load_spec", "load_vectors", "schema", "validator"]
+
+SPEC_VERSION = "1.0.0"
+
+
+def _read_text(*parts: str) -> str:
+    return resources.files(__name__).joinpath(*parts).read_text(encoding="utf-8")
+
+
+@cache
+def load_spec() -> dict[str, Any]:
+    """The normative spec, ``spec/retryproof.yaml``."""
+    return yaml.safe_load(_read_text("retryproof.yaml"))
+
+
+@cache
+def load_vectors() -> dict[str, Any]:
+    """The write-task-v1 golden vectors."""
+    return json.loads(_read_text("vectors", "write-task-v1.json"))
+
+
+@cache
+def schema(name: str) -> dict[str, Any]:
+    """One JSON Schema from ``spec/schemas/`` by file stem, e.g. ``schema("report")``."""
+    return json.loads(_read_text("schemas", f"{name}.json"))
+
+
+@cache
+def _registry():
+    from referencing import Registry, Resource
+
+    folder = resources.files(__name__).joinpath("schemas")
+    resources_ = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".json"):
+            contents = json.loads(entry.read_text(encoding="utf-8"))
+            resources_.append((contents["$id"], Resource.from_contents(contents)))
+    return Registry().with_resources(resources_)
+
+
+def validator(name: str):
+    """A Draft 2020-12 validator for ``schema(name)`` that resolves ``$ref`` between
+    the shipped schemas (never over the network)."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema(name), registry=_registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)

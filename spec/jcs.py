@@ -1,0 +1,126 @@
+"""RFC 8785 JSON Canonicalization Scheme, and the strict JSON reading it needs.
+
+Every side of the contract (the kit, the reference runtime, a vendor's harness) must
+produce the same bytes for the same value, so the serializer lives here, beside the
+digest, and depends on nothing but the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+__all__ = ["CanonicalizationError", "canonical_bytes", "loads_strict"]
+
+
+class CanonicalizationError(ValueError):
+    """A value that has no RFC 8785 form (NaN, infinity, a lone surrogate, a set, ...)."""
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """Serialize ``value`` as RFC 8785 canonical JSON, UTF-8 encoded."""
+    parts: list[str] = []
+    _write(value, parts)
+    try:
+        return "".join(parts).encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate cannot be UTF-8
+        raise CanonicalizationError("string is not valid Unicode (lone surrogate)") from exc
+
+
+def _write(value: Any, out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, str):
+        out.append(_string(value))
+    elif isinstance(value, int):
+        out.append(_number(float(value)) if abs(value) > 2**53 else str(value))
+    elif isinstance(value, float):
+        out.append(_number(value))
+    elif isinstance(value, (list, tuple)):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _write(item, out)
+        out.append("]")
+    elif isinstance(value, dict):
+        out.append("{")
+        # RFC 8785 3.2.3: property names sort by their UTF-16 code units.
+        for index, key in enumerate(sorted(value, key=_utf16_key)):
+            if not isinstance(key, str):
+                raise CanonicalizationError(f"object key {key!r} is not a string")
+            if index:
+                out.append(",")
+            out.append(_string(key))
+            out.append(":")
+            _write(value[key], out)
+        out.append("}")
+    else:
+        raise CanonicalizationError(f"{type(value).__name__} is not a JSON value")
+
+
+def _utf16_key(key: Any) -> bytes:
+    if not isinstance(key, str):
+        raise CanonicalizationError(f"object key {key!r} is not a string")
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _string(text: str) -> str:
+    # Python's escaping with ensure_ascii=False is exactly ECMAScript's JSON.stringify:
+    # the two-character escapes for \b \t \n \f \r, \u00xx (lowercase) for the other
+    # C0 controls, and every other character (U+2028, U+007F, non-BMP) literal.
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _number(value: float) -> str:
+    """ECMAScript Number::toString, which RFC 8785 3.2.2.3 adopts."""
+    if not math.isfinite(value):
+        raise CanonicalizationError(f"{value!r} has no JSON form")
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    # repr() gives the shortest digits that round-trip, as ECMAScript requires.
+    _, digits_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
+    digits = "".join(map(str, digits_tuple)).rstrip("0") or "0"
+    # value = 0.DIGITS * 10**point
+    point = exponent + len("".join(map(str, digits_tuple)))
+    k = len(digits)
+    if k <= point <= 21:
+        text = digits + "0" * (point - k)
+    elif 0 < point <= 21:
+        text = digits[:point] + "." + digits[point:]
+    elif -6 < point <= 0:
+        text = "0." + "0" * -point + digits
+    else:
+        e = point - 1
+        mantissa = digits[0] + ("." + digits[1:] if k > 1 else "")
+        text = f"{mantissa}e{'+' if e > 0 else '-'}{abs(e)}"
+    return sign + text
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """Parse JSON refusing what would otherwise be silently lost or invented.
+
+    A duplicate key would drop one of its values, and NaN/Infinity are not JSON;
+    both raise ``ValueError`` (``json.JSONDecodeError`` is a subclass).
+    """
+    return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant)

@@ -1,0 +1,208 @@
+"""Messages of the ``retryproof-harness/1`` protocol, their line codec, and a server loop.
+
+Both ends of the protocol live on this one page: the kit decodes responses with it,
+and any Python harness (the reference runtime, the Python host adapter) serves with
+``serve``. Harnesses in other languages implement the same framing from
+``spec/retryproof.yaml`` (``protocol``) and ``spec/schemas/harness-*.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Callable, Mapping
+
+from spec.digest import ContractError
+from spec.jcs import loads_strict
+
+__all__ = [
+    "FAILPOINT_ACTIONS",
+    "PROTOCOL",
+    "Failure",
+    "ProtocolError",
+    "Request",
+    "Success",
+    "decode_request",
+    "decode_response",
+    "crash_now",
+    "encode",
+    "format_failpoints",
+    "parse_failpoints",
+    "serve",
+]
+
+PROTOCOL = "retryproof-harness/1"
+FAILPOINT_ACTIONS = ("crash", "fail")
+
+
+@dataclass(frozen=True)
+class Request:
+    id: int
+    op: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "op": self.op, "args": dict(self.args)}
+
+
+@dataclass(frozen=True)
+class Success:
+    id: int
+    result: Mapping[str, Any]
+
+    ok = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "ok": True, "result": dict(self.result)}
+
+
+@dataclass(frozen=True)
+class Failure:
+    id: int | None
+    code: str
+    message: str
+
+    ok = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "ok": False, "error": {"code": self.code, "message": self.message}}
+
+
+class ProtocolError(Exception):
+    """A structured rejection: becomes ``{"ok": false, "error": {code, message}}``."""
+
+    def __init__(self, code: str, message: str, request_id: int | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+
+def encode(message: Request | Success | Failure) -> bytes:
+    return json.dumps(message.to_json(), ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _load_object(line: bytes) -> dict[str, Any]:
+    try:
+        message = loads_strict(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError("bad_message", f"not a JSON line: {exc}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError("bad_message", "a message must be a JSON object")
+    return message
+
+
+def decode_request(line: bytes) -> Request:
+    """Parse one request line; raise ``ProtocolError("bad_message")`` otherwise."""
+    message = _load_object(line)
+    request_id = message.get("id")
+    if not _is_id(request_id):
+        raise ProtocolError("bad_message", "request id must be an integer")
+    op, args = message.get("op"), message.get("args", {})
+    if not isinstance(op, str) or not isinstance(args, dict):
+        raise ProtocolError("bad_message", "op must be a string and args an object", request_id)
+    return Request(request_id, op, args)
+
+
+def decode_response(line: bytes) -> Success | Failure:
+    """Parse one response line; raise ``ProtocolError("bad_message")`` otherwise."""
+    message = _load_object(line)
+    request_id = message.get("id")
+    if not (request_id is None or _is_id(request_id)):
+        raise ProtocolError("bad_message", "response id must be an integer or null")
+    if message.get("ok") is True and isinstance(message.get("result"), dict):
+        if request_id is None:
+            raise ProtocolError("bad_message", "a success must carry the request id")
+        return Success(request_id, message["result"])
+    error = message.get("error")
+    if message.get("ok") is False and isinstance(error, dict):
+        code, text = error.get("code"), error.get("message", "")
+        if isinstance(code, str) and isinstance(text, str):
+            return Failure(request_id, code, text)
+    raise ProtocolError("bad_message", "a response needs ok=true with a result object or ok=false with an error {code, message}")
+
+
+def parse_failpoints(text: str | None) -> dict[str, str]:
+    """Parse ``RETRYPROOF_FAILPOINTS`` (``name=action,name=action``)."""
+    failpoints: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        name, sep, action = item.partition("=")
+        if not sep or not name or action not in FAILPOINT_ACTIONS:
+            raise ValueError(f"bad failpoint {item!r}: expected name=crash or name=fail")
+        failpoints[name] = action
+    return failpoints
+
+
+def format_failpoints(failpoints: Mapping[str, str]) -> str:
+    return ",".join(f"{name}={action}" for name, action in failpoints.items())
+
+
+Handler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+def serve(
+    handlers: Mapping[str, Handler],
+    stdin: BinaryIO | None = None,
+    stdout: BinaryIO | None = None,
+    max_workers: int = 64,
+) -> None:
+    """Answer requests from ``stdin`` until EOF or ``shutdown``.
+
+    Every request runs on a worker thread, so calls pipelined on one connection run
+    concurrently and are answered in completion order. ``shutdown`` waits for the
+    calls in flight, answers ``{}`` and returns; the caller then exits 0.
+    """
+    stdin = stdin or sys.stdin.buffer
+    stdout = stdout or sys.stdout.buffer
+    write_lock = threading.Lock()
+
+    def send(message: Success | Failure) -> None:
+        data = encode(message)
+        with write_lock:
+            stdout.write(data)
+            stdout.flush()
+
+    def run(request: Request) -> None:
+        handler = handlers.get(request.op)
+        try:
+            if handler is None:
+                raise ProtocolError("unknown_op", f"unknown op {request.op!r}")
+            send(Success(request.id, handler(request.args)))
+        except (ProtocolError, ContractError) as exc:
+            send(Failure(request.id, exc.code, str(exc)))
+        except OSError as exc:
+            # A native I/O error (a `fail` failpoint, a full disk): the effect may or
+            # may not have happened, which the kit treats as indeterminate.
+            send(Failure(request.id, "io_error", f"{type(exc).__name__}: {exc}"))
+        except Exception as exc:  # a harness must answer every request, even on its own bug
+            send(Failure(request.id, "internal_error", f"{type(exc).__name__}: {exc}"))
+
+    with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="harness") as pool:
+        for line in stdin:
+            if not line.strip():
+                continue
+            try:
+                request = decode_request(line)
+            except ProtocolError as exc:
+                send(Failure(exc.request_id, exc.code, exc.message))
+                continue
+            if request.op == "shutdown":
+                pool.shutdown(wait=True)
+                send(Success(request.id, {}))
+                return
+            pool.submit(run, request)
+
+
+def crash_now() -> None:
+    """What a ``crash`` failpoint does: the process SIGKILLs itself, skipping every
+    cleanup handler, exactly as a power cut would look to the caller."""
+    os.kill(os.getpid(), signal.SIGKILL)
