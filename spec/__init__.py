@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["SPEC_VERSION", "load_spec", "load_vectors", "schema", "validator"]
+__all__ = ["SCHEMA_URN", "SPEC_VERSION", "load_spec", "load_vectors", "schema", "validator"]
 
 SPEC_VERSION = "1.0.0"
 
@@ -53,9 +53,17 @@ def _registry():
     return Registry().with_resources(resources_)
 
 
+SCHEMA_URN = "urn:retryproof:schema:"
+
+
 def validator(name: str):
     """A Draft 2020-12 validator for ``schema(name)`` that resolves ``$ref`` between
-    the shipped schemas (never over the network)."""
+    the shipped schemas (never over the network).
+
+    ``name`` may point into a schema, e.g. ``"harness-response#/$defs/write_task_result"``:
+    the per-op result schemas live there, beside the envelope they travel in.
+    """
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(schema(name), registry=_registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)
+    contents = {"$ref": SCHEMA_URN + name} if "#" in name else schema(name)
+    return Draft202012Validator(contents, registry=_registry(), format_checker=Draft202012Validator.FORMAT_CHECKER)
