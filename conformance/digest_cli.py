@@ -6,7 +6,7 @@ import sys
 from typing import IO, Iterable
 
 from spec.digest import ContractError, canonical_json, request_digest
-from spec.jcs import loads_strict
+from spec.jcs import DuplicateKeyError, loads_strict
 
 from conformance.errors import KitError
 
@@ -25,6 +25,9 @@ def _parse(raw: bytes, where: str) -> object:
         return loads_strict(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ContractError("invalid_request", where, f"is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except DuplicateKeyError as exc:
+        # The input is the task, so the path from the root is the path in the task.
+        raise ContractError("invalid_request", exc.field("task"), f"{exc} in {where}") from None
     except ValueError as exc:
         raise ContractError("invalid_request", where, f"is not a JSON value ({exc})") from None
 

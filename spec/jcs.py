@@ -12,7 +12,11 @@ import math
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["CanonicalizationError", "canonical_bytes", "loads_strict"]
+__all__ = ["CanonicalizationError", "DuplicateKeyError", "canonical_bytes", "loads_strict"]
+
+# I-JSON (RFC 7493 2.2): beyond this an integer has no exact IEEE 754 double, so two
+# different integers could serialize, and hash, the same.
+MAX_SAFE_INTEGER = 2**53 - 1
 
 
 class CanonicalizationError(ValueError):
@@ -39,7 +43,9 @@ def _write(value: Any, out: list[str]) -> None:
     elif isinstance(value, str):
         out.append(_string(value))
     elif isinstance(value, int):
-        out.append(_number(float(value)) if abs(value) > 2**53 else str(value))
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise CanonicalizationError(f"integer {value} is outside the I-JSON range; send it as a string")
+        out.append(str(value))
     elif isinstance(value, float):
         out.append(_number(value))
     elif isinstance(value, (list, tuple)):
@@ -104,23 +110,61 @@ def _number(value: float) -> str:
     return sign + text
 
 
+class DuplicateKeyError(ValueError):
+    """An object in the JSON text names one key twice. ``path`` locates that object's
+    key from the root: ``("subject",)``, ``("args", "task", "subject")``, ``("refs", 0, "k")``."""
+
+    def __init__(self, path: tuple[str | int, ...]):
+        super().__init__(f"duplicate key {path[-1]!r}")
+        self.path = path
+
+    def field(self, root: str) -> str:
+        """The path in the notation of ``ContractError.field``: ``task.references[0]``."""
+        return root + "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in self.path)
+
+
+class _Duplicated(dict):
+    """An object that repeated ``key``; a marker until the parse is done and the path known."""
+
+    def __init__(self, pairs: list[tuple[str, Any]], key: str):
+        super().__init__(pairs)
+        self.key = key
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
+def _find_duplicate(value: Any, path: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
+    if isinstance(value, _Duplicated):
+        return path + (value.key,)
+    children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found = _find_duplicate(child, path + (key,))
+        if found:
+            return found
+    return None
 
 
 def loads_strict(text: str | bytes) -> Any:
     """Parse JSON refusing what would otherwise be silently lost or invented.
 
-    A duplicate key would drop one of its values, and NaN/Infinity are not JSON;
-    both raise ``ValueError`` (``json.JSONDecodeError`` is a subclass).
+    A duplicate key would drop one of its values (``DuplicateKeyError``, naming where),
+    and NaN/Infinity are not JSON (``ValueError``; ``json.JSONDecodeError`` is one too).
     """
-    return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant)
+    duplicated = False
+
+    def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal duplicated
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                duplicated = True
+                return _Duplicated(pairs, key)
+            seen.add(key)
+        return dict(pairs)
+
+    value = json.loads(text, object_pairs_hook=unique_pairs, parse_constant=_reject_constant)
+    if duplicated:  # walk only then, so a clean parse costs nothing extra
+        raise DuplicateKeyError(_find_duplicate(value, ()))
+    return value

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Callable, Mapping
 
 from spec.digest import ContractError
-from spec.jcs import loads_strict
+from spec.jcs import DuplicateKeyError, loads_strict
 
 __all__ = [
     "FAILPOINT_ACTIONS",
@@ -94,6 +94,8 @@ def _is_id(value: Any) -> bool:
 def _load_object(line: bytes) -> dict[str, Any]:
     try:
         message = loads_strict(line.decode("utf-8"))
+    except DuplicateKeyError as exc:
+        raise ProtocolError("bad_message", f"not a JSON line: {exc.field('line')}: {exc}") from exc
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError("bad_message", f"not a JSON line: {exc}") from None
     if not isinstance(message, dict):
@@ -102,8 +104,21 @@ def _load_object(line: bytes) -> dict[str, Any]:
 
 
 def decode_request(line: bytes) -> Request:
-    """Parse one request line; raise ``ProtocolError("bad_message")`` otherwise."""
-    message = _load_object(line)
+    """Parse one request line; raise ``ProtocolError("bad_message")`` otherwise.
+
+    A duplicate key inside ``args`` (a task that names ``subject`` twice) is that
+    request's ``invalid_request`` (retryproof.yaml, digest.decisions), raised with the
+    request's id so that a pipelining caller can match the answer.
+    """
+    try:
+        message = _load_object(line)
+    except ProtocolError as exc:
+        duplicate = exc.__cause__
+        if isinstance(duplicate, DuplicateKeyError) and duplicate.path[0] == "args":
+            request_id = json.loads(line).get("id")  # the text is JSON; only the duplicate was refused
+            if _is_id(request_id):
+                raise ProtocolError("invalid_request", f"{duplicate.field('request')}: {duplicate}", request_id) from None
+        raise
     request_id = message.get("id")
     if not _is_id(request_id):
         raise ProtocolError("bad_message", "request id must be an integer")
