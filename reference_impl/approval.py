@@ -1,0 +1,298 @@
+"""The reference approval service: approved operations that execute once, and
+recovery that decides from evidence.
+
+``failed``, "the effect is absent" and "a retry is allowed" are three different
+facts (the second field report). So the record never infers one from another:
+
+- ``dispatched`` is written *before* the executor is called, so a record without it
+  proves the effect absent;
+- ``effect_id`` is written as soon as the executor answers, so an audit failure
+  afterwards leaves a record that still says the effect happened;
+- ``audit_pending`` lists audit events the record owes, which recovery appends.
+
+Recovery then combines request identity, effect evidence and the executor's dedupe
+capability (``spec/retryproof.yaml``, ``approval``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from spec.digest import ContractError
+from spec.jcs import CanonicalizationError, canonical_bytes
+from spec.protocol import Handler, ProtocolError, crash_now
+from reference_impl.approval_effects import EXECUTORS, EffectsDir, key_slug
+from reference_impl.approval_store import AuditLog, OperationStore
+
+__all__ = ["CAPABILITY", "FAILPOINTS", "ApprovalService"]
+
+CAPABILITY = "approval"
+# failpoint -> the one action it supports in the reference.
+FAILPOINTS = {
+    "approval.audit_approved": "fail",
+    "approval.audit_started": "fail",
+    "approval.after_effect": "crash",
+    "approval.audit_completed": "fail",
+}
+# Which failpoint governs each audit event's append (repairs included).
+_AUDIT_FAILPOINT = {
+    "approved": "approval.audit_approved",
+    "execution_started": "approval.audit_started",
+    "execution_completed": "approval.audit_completed",
+}
+# States in which an execution was begun and did not finish: only these need evidence.
+_INTERRUPTED = ("executing", "failed", "needs_verification")
+_OPERATION_ID = re.compile(r"op-[0-9a-f]{32}")
+
+
+def request_digest(request: Any) -> str:
+    """``sha256:`` + hex SHA-256 of the request's RFC 8785 bytes."""
+    if not isinstance(request, dict):
+        raise ContractError("invalid_request", "request", "must be a JSON object")
+    try:
+        return "sha256:" + hashlib.sha256(canonical_bytes(request)).hexdigest()
+    except CanonicalizationError as exc:
+        raise ContractError("invalid_request", "request", str(exc)) from None
+
+
+def _text(args: Mapping[str, Any], name: str) -> str:
+    value = args.get(name)
+    if not isinstance(value, str) or not value:
+        raise ContractError("invalid_request", name, "must be a non-empty string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ContractError("invalid_request", name, "is not valid Unicode (lone surrogate)") from None
+    return value
+
+
+class ApprovalService:
+    """Approved operations under ``<state_dir>/approval/``."""
+
+    def __init__(self, state_dir: Path, failpoints: Mapping[str, str] | None = None):
+        root = Path(state_dir) / "approval"
+        root.mkdir(parents=True, exist_ok=True)
+        self.store = OperationStore(root)
+        self.audit = AuditLog(root)
+        self.effects = EffectsDir(root)
+        self.failpoints = {name: action for name, action in (failpoints or {}).items() if name in FAILPOINTS}
+        for name, action in self.failpoints.items():
+            if action != FAILPOINTS[name]:
+                raise ValueError(f"failpoint {name} supports {FAILPOINTS[name]}, not {action}")
+
+    def handlers(self) -> dict[str, Handler]:
+        """The protocol ops this service serves, for the harness's op table."""
+        return {
+            "propose": self.propose,
+            "approve": self.approve,
+            "execute": self.execute,
+            "recover": self.recover,
+            "get_operation": self.get_operation,
+            "list_effects": self.list_effects,
+        }
+
+    # -- ops ---------------------------------------------------------------------
+
+    def propose(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        key = _text(args, "operation_key")
+        executor = args.get("executor")
+        if executor not in EXECUTORS:
+            raise ContractError("invalid_request", "executor", f"must be one of {', '.join(EXECUTORS)}")
+        digest = request_digest(args.get("request"))
+        operation_id = "op-" + key_slug(key)
+        with self.store.locked(operation_id):
+            record = self.store.load(operation_id)
+            if record is None:
+                now = time.time()
+                record = {
+                    "operation_id": operation_id,
+                    "operation_key": key,
+                    "executor": executor,
+                    "request": args["request"],
+                    "request_digest": digest,
+                    "state": "proposed",
+                    "dispatched": False,
+                    "effect_id": None,
+                    "audit_pending": [],
+                    "proposed_at": now,
+                    "updated_at": now,
+                }
+                self.store.save(record)
+            elif (record["request_digest"], record["executor"]) != (digest, executor):
+                raise ContractError("invalid_request", "operation_key", "is bound to another request or executor")
+        return {"operation_id": operation_id, "state": record["state"], "request_digest": digest}
+
+    def approve(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        with self._locked_record(args) as record:
+            if record["state"] == "proposed":
+                record["state"] = "approved"
+                self.store.save(record)
+                self._audit(record, "approved")
+            elif record["state"] == "approved":
+                # A caller retrying after AUDIT_WRITE_FAILED: the approval stands; owe no audit.
+                self._repair_audit(record)
+            return {"state": record["state"]}
+
+    def execute(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        with self._locked_record(args) as record:
+            if record["state"] == "succeeded":
+                raise ProtocolError("APPROVAL_ALREADY_CONSUMED", f"operation {record['operation_id']} already succeeded")
+            if record["state"] != "approved":
+                raise ProtocolError(
+                    "NOT_APPROVED",
+                    f"operation {record['operation_id']} is {record['state']}; only an approved operation executes"
+                    + ("; an interrupted one is resumed by recover" if record["state"] in _INTERRUPTED else ""),
+                )
+            self._run(record)
+            return {"state": record["state"]}
+
+    def recover(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        recalculated = request_digest(args["request"]) if "request" in args else None
+        with self._locked_record(args) as record:
+            repaired = self._repair_audit(record)
+            if recalculated not in (None, record["request_digest"]) or record["state"] == "stale":
+                outcome = self._mark_stale(record)
+            elif record["state"] in _INTERRUPTED:
+                outcome = self._resume(record)
+            elif record["state"] == "succeeded" and repaired:
+                outcome = "reconciled"
+            else:
+                # Not begun (proposed, approved) or finished consistently: executing an
+                # approved operation stays the caller's decision, never recovery's.
+                outcome = "nothing_to_do"
+            return {"outcome": outcome, "state": record["state"]}
+
+    def get_operation(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        with self._locked_record(args) as record:
+            return {
+                "operation_id": record["operation_id"],
+                "state": record["state"],
+                "audit_pending": bool(record["audit_pending"]),
+                "effect_evidence": self._evidence(record),
+                "request_digest": record["request_digest"],
+            }
+
+    def list_effects(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        key = _text(args, "operation_key")
+        return {
+            "effects": [{"effect_id": effect_id} for effect_id in self.effects.effects(key)],
+            "executor_calls": self.effects.calls(key),
+        }
+
+    # -- steps -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked_record(self, args: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """Hold one operation for a whole step and yield its record."""
+        operation_id = _text(args, "operation_id")
+        # Checked before it names a lock file: an id of another shape cannot exist.
+        if not _OPERATION_ID.fullmatch(operation_id):
+            raise ProtocolError("not_found", f"no operation {operation_id!r}")
+        with self.store.locked(operation_id):
+            record = self.store.load(operation_id)
+            if record is None:
+                raise ProtocolError("not_found", f"no operation {operation_id!r}")
+            yield record
+
+    def _run(self, record: dict[str, Any]) -> bool:
+        """One execution attempt; answers whether the executor deduplicated."""
+        record.update(state="executing", dispatched=False)
+        self.store.save(record)
+        self._audit(record, "execution_started")
+        # Write-ahead: from here on the effect may exist, so "absent" needs evidence.
+        record["dispatched"] = True
+        self.store.save(record)
+        effect_id, deduplicated = self.effects.run(EXECUTORS[record["executor"]], record["operation_key"], record["operation_id"])
+        if self.failpoints.get("approval.after_effect") == "crash":
+            crash_now()
+        self._complete(record, effect_id)
+        return deduplicated
+
+    def _complete(self, record: dict[str, Any], effect_id: str, repaired: bool = False) -> None:
+        # The effect is recorded before its audit: an audit failure from here on
+        # leaves a record that says "succeeded, audit pending", never "failed".
+        record.update(state="succeeded", effect_id=effect_id)
+        self.store.save(record)
+        self._audit(record, "execution_completed", repaired=repaired)
+
+    def _resume(self, record: dict[str, Any]) -> str:
+        evidence = self._evidence(record)
+        executor = EXECUTORS[record["executor"]]
+        if evidence == "present":
+            self._complete(record, record["effect_id"] or self.effects.effects(record["operation_key"])[0], repaired=True)
+            return "reconciled"
+        if evidence == "absent":
+            self._run(record)
+            return "re_executed"
+        if executor.dedupes:
+            # Unknown, but the stable operation key makes another call harmless: the
+            # executor itself says whether the effect already existed.
+            return "reconciled" if self._run(record) else "re_executed"
+        if record["state"] != "needs_verification":
+            record["state"] = "needs_verification"
+            self.store.save(record)
+            self._audit(record, "verification_required")
+        return "needs_verification"
+
+    def _mark_stale(self, record: dict[str, Any]) -> str:
+        # A succeeded operation keeps its state: its effect is a fact, and a consumed
+        # approval cannot run again anyway.
+        if record["state"] not in ("stale", "succeeded"):
+            record["state"] = "stale"
+            self.store.save(record)
+            self._audit(record, "marked_stale")
+        return "stale"
+
+    def _evidence(self, record: dict[str, Any]) -> str:
+        if record["effect_id"] is not None:
+            return "present"
+        if not record["dispatched"]:
+            return "absent"
+        return self.effects.observe(EXECUTORS[record["executor"]], record["operation_key"])
+
+    # -- audit -------------------------------------------------------------------
+
+    def _audit(self, record: dict[str, Any], event: str, repaired: bool = False) -> None:
+        """Append one audit event; on failure the record owes it and the caller is told."""
+        try:
+            self._append(record, event, repaired)
+        except OSError as exc:
+            record["audit_pending"].append(event)
+            self.store.save(record)
+            raise ProtocolError(
+                "AUDIT_WRITE_FAILED",
+                f"the {event} audit append failed ({type(exc).__name__}: {exc.strerror}); "
+                f"operation {record['operation_id']} is {record['state']} and the event is pending",
+            ) from None
+
+    def _repair_audit(self, record: dict[str, Any]) -> bool:
+        """Append the events the record owes; answers whether there were any."""
+        owed = list(record["audit_pending"])
+        for event in owed:
+            try:
+                self._append(record, event, repaired=True)
+            except OSError as exc:
+                raise ProtocolError("AUDIT_WRITE_FAILED", f"repairing the {event} audit failed ({type(exc).__name__}: {exc.strerror}); still pending") from None
+            record["audit_pending"].remove(event)
+            self.store.save(record)
+        return bool(owed)
+
+    def _append(self, record: dict[str, Any], event: str, repaired: bool) -> None:
+        fail = self.failpoints.get(_AUDIT_FAILPOINT.get(event, "")) == "fail"
+        self.audit.append(
+            {
+                "event": event,
+                "operation_id": record["operation_id"],
+                "operation_key": record["operation_key"],
+                "request_digest": record["request_digest"],
+                "state": record["state"],
+                "repaired": repaired,
+                "at": time.time(),
+            },
+            fail=fail,
+        )

@@ -1,0 +1,110 @@
+"""The approval executors and the world they act on.
+
+An executor's effect is a synthetic marker file in an isolated ``effects/`` folder
+under the state directory, one folder per operation key: nothing remote is ever
+touched. The marker files are the ground truth the kit counts (``list_effects``);
+what the *runtime* may learn from them after a crash depends on the executor kind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from reference_impl.approval_store import append_line, fsync_dir
+
+__all__ = ["EXECUTORS", "EffectsDir", "ExecutorKind", "key_slug"]
+
+
+def key_slug(operation_key: str) -> str:
+    """A file-name-safe, fixed-length stand-in for any operation key."""
+    return hashlib.sha256(operation_key.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class ExecutorKind:
+    """What recovery may rely on for one kind of executor."""
+
+    name: str
+    # The runtime can look up the effect of an operation key after a crash.
+    observable: bool
+    # A repeated call with one operation key makes no second effect.
+    dedupes: bool
+
+
+EXECUTORS = {
+    kind.name: kind
+    for kind in (
+        ExecutorKind("plain", observable=True, dedupes=False),
+        # Its dedupe lives inside the executor; the runtime sees nothing of its state.
+        ExecutorKind("dedupe", observable=False, dedupes=True),
+        ExecutorKind("opaque", observable=False, dedupes=False),
+    )
+}
+
+
+class EffectsDir:
+    """Markers (``E1.json``, ``E2.json``, ...) and a durable call log per operation key."""
+
+    def __init__(self, root: Path):
+        self.root = root / "effects"
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _folder(self, operation_key: str) -> Path:
+        # Hashed, so any key names a folder that stays inside effects/.
+        return self.root / key_slug(operation_key)
+
+    def run(self, kind: ExecutorKind, operation_key: str, operation_id: str) -> tuple[str, bool]:
+        """Invoke the executor once: ``(effect_id, deduplicated)``.
+
+        The call is logged durably before anything else, so ``calls`` counts every
+        invocation, deduplicated ones and ones cut short by a crash included.
+        """
+        folder = self._folder(operation_key)
+        folder.mkdir(exist_ok=True)
+        append_line(folder / "calls.jsonl", {"operation_id": operation_id, "executor": kind.name, "at": time.time()})
+        existing = self.effects(operation_key)
+        if kind.dedupes and existing:
+            return existing[0], True
+        return self._make_marker(folder, operation_key, operation_id, len(existing) + 1), False
+
+    def _make_marker(self, folder: Path, operation_key: str, operation_id: str, number: int) -> str:
+        body = json.dumps({"operation_key": operation_key, "operation_id": operation_id}).encode("utf-8")
+        while True:
+            effect_id = f"E{number}"
+            try:
+                fd = os.open(folder / f"{effect_id}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                number += 1
+                continue
+            try:
+                os.write(fd, body)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(folder)
+            return effect_id
+
+    def effects(self, operation_key: str) -> list[str]:
+        """The effect ids of one key, oldest first: the authoritative count."""
+        folder = self._folder(operation_key)
+        if not folder.is_dir():
+            return []
+        ids = [path.stem for path in folder.glob("E*.json")]
+        return sorted(ids, key=lambda effect_id: int(effect_id[1:]))
+
+    def calls(self, operation_key: str) -> int:
+        try:
+            return len((self._folder(operation_key) / "calls.jsonl").read_bytes().splitlines())
+        except FileNotFoundError:
+            return 0
+
+    def observe(self, kind: ExecutorKind, operation_key: str) -> str:
+        """The runtime's view of the effect: present, absent, or unknown (not observable)."""
+        if not kind.observable:
+            return "unknown"
+        return "present" if self.effects(operation_key) else "absent"
