@@ -1,0 +1,81 @@
+"""``python -m reference_impl``: serve ``retryproof-harness/1`` on stdin/stdout.
+
+Environment: ``RETRYPROOF_STATE_DIR`` (required, an existing directory) and
+``RETRYPROOF_FAILPOINTS`` (optional, ``name=crash|fail,...``). ``--fault NAME`` serves a
+bundled one-defect variant instead: ``reference_impl.faulty.VARIANTS`` maps each name
+to a ``Runtime`` subclass. A start-up problem is one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from reference_impl.harness import build_handlers, op_groups
+from reference_impl.runtime import Runtime
+from spec.protocol import parse_failpoints, serve
+
+
+class StartupError(Exception):
+    """Why the harness cannot start; printed as one line."""
+
+
+def _runtime_class(fault: str | None) -> type[Runtime]:
+    if fault is None:
+        return Runtime
+    try:
+        faulty = importlib.import_module("reference_impl.faulty")
+    except ModuleNotFoundError as exc:
+        if exc.name != "reference_impl.faulty":
+            raise
+        raise StartupError("--fault needs reference_impl.faulty, which this build does not include") from None
+    variants = getattr(faulty, "VARIANTS", {})
+    if fault not in variants:
+        raise StartupError(f"unknown fault {fault!r}; known: {', '.join(sorted(variants)) or 'none'}")
+    return variants[fault]
+
+
+def _state_dir() -> str:
+    state_dir = os.environ.get("RETRYPROOF_STATE_DIR")
+    if not state_dir:
+        raise StartupError("RETRYPROOF_STATE_DIR is not set; it must name an existing directory")
+    if not os.path.isdir(state_dir):
+        raise StartupError(f"RETRYPROOF_STATE_DIR={state_dir!r} is not an existing directory")
+    return state_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reference_impl", description=__doc__.splitlines()[0])
+    parser.add_argument("--fault", metavar="NAME", help="serve the bundled faulty variant NAME")
+    parser.add_argument(
+        "--wait-timeout",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds a call waits for another holder of its id before in_progress (default 5, below the kit's call timeout)",
+    )
+    options = parser.parse_args(argv)
+    try:
+        runtime_class = _runtime_class(options.fault)
+        state_dir = _state_dir()
+        try:
+            failpoints = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
+        except ValueError as exc:
+            raise StartupError(f"RETRYPROOF_FAILPOINTS: {exc}") from None
+        runtime = runtime_class(state_dir, failpoints, wait_timeout_s=options.wait_timeout)
+        groups = op_groups(runtime)
+        unknown = set(failpoints) - {name for group in groups for name in group.failpoints}
+        if unknown:
+            raise StartupError(f"RETRYPROOF_FAILPOINTS names failpoints this harness lacks: {', '.join(sorted(unknown))}")
+    except (StartupError, OSError) as exc:
+        print(f"reference_impl: {exc}", file=sys.stderr)
+        return 2
+    implementation = "reference" if options.fault is None else f"reference-fault-{options.fault}"
+    serve(build_handlers(groups, implementation))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

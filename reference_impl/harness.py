@@ -1,0 +1,130 @@
+"""The reference runtime's op table for ``retryproof-harness/1``.
+
+Ops come in groups; each group brings its handlers plus the capabilities and failpoints
+it adds to ``hello``. ``op_groups`` lists the groups this harness serves and
+``build_handlers`` turns them into the one handler dict that ``spec.protocol.serve``
+runs, ``hello`` included, so what ``hello`` declares is always exactly what is served.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Callable, Mapping, Sequence
+
+from reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
+from spec.digest import DIGEST_SCHEMA_VERSION, ContractError, check_submission_id
+from spec.protocol import PROTOCOL
+
+__all__ = ["OpGroup", "build_handlers", "op_groups", "write_task_ops"]
+
+Handler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+# The flat args of each tamper action, besides ``action`` itself.
+_TAMPER_ARGS = {
+    "remove_task": ("task_id",),
+    "occupy_task_path": ("client_submission_id",),
+    "set_receipt_schema": ("client_submission_id", "digest_schema_version"),
+}
+
+
+@dataclass(frozen=True)
+class OpGroup:
+    """Ops served together, with what they add to ``hello``."""
+
+    handlers: Mapping[str, Handler]
+    capabilities: tuple[str, ...] = ()
+    failpoints: tuple[str, ...] = ()
+
+
+def _take(args: Mapping[str, Any], required: Sequence[str], optional: Sequence[str] = ()) -> Mapping[str, Any]:
+    """Refuse missing and unknown args: a misspelt arg silently ignored would turn a
+    kit bug into a passing scenario."""
+    for name in args:
+        if name not in required and name not in optional:
+            raise ContractError("invalid_request", f"args.{name}", "is not an argument of this op")
+    for name in required:
+        if name not in args:
+            raise ContractError("invalid_request", f"args.{name}", "is required")
+    return args
+
+
+def _keywords(method: Callable[..., Mapping[str, Any]], *names: str) -> Handler:
+    """A handler passing exactly the args ``names`` to ``method`` as keywords."""
+    return lambda args: method(**_take(args, names))
+
+
+def write_task_ops(runtime: Runtime) -> OpGroup:
+    """write_task and its companions, served by one ``Runtime``."""
+
+    def write_task(args: Mapping[str, Any]) -> Mapping[str, Any]:
+        _take(args, ("task",), ("client_submission_id", "invocation"))
+        if "client_submission_id" in args:
+            # Present means the id path: null is an invalid id, not the legacy path.
+            check_submission_id(args["client_submission_id"])
+        return runtime.write_task(args["task"], args.get("client_submission_id"), args.get("invocation"))
+
+    def tamper(args: Mapping[str, Any]) -> Mapping[str, Any]:
+        action = _take(args, ("action",), ("task_id", "client_submission_id", "digest_schema_version"))["action"]
+        if action not in _TAMPER_ARGS:
+            raise ContractError("invalid_request", "args.action", f"must be one of {', '.join(_TAMPER_ARGS)}")
+        _take(args, ("action", *_TAMPER_ARGS[action]))
+        return runtime.tamper(args)
+
+    handlers: dict[str, Handler] = {
+        "write_task": write_task,
+        "list_tasks": _keywords(runtime.list_tasks),
+        "read_task": _keywords(runtime.read_task, "task_id"),
+        "diagnose": _keywords(runtime.diagnose, "client_submission_id", "stale_after_s"),
+        "tamper": tamper,
+        "write_report": _keywords(runtime.write_report, "client_submission_id", "task_id", "content"),
+        "list_reports": _keywords(runtime.list_reports),
+    }
+    return OpGroup(
+        handlers,
+        capabilities=("write_task", "legacy", "diagnose", "tamper", "write_report", "multiprocess"),
+        failpoints=WRITE_TASK_FAILPOINTS,
+    )
+
+
+def op_groups(runtime: Runtime) -> list[OpGroup]:
+    """Every op group this harness serves.
+
+    Another service of the reference runtime joins by appending its own ``OpGroup``
+    here (the approval ops: capability ``approval``, failpoints ``approval.*``); its
+    ops then appear in the handler table and in ``hello`` with no other change.
+    """
+    return [write_task_ops(runtime)]
+
+
+def build_handlers(groups: Sequence[OpGroup], implementation: str = "reference") -> dict[str, Handler]:
+    """The handler table for ``spec.protocol.serve``: ``hello`` and every group's ops."""
+    handlers: dict[str, Handler] = {}
+    for group in groups:
+        clash = handlers.keys() & group.handlers.keys()
+        if clash:
+            raise ValueError(f"ops served twice: {sorted(clash)}")
+        handlers.update(group.handlers)
+    greeting = {
+        "protocol": PROTOCOL,
+        "implementation": {"name": implementation, "version": _version(), "language": "python"},
+        "capabilities": [name for group in groups for name in group.capabilities],
+        "failpoints": [name for group in groups for name in group.failpoints],
+        "digest_schema_version": DIGEST_SCHEMA_VERSION,
+    }
+
+    def hello(args: Mapping[str, Any]) -> Mapping[str, Any]:
+        protocol = _take(args, ("protocol",))["protocol"]
+        if protocol != PROTOCOL:
+            raise ContractError("invalid_request", "args.protocol", f"{protocol!r} is not served; this harness speaks {PROTOCOL}")
+        return greeting
+
+    handlers["hello"] = hello
+    return handlers
+
+
+def _version() -> str:
+    try:
+        return metadata.version("retryproof")
+    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
+        return "0+unknown"

@@ -1,0 +1,456 @@
+"""The reference runtime: durable, retry-safe task creation over one state directory.
+
+Layout of the state directory (every path below is relative to it)::
+
+    tasks/TASK-000001.json       the task objects, one record each
+    task-numbers/1               claimed task numbers (see numbering.py)
+    receipts/<id>.json           one receipt per client_submission_id
+    receipt-locks/<id>.lock      the kernel lock of each id (the file itself means nothing)
+    reports/<id>.json            one report per write_report submission id
+    report-numbers/1             claimed report numbers
+
+A receipt moves ``reserved -> task_created -> committed`` (``spec/retryproof.yaml``,
+``receipt``); each state is durable before the next step starts, and every later call
+finishes or reuses what the receipt says, never starts over. A creation interrupted by
+a crash is not finished at start-up: the retry finishes it, so a stalled reservation
+stays observable to diagnostics and to the kit.
+
+The small ``_``-prefixed methods marked *seam* are the steps a one-defect variant
+(``reference_impl.faulty``) overrides; keep each one a single decision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import math
+import os
+import re
+import time
+from typing import Any, Iterator, Mapping
+
+from reference_impl import durable
+from reference_impl.locking import LockTimeout, hold
+from reference_impl.numbering import Numbering
+from spec.digest import DIGEST_SCHEMA_VERSION, ContractError, check_submission_id, request_digest
+from spec.protocol import ProtocolError, crash_now
+
+__all__ = ["WRITE_TASK_FAILPOINTS", "Runtime"]
+
+WRITE_TASK_FAILPOINTS = (
+    "write_task.after_reserve",
+    "write_task.after_task_write",
+    "write_task.after_task_created",
+    "write_task.after_commit",
+)
+TASK_ID_PATTERN = re.compile(r"TASK-[0-9]{6,}")
+_DIRECTORIES = ("tasks", "task-numbers", "receipts", "receipt-locks", "reports", "report-numbers")
+
+
+def _conflict(reason: str, digest: str, receipt: Mapping[str, Any]) -> dict[str, Any]:
+    """A conflict result: this call's digest, and the identity and facts bound to the id."""
+    return {
+        "disposition": "conflict",
+        "action_taken": False,
+        "task_id": receipt["task_id"],
+        "task_path": receipt["task_path"],
+        "client_submission_id": receipt["client_submission_id"],
+        "request_digest": digest,
+        "digest_schema_version": DIGEST_SCHEMA_VERSION,
+        "idempotent": True,
+        "conflict": {
+            "reason": reason,
+            "receipt_request_digest": receipt["request_digest"],
+            "receipt_digest_schema_version": receipt["digest_schema_version"],
+        },
+    }
+
+
+def _load(path: str) -> Any:
+    """The JSON at ``path``, ``None`` when there is no file, ``{}`` when it is not JSON
+    (a foreign or damaged object is a fact to report, never a crash of the call)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return {}
+
+
+class Runtime:
+    """A retry-safe ``write_task`` and its companions over ``state_dir``.
+
+    ``failpoints`` maps a name of ``WRITE_TASK_FAILPOINTS`` to ``crash`` or ``fail``;
+    ``wait_timeout_s`` bounds how long a call waits for another holder of its id before
+    answering ``in_progress``.
+    """
+
+    def __init__(self, state_dir: str | os.PathLike[str], failpoints: Mapping[str, str] | None = None, wait_timeout_s: float = 10.0):
+        self.state_dir = os.path.abspath(state_dir)
+        if not os.path.isdir(self.state_dir):
+            raise NotADirectoryError(errno.ENOTDIR, "state directory does not exist or is not a directory", str(state_dir))
+        self.failpoints = dict(failpoints or {})
+        self.wait_timeout_s = wait_timeout_s
+        self._dirs = {name: os.path.join(self.state_dir, name) for name in _DIRECTORIES}
+        made = False
+        for directory in self._dirs.values():
+            if not os.path.isdir(directory):
+                os.makedirs(directory, exist_ok=True)
+                made = True
+        if made:
+            self._fsync_directory(self.state_dir)
+        self._task_numbers = Numbering(self._dirs["task-numbers"], self._fsync_directory)
+        self._report_numbers = Numbering(self._dirs["report-numbers"], self._fsync_directory)
+
+    # ------------------------------------------------------------------ write_task
+
+    def write_task(self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Create the task of one submission, or recover the first creation's result.
+
+        ``client_submission_id=None`` is the legacy path (a new task every call).
+        ``invocation`` is call-time data: accepted, never part of the digest.
+        """
+        if invocation is not None and not isinstance(invocation, Mapping):
+            raise ContractError("invalid_request", "invocation", "must be an object")
+        if client_submission_id is not None:
+            check_submission_id(client_submission_id)
+        digest = self._digest(task)
+        if client_submission_id is None:
+            return self._write_legacy(task, digest)
+        receipt = self._read_receipt(client_submission_id)
+        if receipt is not None and receipt["state"] == "committed":
+            # Nothing rewrites a committed receipt, so reuse needs no lock: no wait
+            # behind a slow holder of the id, and no fsync.
+            return self._settle(client_submission_id, task, digest, receipt)
+        with self._acquire(client_submission_id):
+            receipt = self._read_receipt(client_submission_id)
+            if receipt is None:
+                receipt = self._reserve(client_submission_id, digest)
+            return self._settle(client_submission_id, task, digest, receipt)
+
+    def _settle(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
+        """Apply the recovery rule of the receipt's state (the first call goes through
+        here too, right after its reservation: there is one way forward, not two)."""
+        if receipt["digest_schema_version"] != DIGEST_SCHEMA_VERSION:
+            return _conflict("digest_schema_mismatch", digest, receipt)
+        if receipt["request_digest"] != digest:
+            return _conflict("digest_mismatch", digest, receipt)
+        if receipt["state"] == "reserved":
+            return self._recover_reserved(submission_id, task, digest, receipt)
+        if receipt["state"] == "task_created":
+            return self._recover_task_created(submission_id, digest, receipt)
+        return self._reuse_committed(digest, receipt)
+
+    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
+        task_id = f"TASK-{self._allocate_number():06d}"
+        now = time.time()
+        receipt = {
+            "client_submission_id": submission_id,
+            "digest_schema_version": DIGEST_SCHEMA_VERSION,
+            "request_digest": digest,
+            "task_id": task_id,
+            "task_path": f"tasks/{task_id}.json",
+            "state": "reserved",
+            "reserved_at": now,
+            "updated_at": now,
+        }
+        self._write_receipt(receipt, new=True)
+        self._failpoint("write_task.after_reserve")
+        return receipt
+
+    def _recover_reserved(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
+        """*Seam.* Write the task under the preallocated identity, or adopt a matching one."""
+        path = self._state_path(receipt["task_path"])
+        wrote = False
+        if _load(path) is None:
+            try:
+                durable.create_new(path, durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest)), self._fsync_directory)
+                wrote = True
+            except FileExistsError:  # someone put an object there meanwhile: judge it below
+                pass
+            else:
+                self._failpoint("write_task.after_task_write")
+        if not wrote and not self._task_matches(_load(path), receipt):
+            return _conflict("task_path_occupied", digest, receipt)
+        receipt = self._advance(receipt, "task_created")
+        self._failpoint("write_task.after_task_created")
+        return self._commit(receipt, wrote)
+
+    def _recover_task_created(self, submission_id: str, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
+        """*Seam.* The task was confirmed: finish committing, or report that it is gone."""
+        record = _load(self._state_path(receipt["task_path"]))
+        if record is None:
+            return _conflict("task_missing", digest, receipt)
+        if not self._task_matches(record, receipt):
+            return _conflict("task_path_occupied", digest, receipt)
+        return self._commit(receipt, wrote=False)
+
+    def _reuse_committed(self, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
+        """*Seam.* Answer the stored result again, unless its task object vanished."""
+        if not os.path.exists(self._state_path(receipt["task_path"])):
+            return _conflict("task_missing", digest, receipt)
+        return {**receipt["result"], "disposition": "reused", "action_taken": False}
+
+    def _commit(self, receipt: dict[str, Any], wrote: bool) -> dict[str, Any]:
+        # The stored result is the creation's; the answer says whether *this* call wrote.
+        first = {
+            "disposition": "created",
+            "action_taken": True,
+            "task_id": receipt["task_id"],
+            "task_path": receipt["task_path"],
+            "client_submission_id": receipt["client_submission_id"],
+            "request_digest": receipt["request_digest"],
+            "digest_schema_version": receipt["digest_schema_version"],
+            "idempotent": True,
+        }
+        self._advance(receipt, "committed", result=first)
+        self._failpoint("write_task.after_commit")
+        return first if wrote else {**first, "disposition": "reused", "action_taken": False}
+
+    def _advance(self, receipt: dict[str, Any], state: str, **extra: Any) -> dict[str, Any]:
+        receipt = {**receipt, **extra, "state": state, "updated_at": time.time()}
+        self._write_receipt(receipt, new=False)
+        return receipt
+
+    def _write_legacy(self, task: Any, digest: str) -> dict[str, Any]:
+        task_id = f"TASK-{self._allocate_number():06d}"
+        task_path = f"tasks/{task_id}.json"
+        record = self._task_record(task_id, None, task, digest)
+        durable.create_new(self._state_path(task_path), durable.dump(record), self._fsync_directory)
+        return self._legacy_result(task_id, task_path, digest)
+
+    # ------------------------------------------------------------------ reading
+
+    def list_tasks(self) -> dict[str, Any]:
+        """Every task object on disk, from the files themselves (not from receipts)."""
+        tasks = []
+        for name in sorted(os.listdir(self._dirs["tasks"])):
+            if name.startswith(".") or not name.endswith(".json"):
+                continue
+            record = _load(os.path.join(self._dirs["tasks"], name)) or {}
+            tasks.append({
+                "task_id": name[: -len(".json")],
+                "task_path": f"tasks/{name}",
+                "client_submission_id": record.get("client_submission_id"),
+                "request_digest": record.get("request_digest"),
+            })
+        return {"tasks": tasks}
+
+    def read_task(self, task_id: Any) -> dict[str, Any]:
+        record = _load(self._task_file(task_id))
+        if record is None:
+            raise ProtocolError("not_found", f"no task {task_id!r}")
+        return {
+            "task_id": task_id,
+            "task": record.get("task"),
+            "client_submission_id": record.get("client_submission_id"),
+            "request_digest": record.get("request_digest"),
+        }
+
+    def diagnose(self, client_submission_id: Any, stale_after_s: Any) -> dict[str, Any]:
+        """Facts about one receipt. Reads only: no lock is taken, nothing is written."""
+        check_submission_id(client_submission_id)
+        if isinstance(stale_after_s, bool) or not isinstance(stale_after_s, (int, float)) or not math.isfinite(stale_after_s) or stale_after_s < 0:
+            raise ContractError("invalid_request", "stale_after_s", "must be a finite number >= 0")
+        receipt = self._read_receipt(client_submission_id)
+        if receipt is None:
+            return {"state": "absent", "task_id": None, "task_path": None, "task_exists": False, "digest_matches": None, "age_s": None, "stalled": False}
+        record = _load(self._state_path(receipt["task_path"]))
+        age_s = max(0.0, time.time() - receipt["updated_at"])
+        return {
+            "state": receipt["state"],
+            "task_id": receipt["task_id"],
+            "task_path": receipt["task_path"],
+            "task_exists": record is not None,
+            "digest_matches": None if record is None else self._record_digest(record) == receipt["request_digest"],
+            "age_s": age_s,
+            "stalled": receipt["state"] != "committed" and age_s >= stale_after_s,
+        }
+
+    # ------------------------------------------------------------------ reports
+
+    def write_report(self, client_submission_id: Any, task_id: Any, content: Any) -> dict[str, Any]:
+        """File a report on a task; the same id with the same task and content is
+        answered with the first report (``deduplicated``), as it always was."""
+        check_submission_id(client_submission_id)
+        if not isinstance(content, str):
+            raise ContractError("invalid_request", "content", "must be a string")
+        if _load(self._task_file(task_id)) is None:
+            raise ProtocolError("not_found", f"no task {task_id!r}")
+        path = self._confined("reports", client_submission_id + ".json")
+        existing = _load(path)
+        if existing is None:
+            record = {
+                "report_id": f"REPORT-{self._report_numbers.claim():06d}",
+                "client_submission_id": client_submission_id,
+                "task_id": task_id,
+                "content": content,
+            }
+            try:
+                durable.create_new(path, durable.dump(record), self._fsync_directory)
+                return {"report_id": record["report_id"], "deduplicated": False}
+            except FileExistsError:  # a concurrent call with the same id won
+                existing = _load(path)
+        if self._is_duplicate_report(existing, task_id, content):
+            return {"report_id": existing["report_id"], "deduplicated": True}
+        raise ContractError(
+            "invalid_request",
+            "client_submission_id",
+            f"already names report {existing.get('report_id')} with another task or content; nothing was written",
+        )
+
+    def list_reports(self) -> dict[str, Any]:
+        reports = []
+        for name in sorted(os.listdir(self._dirs["reports"])):
+            if name.startswith(".") or not name.endswith(".json"):
+                continue
+            record = _load(os.path.join(self._dirs["reports"], name)) or {}
+            reports.append({"report_id": record.get("report_id"), "task_id": record.get("task_id")})
+        return {"reports": reports}
+
+    # ------------------------------------------------------------------ tamper (test-only)
+
+    def tamper(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Damage state the way an operator or an older runtime version could, so the
+        kit can check the recovery rules. Not a runtime feature: never call it in use."""
+        action = args.get("action")
+        if action == "remove_task":
+            try:
+                os.unlink(self._task_file(args.get("task_id")))
+            except FileNotFoundError:
+                raise ProtocolError("not_found", f"no task {args.get('task_id')!r}") from None
+            self._fsync_directory(self._dirs["tasks"])
+        elif action == "occupy_task_path":
+            receipt = self._existing_receipt(args.get("client_submission_id"))
+            foreign_task = {"sender": "tamper", "subject": "a foreign object at a reserved task path"}
+            foreign = self._task_record(receipt["task_id"], None, foreign_task, request_digest(foreign_task))
+            durable.replace(self._state_path(receipt["task_path"]), durable.dump(foreign), self._fsync_directory)
+        elif action == "set_receipt_schema":
+            receipt = self._existing_receipt(args.get("client_submission_id"))
+            version = args.get("digest_schema_version")
+            if not isinstance(version, str) or not version:
+                raise ContractError("invalid_request", "digest_schema_version", "must be a non-empty string")
+            receipt["digest_schema_version"] = version
+            if "result" in receipt:
+                receipt["result"]["digest_schema_version"] = version
+            self._write_receipt(receipt, new=False)
+        else:
+            raise ContractError("invalid_request", "action", f"unknown tamper action {action!r}")
+        return {}
+
+    def _existing_receipt(self, submission_id: Any) -> dict[str, Any]:
+        check_submission_id(submission_id)
+        receipt = self._read_receipt(submission_id)
+        if receipt is None:
+            raise ProtocolError("not_found", f"no receipt for {submission_id!r}")
+        return receipt
+
+    # ------------------------------------------------------------------ seams
+
+    def _digest(self, task: Any) -> str:
+        """*Seam.* The write-task-v1 request digest (raises ``ContractError``)."""
+        return request_digest(task)
+
+    @contextlib.contextmanager
+    def _acquire(self, submission_id: str) -> Iterator[None]:
+        """*Seam.* Exclusive hold of one id, across threads and processes, bounded."""
+        try:
+            with hold(self._confined("receipt-locks", submission_id + ".lock"), self.wait_timeout_s):
+                yield
+        except LockTimeout as exc:
+            raise ProtocolError("in_progress", f"another call holds this client_submission_id: {exc}") from None
+
+    def _allocate_number(self) -> int:
+        """*Seam.* A task number no one else ever got or will get."""
+        return self._task_numbers.claim()
+
+    def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
+        """*Seam.* Make one receipt state durable: an exclusive create for the
+        reservation, an atomic replacement for every later state."""
+        path = self._confined("receipts", receipt["client_submission_id"] + ".json")
+        write = durable.create_new if new else durable.replace
+        write(path, durable.dump(receipt), self._fsync_directory)
+
+    def _legacy_result(self, task_id: str, task_path: str, digest: str) -> dict[str, Any]:
+        """*Seam.* The legacy answer: a creation that promises nothing about retries."""
+        return {
+            "disposition": "created",
+            "action_taken": True,
+            "task_id": task_id,
+            "task_path": task_path,
+            "client_submission_id": None,
+            "request_digest": digest,
+            "digest_schema_version": DIGEST_SCHEMA_VERSION,
+            "idempotent": False,
+        }
+
+    def _is_duplicate_report(self, existing: Mapping[str, Any], task_id: str, content: str) -> bool:
+        """*Seam.* Whether a repeated report id is the same report."""
+        return existing.get("task_id") == task_id and existing.get("content") == content
+
+    def _fsync_directory(self, directory: str) -> None:
+        """*Seam.* Make a name created, renamed or removed in ``directory`` durable."""
+        durable.fsync_directory(directory)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _failpoint(self, name: str) -> None:
+        action = self.failpoints.get(name)
+        if action == "crash":
+            crash_now()
+        elif action == "fail":
+            # The step before the point is durable; the caller sees a native I/O error,
+            # which is the indeterminate "error after the effect" case.
+            raise OSError(errno.EIO, f"failpoint {name}")
+
+    def _read_receipt(self, submission_id: str) -> dict[str, Any] | None:
+        receipt = _load(self._confined("receipts", submission_id + ".json"))
+        if receipt == {}:
+            raise OSError(errno.EIO, f"receipt of {submission_id!r} is not JSON")
+        return receipt
+
+    def _task_record(self, task_id: str, submission_id: str | None, task: Any, digest: str) -> dict[str, Any]:
+        return {
+            "task_id": task_id,
+            "client_submission_id": submission_id,
+            "request_digest": digest,
+            "digest_schema_version": DIGEST_SCHEMA_VERSION,
+            "task": task,
+        }
+
+    def _record_digest(self, record: Any) -> str | None:
+        """The digest of the task inside a task object, recomputed rather than trusted."""
+        try:
+            return self._digest(record.get("task")) if isinstance(record, dict) and "task" in record else None
+        except ContractError:
+            return None
+
+    def _task_matches(self, record: Any, receipt: Mapping[str, Any]) -> bool:
+        """Whether the object at a receipt's task_path is that submission's task."""
+        return (
+            isinstance(record, dict)
+            and record.get("client_submission_id") == receipt["client_submission_id"]
+            and self._record_digest(record) == receipt["request_digest"]
+        )
+
+    def _task_file(self, task_id: Any) -> str:
+        if not isinstance(task_id, str) or not TASK_ID_PATTERN.fullmatch(task_id):
+            raise ProtocolError("not_found", f"no task {task_id!r}")
+        return self._confined("tasks", task_id + ".json")
+
+    def _state_path(self, relative: str) -> str:
+        path = os.path.normpath(os.path.join(self.state_dir, relative))
+        if os.path.dirname(path) not in self._dirs.values():
+            raise OSError(errno.EINVAL, f"path {relative!r} leaves the state directory")
+        return path
+
+    def _confined(self, directory: str, name: str) -> str:
+        """``name`` inside one state subdirectory. Submission ids are already checked
+        against the pattern; this is the second wall, in case a seam skipped it."""
+        if os.sep in name or name.startswith(".") or "\0" in name:
+            raise ContractError("invalid_submission_id", "client_submission_id", f"{name!r} is not a plain file name")
+        return os.path.join(self._dirs[directory], name)
