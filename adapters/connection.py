@@ -1,0 +1,99 @@
+"""The connection interface behind every way of reaching a runtime.
+
+A reply is one of three things, mirroring the outcome model the kit judges with:
+``Success`` and ``Failure`` (from ``spec.protocol``) when the harness answered, and
+``Lost`` when it did not (timeout, closed output, an unreadable or unattributable
+line, a killed process). The adapter never guesses what a lost call did.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Mapping, Union
+
+from spec.protocol import Failure, Success
+
+
+@dataclass(frozen=True)
+class Lost:
+    """No answer to judge: the call's effect is unknown."""
+
+    reason: str
+
+    ok = False
+
+
+Reply = Union[Success, Failure, Lost]
+
+
+class HarnessStartError(Exception):
+    """The harness did not start or did not complete its ``hello`` handshake."""
+
+    def __init__(self, message: str, stderr: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.stderr = stderr
+
+
+class Connection(ABC):
+    """One runtime process (or its equivalent) on one state directory.
+
+    Every method returns in bounded time: calls time out into ``Lost``, a stop that
+    is not honoured ends in SIGKILL.
+    """
+
+    #: The ``hello`` result of the current process, once started.
+    hello: Mapping[str, Any] | None = None
+
+    @abstractmethod
+    def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
+        """Start the runtime and complete the handshake; return the hello result.
+        Raises ``HarnessStartError``."""
+
+    @abstractmethod
+    def submit(self, op: str, args: Mapping[str, Any] | None = None) -> Future:
+        """Send one request without waiting; the future resolves to a ``Reply``.
+        Several submitted calls are pipelined on the one connection."""
+
+    def call(self, op: str, args: Mapping[str, Any] | None = None, timeout: float | None = None) -> Reply:
+        """Send one request and wait for its reply (``Lost`` after the timeout)."""
+        return self.wait(self.submit(op, args), timeout)
+
+    @abstractmethod
+    def wait(self, pending: Future, timeout: float | None = None) -> Reply:
+        """Wait for a submitted call; ``Lost`` when the timeout passes first."""
+
+    @abstractmethod
+    def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:
+        """Send raw bytes as one line (not a request) and wait for the ``id: null``
+        answer the protocol requires."""
+
+    @abstractmethod
+    def kill(self) -> None:
+        """SIGKILL the runtime's whole process group; calls in flight become ``Lost``."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Ask the runtime to shut down (``shutdown``), then make sure it is gone."""
+
+    def restart(self, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> Mapping[str, Any]:
+        """End the current process (gracefully or by SIGKILL) and start a new one on
+        the same state directory."""
+        self.stop() if graceful else self.kill()
+        return self.start(failpoints)
+
+    @property
+    @abstractmethod
+    def alive(self) -> bool:
+        """Whether the runtime process is running."""
+
+    @abstractmethod
+    def stderr_text(self) -> str:
+        """The captured, bounded tail of the runtime's stderr over all its starts."""
+
+    @abstractmethod
+    def exit_statuses(self) -> list[int | None]:
+        """The exit status of every process this connection ran, oldest first
+        (negative: killed by that signal; None: still running)."""

@@ -1,0 +1,353 @@
+"""The process adapter: any harness command line, spoken to over stdin/stdout.
+
+Hostile-harness safety is the point of this module. The harness runs in its own
+process group (so SIGKILL reaches its children too); a reader thread turns stdout lines
+into replies and a second thread keeps a bounded tail of stderr; every wait has a
+timeout; an overlong line, a closed pipe or a killed process turns the calls in flight
+into ``Lost`` instead of a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Mapping, Sequence
+
+from adapters.connection import Connection, HarnessStartError, Lost, Reply
+from spec.protocol import PROTOCOL, Failure, ProtocolError, Request, Success, decode_response, format_failpoints
+
+STATE_DIR_ENV = "RETRYPROOF_STATE_DIR"
+FAILPOINTS_ENV = "RETRYPROOF_FAILPOINTS"
+
+
+def encode_request(request: Request) -> bytes:
+    """One request line. Raw UTF-8 when possible; a string that is not Unicode (a lone
+    surrogate the kit sends on purpose) can only travel as a JSON escape."""
+    message = request.to_json()
+    try:
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+class _Stderr:
+    """A bounded tail of everything the harness wrote to stderr, across restarts."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._data = bytearray()
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def append(self, chunk: bytes) -> None:
+        with self._lock:
+            self._data += chunk
+            excess = len(self._data) - self.limit
+            if excess > 0:
+                del self._data[:excess]
+                self._dropped += excess
+
+    def text(self) -> str:
+        with self._lock:
+            head = f"[... {self._dropped} earlier bytes dropped]\n" if self._dropped else ""
+            return head + self._data.decode("utf-8", errors="replace")
+
+
+class _Process:
+    """One harness process and its calls in flight."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+        self.lock = threading.Lock()
+        self.pending: dict[int, Future] = {}
+        self.raw_waiters: list[Future] = []  # send_line calls, answered with id null
+        self.closed = False
+        self.killed_by_kit = False
+        self.threads: list[threading.Thread] = []
+
+    def in_flight(self) -> list[Future]:
+        return [*self.pending.values(), *self.raw_waiters]
+
+
+class ProcessConnection(Connection):
+    """Runs ``command`` with the state directory in its environment.
+
+    ``call_timeout`` bounds each call, ``start_timeout`` the handshake, and
+    ``max_line_bytes`` one response line; stderr keeps its last ``stderr_limit`` bytes.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        state_dir: str,
+        *,
+        call_timeout: float = 10.0,
+        start_timeout: float = 10.0,
+        max_line_bytes: int = 1 << 20,
+        stderr_limit: int = 64 << 10,
+        stop_timeout: float = 5.0,
+    ):
+        self.command = list(command)
+        self.state_dir = state_dir
+        self.call_timeout = call_timeout
+        self.start_timeout = start_timeout
+        self.max_line_bytes = max_line_bytes
+        self.stop_timeout = stop_timeout
+        self.hello = None
+        #: Lines the harness wrote that answer nothing (protocol noise), for evidence.
+        self.noise: list[str] = []
+        self._stderr = _Stderr(stderr_limit)
+        self._processes: list[_Process] = []
+        self._next_id = 0
+        self._id_lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    @property
+    def _current(self) -> _Process | None:
+        return self._processes[-1] if self._processes else None
+
+    @property
+    def alive(self) -> bool:
+        current = self._current
+        return current is not None and not current.closed and current.popen.poll() is None
+
+    def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
+        if self.alive:
+            raise RuntimeError("the harness is already running; kill or stop it first")
+        env = dict(os.environ)
+        env[STATE_DIR_ENV] = self.state_dir
+        env.pop(FAILPOINTS_ENV, None)
+        if failpoints:
+            env[FAILPOINTS_ENV] = format_failpoints(failpoints)
+        self._stderr.append(f"[retryproof: start #{len(self._processes) + 1}: {' '.join(self.command)}]\n".encode())
+        try:
+            popen = subprocess.Popen(
+                self.command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,  # its own process group, for killpg
+            )
+        except OSError as exc:
+            raise HarnessStartError(f"cannot run harness {self.command[0]!r}: {exc.strerror or exc}") from None
+        process = _Process(popen)
+        self._processes.append(process)
+        for target in (self._read_stdout, self._read_stderr):
+            thread = threading.Thread(target=target, args=(process,), daemon=True, name=f"harness-{target.__name__}")
+            thread.start()
+            process.threads.append(thread)
+        reply = self.call("hello", {"protocol": PROTOCOL}, timeout=self.start_timeout)
+        problem = _handshake_problem(reply)
+        if problem:
+            self.kill()
+            raise HarnessStartError(f"handshake failed: {problem}", self.stderr_text())
+        self.hello = dict(reply.result)
+        return self.hello
+
+    def kill(self) -> None:
+        process = self._current
+        if process is None:
+            return
+        process.killed_by_kit = process.killed_by_kit or process.popen.poll() is None
+        _kill_group(process.popen)
+        self._reap(process)
+
+    def stop(self) -> None:
+        process = self._current
+        if process is None:
+            return
+        if self.alive:
+            self.call("shutdown", {}, timeout=self.stop_timeout)
+            try:
+                process.popen.stdin.close()
+            except OSError:
+                pass
+            try:
+                process.popen.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                process.killed_by_kit = True
+        # Whatever the harness left behind in its group goes too.
+        _kill_group(process.popen)
+        self._reap(process)
+
+    def _reap(self, process: _Process) -> None:
+        try:
+            process.popen.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+            pass
+        for thread in process.threads:
+            thread.join(self.stop_timeout)
+        for stream in (process.popen.stdin, process.popen.stdout, process.popen.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+    def exit_statuses(self) -> list[int | None]:
+        return [process.popen.poll() for process in self._processes]
+
+    def stderr_text(self) -> str:
+        return self._stderr.text()
+
+    # -- calls -------------------------------------------------------------------
+
+    def submit(self, op: str, args: Mapping[str, Any] | None = None) -> Future:
+        with self._id_lock:
+            self._next_id += 1
+            request_id = self._next_id  # unique across restarts, so late answers cannot match
+        future: Future = Future()
+        future.request_id = request_id  # type: ignore[attr-defined]
+        return self._send(future, encode_request(Request(request_id, op, dict(args or {}))), request_id)
+
+    def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:
+        future: Future = Future()
+        future.request_id = None  # type: ignore[attr-defined]
+        return self.wait(self._send(future, raw.rstrip(b"\n") + b"\n", None), timeout)
+
+    def _send(self, future: Future, line: bytes, request_id: int | None) -> Future:
+        process = self._current
+        if process is None:
+            future.set_result(Lost("the harness was never started"))
+            return future
+        with process.lock:
+            if process.closed:
+                future.set_result(Lost("the harness is not running"))
+                return future
+            if request_id is None:
+                process.raw_waiters.append(future)
+            else:
+                process.pending[request_id] = future
+            try:
+                process.popen.stdin.write(line)
+                process.popen.stdin.flush()
+            except (OSError, ValueError):
+                self._forget(process, future)
+                future.set_result(Lost("the harness closed its input"))
+        return future
+
+    def wait(self, pending: Future, timeout: float | None = None) -> Reply:
+        limit = self.call_timeout if timeout is None else timeout
+        try:
+            return pending.result(limit)
+        except FutureTimeout:
+            process = self._current
+            if process is not None:
+                with process.lock:
+                    self._forget(process, pending)
+            if not pending.done():
+                pending.set_result(Lost(f"no response within {limit:g}s"))
+            return pending.result()
+
+    @staticmethod
+    def _forget(process: _Process, future: Future) -> None:
+        process.pending.pop(getattr(future, "request_id", None), None)
+        if future in process.raw_waiters:
+            process.raw_waiters.remove(future)
+
+    # -- reader threads ----------------------------------------------------------
+
+    def _read_stdout(self, process: _Process) -> None:
+        stdout = process.popen.stdout
+        reason = None
+        while True:
+            try:
+                line = stdout.readline(self.max_line_bytes + 1)
+            except (OSError, ValueError):
+                break
+            if not line:
+                break
+            if len(line) > self.max_line_bytes and not line.endswith(b"\n"):
+                reason = f"the harness wrote a line longer than {self.max_line_bytes} bytes"
+                self.noise.append(reason)
+                _kill_group(process.popen)
+                break
+            if line.strip():
+                self._dispatch(process, line)
+        self._close(process, reason)
+
+    def _dispatch(self, process: _Process, line: bytes) -> None:
+        try:
+            reply = decode_response(line)
+        except ProtocolError as exc:
+            self._unattributable(process, f"unreadable line ({exc.message}): {line[:200]!r}")
+            return
+        with process.lock:
+            if reply.id is None:
+                target = process.raw_waiters.pop(0) if process.raw_waiters else None
+            else:
+                target = process.pending.pop(reply.id, None)
+        if target is not None:
+            target.set_result(reply)
+        elif isinstance(reply, Failure) and reply.id is None:
+            self._unattributable(process, f"answer with id null: {reply.code}: {reply.message[:200]}", reply)
+        else:
+            self._unattributable(process, f"answer for id {reply.id}, which is not a call in flight")
+
+    def _unattributable(self, process: _Process, what: str, reply: Reply | None = None) -> None:
+        """A line that answers no call in flight. With exactly one call in flight it
+        can only be that call's (garbled) answer, so that call ends as ``Lost`` now
+        instead of waiting out its timeout; otherwise it is kept as noise."""
+        self.noise.append(what)
+        with process.lock:
+            flight = process.in_flight()
+            if len(flight) != 1:
+                return
+            self._forget(process, flight[0])
+        flight[0].set_result(reply if reply is not None and flight[0].request_id is None else Lost(what))
+
+    def _close(self, process: _Process, reason: str | None) -> None:
+        try:
+            status = process.popen.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            status = None
+        if reason is None:
+            if process.killed_by_kit:
+                reason = "the kit killed the harness"
+            elif status is not None and status < 0:
+                reason = f"the harness died of signal {signal.Signals(-status).name}"
+            else:
+                reason = f"the harness closed its output (exit status {status})"
+        with process.lock:
+            process.closed = True
+            flight = process.in_flight()
+            process.pending.clear()
+            process.raw_waiters.clear()
+        for future in flight:
+            if not future.done():
+                future.set_result(Lost(reason))
+
+    def _read_stderr(self, process: _Process) -> None:
+        stderr = process.popen.stderr
+        while True:
+            try:
+                chunk = stderr.read1(4096)
+            except (OSError, ValueError):
+                return
+            if not chunk:
+                return
+            self._stderr.append(chunk)
+
+
+def _kill_group(popen: subprocess.Popen) -> None:
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _handshake_problem(reply: Reply) -> str | None:
+    if isinstance(reply, Lost):
+        return reply.reason
+    if isinstance(reply, Failure):
+        return f"hello answered error {reply.code}: {reply.message[:200]}"
+    assert isinstance(reply, Success)
+    if reply.result.get("protocol") != PROTOCOL:
+        return f"hello answered protocol {str(reply.result.get('protocol'))[:80]!r}, expected {PROTOCOL!r}"
+    return None

@@ -1,0 +1,137 @@
+"""The Python host: certify a runtime written in Python without writing a harness.
+
+A vendor implements ``HostedRuntime`` and names a factory, ``module:factory``::
+
+    retryproof run --python my_runtime.harness:make_runtime
+
+The kit then runs ``python -m adapters.python_host my_runtime.harness:make_runtime``
+as an ordinary harness process, which serves ``retryproof-harness/1`` with
+``spec.protocol.serve``. The runtime therefore lives in a real OS process: SIGKILL and
+restart on the same state directory are as real as for any other harness.
+
+The interface, in full:
+
+- ``factory(state_dir: str, failpoints: dict[str, str]) -> HostedRuntime`` is called
+  once per process start. ``state_dir`` holds all durable state; ``failpoints`` maps a
+  failpoint name to ``crash`` or ``fail`` (call ``HostedRuntime.failpoint(name)`` at
+  that point in the code).
+- The object has ``implementation`` (``{"name", "version", "language"}``),
+  ``capabilities`` and ``failpoints`` (the names it supports), and one method per
+  protocol op it serves, named after the op and taking the op's args as keyword
+  arguments: ``write_task(self, task, client_submission_id=None, invocation=None)``,
+  ``list_tasks(self)``, ``read_task(self, task_id)``, ``diagnose(...)`` and so on,
+  each returning the result object of ``spec/schemas/harness-response.json``.
+- A rejection is raised as ``spec.protocol.ProtocolError(code, message)`` or
+  ``spec.digest.ContractError``; an ``OSError`` becomes ``io_error``. ``hello`` and
+  ``shutdown`` are served by the host.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from typing import Any, Callable, Mapping
+
+from spec.digest import DIGEST_SCHEMA_VERSION
+from spec.protocol import PROTOCOL, ProtocolError, crash_now, parse_failpoints, serve
+
+FACTORY_FORMAT = "module:factory"
+#: Ops the host answers itself; every other op is looked up on the runtime object.
+HOST_OPS = ("hello", "shutdown")
+
+
+class HostedRuntime:
+    """Base class of a hosted runtime (subclassing is optional; the shape is what counts)."""
+
+    implementation: Mapping[str, str] = {"name": "unnamed", "version": "0", "language": "python"}
+    capabilities: tuple[str, ...] = ("write_task",)
+    failpoints: tuple[str, ...] = ()
+
+    def __init__(self, state_dir: str, failpoints: Mapping[str, str]):
+        self.state_dir = state_dir
+        self.armed_failpoints = dict(failpoints)
+
+    def failpoint(self, name: str) -> None:
+        """Call at a failpoint: ``crash`` SIGKILLs this process, ``fail`` raises the
+        native I/O error, no action does nothing."""
+        action = self.armed_failpoints.get(name)
+        if action == "crash":
+            crash_now()
+        elif action == "fail":
+            raise OSError(5, f"failpoint {name}")
+
+
+def load_factory(reference: str) -> Callable[..., Any]:
+    """Import ``module:factory``; raise ``ValueError`` with a readable reason."""
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"{reference!r} is not of the form {FACTORY_FORMAT}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r}: {exc}") from None
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise ValueError(f"{module_name!r} has no callable {attribute!r}")
+    return factory
+
+
+def handlers_for(runtime: Any) -> dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
+    """The ``serve`` handler table: ``hello`` from the runtime's declarations, and
+    one handler per public method, which binds the request args as keyword
+    arguments (args that do not fit the signature are ``invalid_request``)."""
+
+    def hello(args: Mapping[str, Any]) -> Mapping[str, Any]:
+        return {
+            "protocol": PROTOCOL,
+            "implementation": dict(runtime.implementation),
+            "capabilities": list(runtime.capabilities),
+            "failpoints": list(runtime.failpoints),
+            "digest_schema_version": DIGEST_SCHEMA_VERSION,
+        }
+
+    def bound(method: Callable[..., Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
+        signature = inspect.signature(method)
+
+        def handle(args: Mapping[str, Any]) -> Mapping[str, Any]:
+            try:
+                call = signature.bind(**args)
+            except TypeError as exc:
+                raise ProtocolError("invalid_request", f"arguments do not fit {method.__name__}: {exc}") from None
+            return method(*call.args, **call.kwargs)
+
+        return handle
+
+    table: dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {"hello": hello}
+    for name, member in inspect.getmembers(runtime, inspect.ismethod):
+        if not name.startswith("_") and name not in HOST_OPS and name != "failpoint":
+            table[name] = bound(member)
+    return table
+
+
+def host_command(reference: str) -> list[str]:
+    """The harness command line that hosts ``module:factory``."""
+    return [sys.executable, "-m", "adapters.python_host", reference]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print(f"usage: python -m adapters.python_host {FACTORY_FORMAT}", file=sys.stderr)
+        return 2
+    # The vendor's module is found from the directory the kit was started in.
+    sys.path.insert(0, os.getcwd())
+    try:
+        factory = load_factory(argv[0])
+        runtime = factory(os.environ["RETRYPROOF_STATE_DIR"], parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS")))
+    except (ValueError, KeyError) as exc:
+        print(f"retryproof python host: {exc}", file=sys.stderr)
+        return 2
+    serve(handlers_for(runtime))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

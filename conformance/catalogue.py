@@ -1,0 +1,61 @@
+"""The scenario catalogue of ``spec/retryproof.yaml`` as typed entries.
+
+Levels, needs, requirements and checklist questions are stated once, in the spec;
+scenario code only binds a function to an id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from spec import load_spec
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    title: str
+    level: str  # MUST | SHOULD
+    checks: tuple[str, ...]
+    checklist: tuple[str, ...]
+    needs: tuple[str, ...]
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        return tuple(need for need in self.needs if ":" not in need)
+
+    @property
+    def failpoints(self) -> tuple[str, ...]:
+        return tuple(need.partition(":")[2] for need in self.needs if need.startswith("failpoint:"))
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        return tuple(need.partition(":")[2] for need in self.needs if need.startswith("tool:"))
+
+
+@cache
+def catalogue() -> tuple[Entry, ...]:
+    """Every scenario of the spec, in spec order (the order of every report)."""
+    return tuple(
+        Entry(
+            id=item["id"],
+            title=item["title"],
+            level=item["level"],
+            checks=tuple(item.get("checks", ())),
+            checklist=tuple(item.get("checklist", ())),
+            needs=tuple(item.get("needs", ())),
+        )
+        for item in load_spec()["scenarios"]
+    )
+
+
+def entry(scenario_id: str) -> Entry:
+    for item in catalogue():
+        if item.id == scenario_id:
+            return item
+    raise KeyError(scenario_id)
+
+
+def checklist_questions() -> dict[str, str]:
+    return dict(load_spec()["checklist"])

@@ -1,0 +1,345 @@
+"""What a scenario holds while it runs: its runtime, its calls, its evidence.
+
+See ``conformance.scenarios`` for how scenarios use it. The context owns every
+harness process the scenario starts and ends them all when the scenario ends.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from adapters.connection import Connection, HarnessStartError
+from conformance.catalogue import Entry
+from conformance.outcome import Call, classify
+from conformance.validation import result_problem
+
+
+class ScenarioFailed(Exception):
+    """The runtime broke the contract; the scenario is ``failed``."""
+
+
+class NotApplicable(Exception):
+    """The runtime legitimately took a path the scenario cannot judge (for example it
+    finished an interrupted creation by itself at start-up)."""
+
+
+class Unjudgeable(Exception):
+    """The kit could not judge: the harness hung, crashed or answered garbage; the
+    scenario is ``error``."""
+
+
+class Skipped(Exception):
+    """Something the scenario needs is missing at run time; never a pass."""
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """The authoritative tasks (``list_tasks``) at one moment."""
+
+    tasks: tuple[Mapping[str, Any], ...]
+
+    @property
+    def ids(self) -> set[str]:
+        return {task.get("task_id") for task in self.tasks}
+
+    @property
+    def count(self) -> int:
+        return len(self.tasks)
+
+    def for_submission(self, submission_id: str | None) -> list[Mapping[str, Any]]:
+        return [task for task in self.tasks if task.get("client_submission_id") == submission_id]
+
+    def get(self, task_id: str) -> Mapping[str, Any] | None:
+        return next((task for task in self.tasks if task.get("task_id") == task_id), None)
+
+
+ConnectionFactory = Callable[[], Connection]
+
+
+class Context:
+    """A scenario's handle on the runtime. Created by the runner, one per scenario."""
+
+    def __init__(self, entry: Entry, connect: ConnectionFactory, hello: Mapping[str, Any], seed: int, concurrency: int):
+        self.entry = entry
+        self.hello = hello
+        self.seed = seed
+        self.concurrency = concurrency
+        #: Seeded per scenario, so ``--only ID --seed N`` replays the same choices.
+        self.rng = random.Random(f"{seed}/{entry.id}")
+        self.evidence: dict[str, Any] = {}
+        self.calls: list[Call] = []
+        self.connections: list[Connection] = []
+        self._connect = connect
+        self._calls_lock = threading.Lock()
+        self._submission_ids: list[str] = []
+
+    # -- what the runtime declares ------------------------------------------------
+
+    def has(self, capability: str) -> bool:
+        return capability in (self.hello.get("capabilities") or ())
+
+    def has_failpoint(self, name: str) -> bool:
+        return name in (self.hello.get("failpoints") or ())
+
+    # -- processes ----------------------------------------------------------------
+
+    @property
+    def conn(self) -> Connection:
+        """The main connection (the first one started)."""
+        if not self.connections:
+            raise RuntimeError("call ctx.start() first")
+        return self.connections[0]
+
+    def start(self, failpoints: Mapping[str, str] | None = None) -> Connection:
+        """Start the main harness process on the scenario's state directory."""
+        if not self.connections:
+            self.connections.append(self._connect())
+        self._started(self.conn, lambda: self.conn.start(failpoints))
+        return self.conn
+
+    def spawn(self, count: int) -> list[Connection]:
+        """Start ``count`` more harness processes on the same state directory
+        (for the ``multiprocess`` capability)."""
+        extra = [self._connect() for _ in range(count)]
+        self.connections.extend(extra)
+        failures: list[str] = []
+
+        def start(connection: Connection) -> None:
+            try:
+                connection.start()
+            except HarnessStartError as exc:
+                failures.append(exc.message)
+
+        threads = [threading.Thread(target=start, args=(connection,)) for connection in extra]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise Unjudgeable(f"{len(failures)} of {count} extra harness processes did not start: {failures[0]}")
+        return extra
+
+    def kill(self, connection: Connection | None = None) -> None:
+        """SIGKILL the process group of the main (or given) connection."""
+        (connection or self.conn).kill()
+
+    def restart(self, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> Connection:
+        """End the main process (SIGKILL, or ``shutdown`` when graceful) and start it
+        again on the same state directory, with ``failpoints`` armed or none."""
+        self.conn.stop() if graceful else self.conn.kill()
+        return self.start(failpoints)
+
+    def stop(self) -> None:
+        self.conn.stop()
+
+    def close(self) -> None:
+        for connection in self.connections:
+            connection.kill()
+
+    def stderr_text(self) -> str:
+        return "\n".join(connection.stderr_text() for connection in self.connections)
+
+    @staticmethod
+    def _started(connection: Connection, start: Callable[[], Any]) -> None:
+        try:
+            start()
+        except HarnessStartError as exc:
+            raise Unjudgeable(f"the harness did not start: {exc.message}") from None
+
+    # -- calls --------------------------------------------------------------------
+
+    def call(self, op: str, args: Mapping[str, Any] | None = None, *, connection: Connection | None = None, timeout: float | None = None) -> Call:
+        """One call, recorded and classified; a success is validated against the op's
+        result schema (a violation fails the scenario)."""
+        connection = connection or self.conn
+        args = dict(args or {})
+        began = time.perf_counter()
+        reply = connection.call(op, args, timeout)
+        return self._record(op, args, reply, time.perf_counter() - began, connection)
+
+    def concurrently(self, requests: Sequence[tuple[str, Mapping[str, Any]]], *, connection: Connection | None = None) -> list[Call]:
+        """Pipeline all ``requests`` on one connection before reading any answer."""
+        connection = connection or self.conn
+        began = time.perf_counter()
+        pending = [(op, dict(args), connection.submit(op, args)) for op, args in requests]
+        replies = [(op, args, connection.wait(future)) for op, args, future in pending]
+        elapsed = time.perf_counter() - began
+        return [self._record(op, args, reply, elapsed, connection) for op, args, reply in replies]
+
+    def in_parallel(self, connections: Sequence[Connection], op: str, args: Mapping[str, Any]) -> list[Call]:
+        """The same call on each connection at once, one thread per connection,
+        released together by a barrier."""
+        barrier = threading.Barrier(len(connections))
+        calls: list[Call | None] = [None] * len(connections)
+
+        def one(index: int, connection: Connection) -> None:
+            barrier.wait()
+            calls[index] = self.call(op, args, connection=connection)
+
+        threads = [threading.Thread(target=one, args=pair) for pair in enumerate(connections)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return [call for call in calls if call is not None]
+
+    def send_line(self, raw: bytes) -> Call:
+        """Send a raw line that is not a request; the answer must have id null."""
+        began = time.perf_counter()
+        reply = self.conn.send_line(raw)
+        return self._record("(raw line)", {"line": raw[:200].decode("utf-8", "replace")}, reply, time.perf_counter() - began, self.conn)
+
+    def write_task(self, submission_id: str | None, task: Any, invocation: Mapping[str, Any] | None = None, *, connection: Connection | None = None) -> Call:
+        """``write_task``; a None ``submission_id`` is the legacy path."""
+        return self.call("write_task", self.write_task_args(submission_id, task, invocation), connection=connection)
+
+    def write_task_args(self, submission_id: str | None, task: Any, invocation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        args: dict[str, Any] = {"task": task}
+        if submission_id is not None:
+            args["client_submission_id"] = submission_id
+            if submission_id not in self._submission_ids:
+                self._submission_ids.append(submission_id)
+        if invocation is not None:
+            args["invocation"] = dict(invocation)
+        return args
+
+    def _record(self, op: str, args: Mapping[str, Any], reply, elapsed: float, connection: Connection) -> Call:
+        process = len(connection.exit_statuses())
+        call = classify(op, args, reply, elapsed, process)
+        with self._calls_lock:
+            self.calls.append(call)
+        if call.result is not None:
+            problem = result_problem(op, call.result)
+            if problem:
+                raise ScenarioFailed(problem)
+        return call
+
+    # -- authoritative state ------------------------------------------------------
+
+    def tasks(self, label: str | None = None, *, connection: Connection | None = None) -> TaskSet:
+        """The tasks in durable state (``list_tasks``); recorded under ``label``."""
+        call = self.call("list_tasks", connection=connection)
+        self.expect_ok(call, "list_tasks")
+        snapshot = TaskSet(tuple(call.result.get("tasks", ())))
+        if label:
+            self.evidence.setdefault("tasks", {})[label] = {"count": snapshot.count, "task_ids": sorted(map(str, snapshot.ids))}
+        return snapshot
+
+    def receipt(self, submission_id: str, label: str, stale_after_s: float = 3600.0) -> Mapping[str, Any] | None:
+        """The runtime's diagnostics of one receipt, recorded as evidence under
+        ``label``; None when the runtime does not declare ``diagnose``."""
+        if not self.has("diagnose"):
+            return None
+        call = self.call("diagnose", {"client_submission_id": submission_id, "stale_after_s": stale_after_s})
+        self.expect_ok(call, "diagnose")
+        self.evidence.setdefault("receipts", {})[label] = dict(call.result)
+        return call.result
+
+    # -- judging ------------------------------------------------------------------
+
+    def check(self, condition: bool, message: str) -> None:
+        """Fail the scenario with ``message`` unless ``condition`` holds."""
+        if not condition:
+            raise ScenarioFailed(message)
+
+    def expect_ok(self, call: Call, what: str) -> Call:
+        """A success, or: a lost call makes the scenario ``error`` (nothing to judge),
+        a structured error or a conflict makes it ``failed``."""
+        if call.kind == "ok":
+            return call
+        if not call.answered:
+            raise Unjudgeable(f"{what}: no answer ({call.message})")
+        if call.result is not None:
+            raise ScenarioFailed(f"{what}: expected success, got conflict {call.summary().get('conflict_reason')}")
+        raise ScenarioFailed(f"{what}: expected success, got error {call.code}: {(call.message or '')[:200]}")
+
+    def expect_disposition(self, call: Call, disposition: str, what: str) -> Mapping[str, Any]:
+        """The call answered this disposition; ``conflict`` also needs its reason via
+        ``expect_conflict``."""
+        if not call.answered:
+            raise Unjudgeable(f"{what}: no answer ({call.message})")
+        self.check(call.disposition == disposition, f"{what}: expected disposition {disposition}, got {_describe(call)}")
+        return call.result
+
+    def expect_conflict(self, call: Call, reason: str, what: str) -> Mapping[str, Any]:
+        result = self.expect_disposition(call, "conflict", what)
+        got = (result.get("conflict") or {}).get("reason")
+        self.check(got == reason, f"{what}: expected conflict {reason}, got conflict {got}")
+        return result
+
+    def expect_error(self, call: Call, codes: str | Iterable[str], what: str) -> None:
+        codes = {codes} if isinstance(codes, str) else set(codes)
+        if not call.answered:
+            raise Unjudgeable(f"{what}: no answer ({call.message})")
+        self.check(call.code in codes, f"{what}: expected error {' or '.join(sorted(codes))}, got {_describe(call)}")
+
+    def check_tasks(self, before: TaskSet, after: TaskSet, new: int) -> None:
+        """The set checker. Against ``before``/``after`` snapshots and every call made
+        since the scenario began: no task an ``ok`` call returned may be missing
+        (``lost``); every new task must belong to an id the scenario submitted, at most
+        one per id (``unexpected``); exactly ``new`` tasks appeared."""
+        returned = {call.task_id for call in self.calls if call.kind == "ok" and call.op == "write_task" and call.task_id}
+        lost = sorted(returned - after.ids)
+        added = [task for task in after.tasks if task.get("task_id") not in before.ids]
+        per_id: dict[Any, int] = {}
+        for task in added:
+            per_id[task.get("client_submission_id")] = per_id.get(task.get("client_submission_id"), 0) + 1
+        legacy_calls = sum(1 for call in self.calls if call.op == "write_task" and "client_submission_id" not in call.args and call.kind != "fail")
+        unexpected = sorted(
+            str(task.get("task_id"))
+            for task in added
+            if (task.get("client_submission_id") is None and per_id[None] > legacy_calls)
+            or (task.get("client_submission_id") is not None and (task.get("client_submission_id") not in self._submission_ids or per_id[task.get("client_submission_id")] > 1))
+        )
+        self.evidence["set_check"] = {"new_tasks": len(added), "expected_new": new, "lost": lost, "unexpected": unexpected}
+        self.check(not lost, f"lost: tasks returned by successful calls are missing from list_tasks: {', '.join(lost)}")
+        self.check(not unexpected, f"unexpected tasks no call could have made (or a second task for one id): {', '.join(unexpected)}")
+        self.check(len(added) == new, f"expected {new} new task(s) in list_tasks, found {len(added)}")
+        vanished = sorted(map(str, before.ids - after.ids))
+        self.check(not vanished, f"tasks disappeared from list_tasks: {', '.join(vanished)}")
+
+    def not_applicable(self, reason: str) -> None:
+        raise NotApplicable(reason)
+
+    def skip(self, reason: str) -> None:
+        raise Skipped(reason)
+
+    def note(self, key: str, value: Any) -> None:
+        """Attach a JSON-ready fact to the scenario's evidence."""
+        self.evidence[key] = value
+
+    # -- seeded data ----------------------------------------------------------------
+
+    def submission_id(self) -> str:
+        """A fresh, valid client_submission_id from the scenario's seeded stream."""
+        suffix = "".join(self.rng.choice(string.ascii_lowercase + string.digits) for _ in range(10))
+        return f"rp-{self.entry.id.lower()}-{suffix}"
+
+    def task(self, **fields: Any) -> dict[str, Any]:
+        """A plausible task with seeded contents; ``fields`` override."""
+        word = lambda: "".join(self.rng.choice(string.ascii_lowercase) for _ in range(self.rng.randint(3, 9)))  # noqa: E731
+        task: dict[str, Any] = {
+            "sender": self.rng.choice(["PM", "ADMIN", "QA"]),
+            "recipient": self.rng.choice(["DEV", "OPS", "SEC"]),
+            "subject": f"{word().capitalize()} {word()} {word()}",
+            "body": f"{word()} {word()}\n{word()} café {word()}",
+            "priority": self.rng.choice(["P0", "P1", "P2", None]),
+            "thread_key": f"thread-{self.rng.randrange(10**6)}",
+            "references": [f"REF-{self.rng.randrange(1000)}" for _ in range(self.rng.randint(0, 2))],
+        }
+        task.update(fields)
+        return task
+
+
+def _describe(call: Call) -> str:
+    if call.result is not None:
+        reason = (call.result.get("conflict") or {}).get("reason") if isinstance(call.result.get("conflict"), Mapping) else None
+        return f"disposition {call.disposition}" + (f" ({reason})" if reason else "")
+    if call.code is not None:
+        return f"error {call.code}: {(call.message or '')[:200]}"
+    return f"no answer ({call.message})"

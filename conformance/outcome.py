@@ -1,0 +1,77 @@
+"""Every call the kit makes is ``ok``, ``fail`` or ``info`` (the Jepsen outcome model).
+
+- ``ok``: a parsed success.
+- ``fail``: a structured rejection that provably wrote nothing: an error code of
+  ``FAIL_CODES`` or a ``conflict`` disposition (which by contract writes nothing).
+- ``info``: indeterminate: no answer (timeout, EOF, garbled, killed) or an error that
+  may follow the effect (``io_error``, ``internal_error``, ``in_progress``, any code
+  the spec does not list as writing nothing). ``info`` is never treated as ``fail``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from adapters.connection import Lost, Reply
+from spec.protocol import Failure
+
+#: Error codes that, per spec ``outcome_model.fail``, prove nothing was written.
+FAIL_CODES = frozenset(
+    {"invalid_request", "invalid_submission_id", "unknown_op", "bad_message", "not_found", "NOT_APPROVED", "APPROVAL_ALREADY_CONSUMED"}
+)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request and what came of it, as evidence."""
+
+    op: str
+    args: Mapping[str, Any]
+    kind: str  # ok | fail | info
+    result: Mapping[str, Any] | None = None
+    code: str | None = None  # the error code of a structured rejection
+    message: str | None = None  # its message, or why the call is indeterminate
+    duration_s: float = 0.0
+    process: int = 0  # which start of the harness answered (1-based)
+
+    @property
+    def answered(self) -> bool:
+        """Whether the harness answered at all (success or structured error)."""
+        return self.result is not None or self.code is not None
+
+    @property
+    def disposition(self) -> str | None:
+        return self.result.get("disposition") if self.result else None
+
+    @property
+    def task_id(self) -> str | None:
+        return self.result.get("task_id") if self.result else None
+
+    def summary(self) -> dict[str, Any]:
+        """A compact, JSON-ready record for reports."""
+        record: dict[str, Any] = {"op": self.op, "kind": self.kind, "process": self.process, "ms": round(self.duration_s * 1000, 1)}
+        if "client_submission_id" in self.args:
+            record["client_submission_id"] = self.args["client_submission_id"]
+        if self.result is not None:
+            for key in ("disposition", "action_taken", "task_id", "idempotent", "deduplicated", "state"):
+                if key in self.result:
+                    record[key] = self.result[key]
+            if isinstance(self.result.get("conflict"), Mapping):
+                record["conflict_reason"] = self.result["conflict"].get("reason")
+        if self.code is not None:
+            record["error"] = self.code
+        if self.message is not None:
+            record["message"] = self.message[:300]
+        return record
+
+
+def classify(op: str, args: Mapping[str, Any], reply: Reply, duration_s: float, process: int) -> Call:
+    common = {"op": op, "args": dict(args), "duration_s": duration_s, "process": process}
+    if isinstance(reply, Lost):
+        return Call(kind="info", message=reply.reason, **common)
+    if isinstance(reply, Failure):
+        kind = "fail" if reply.code in FAIL_CODES else "info"
+        return Call(kind=kind, code=reply.code, message=reply.message, **common)
+    kind = "fail" if reply.result.get("disposition") == "conflict" else "ok"
+    return Call(kind=kind, result=dict(reply.result), **common)

@@ -1,0 +1,131 @@
+"""The scenario API: how a scenario of the catalogue is written and run.
+
+Declaring
+---------
+A scenario is a function of one argument, a ``Context``, bound to a catalogue id of
+``spec/retryproof.yaml`` with the ``scenario`` decorator::
+
+    from conformance.scenarios import Context, scenario
+
+    @scenario("A2-RESPONSE-LOSS")
+    def response_loss(ctx: Context) -> None:
+        ...
+
+The id must exist in the catalogue (a typo fails at import). Title, level
+(MUST/SHOULD), requirements, checklist questions and needs come from the spec, never
+from the code. Every module of this package is imported by ``registry()``; a scenario
+living elsewhere is listed in ``OUTSIDE_MODULES``. A catalogue id with no registered
+function is reported by the run as ``error`` "not implemented" (``missing_ids()``).
+
+Needs
+-----
+The runner checks the entry's ``needs`` before calling the function: a capability
+the runtime's ``hello`` does not declare, a failpoint it does not list, or a tool
+(``tool:strace``) not on PATH makes the scenario ``skipped`` with the reason. The
+function may still call ``ctx.skip(reason)`` for a need found at run time.
+
+The runtime
+-----------
+Each scenario gets a fresh state directory, the same one across its restarts.
+
+- ``ctx.start(failpoints={"write_task.after_commit": "crash"})`` starts the harness
+  (``ctx.conn`` is that connection);
+- ``ctx.kill()`` SIGKILLs its process group; ``ctx.restart(failpoints=None,
+  graceful=False)`` kills (or, graceful, ``shutdown``s) and starts again on the same
+  state; ``ctx.stop()`` shuts down; ``ctx.spawn(n)`` starts n more processes on the same
+  state directory (``multiprocess``). The runner ends every process afterwards.
+- ``ctx.call(op, args)`` makes one call; ``ctx.write_task(submission_id, task,
+  invocation)`` is the common one (None id = legacy path); ``ctx.concurrently([(op,
+  args), ...])`` pipelines calls on one connection before reading any answer;
+  ``ctx.in_parallel(connections, op, args)`` makes one call per connection at once;
+  ``ctx.send_line(raw)`` sends a line that is not a request.
+- Seeded data: ``ctx.submission_id()``, ``ctx.task(**overrides)``, ``ctx.rng``
+  (``random.Random`` seeded with the run seed and the scenario id, so ``--only ID
+  --seed N`` replays the same choices); ``ctx.concurrency`` is ``--concurrency``.
+
+Outcomes and judging
+--------------------
+Every call returns a ``Call`` whose ``kind`` is ``ok`` (a success), ``fail`` (a
+rejection that provably wrote nothing: listed error codes and ``conflict``) or ``info``
+(indeterminate: no answer, or an error that may follow the effect). Every success is
+validated against ``$defs/<op>_result`` of ``spec/schemas/harness-response.json``; a
+violation fails the scenario with the validator's message.
+
+- ``ctx.expect_ok(call, what)``, ``ctx.expect_disposition(call, "reused", what)``,
+  ``ctx.expect_conflict(call, "digest_mismatch", what)``, ``ctx.expect_error(call,
+  code, what)`` and ``ctx.check(condition, message)`` fail the scenario
+  (``ScenarioFailed``) when the runtime answered wrongly; when it did not answer at
+  all they raise ``Unjudgeable`` (status ``error``: the kit could not judge).
+- Invariants are judged on authoritative state: ``ctx.tasks(label)`` is
+  ``list_tasks`` (recorded as evidence under ``label``), and ``ctx.check_tasks(before,
+  after, new=n)`` is the set checker (no ``lost`` task ids, no ``unexpected`` tasks,
+  exactly n new tasks, none vanished).
+- ``ctx.receipt(submission_id, label)`` records the runtime's diagnostics of a receipt
+  when it declares ``diagnose``; ``ctx.note(key, value)`` attaches any JSON fact.
+- ``ctx.not_applicable(reason)`` ends the scenario ``not_applicable`` (the runtime took
+  an allowed path the scenario cannot judge; say why, with evidence noted first).
+
+A function that returns normally has ``passed``. The runner adds the calls, the
+final task snapshot and, for failures and errors, the harness stderr to the evidence.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Callable
+
+from conformance.catalogue import catalogue, entry
+from conformance.context import Context, NotApplicable, ScenarioFailed, Skipped, TaskSet, Unjudgeable
+
+__all__ = [
+    "Context",
+    "NotApplicable",
+    "ScenarioFailed",
+    "Skipped",
+    "TaskSet",
+    "Unjudgeable",
+    "missing_ids",
+    "registry",
+    "scenario",
+]
+
+ScenarioFunction = Callable[[Context], None]
+
+#: Modules outside this package that register scenarios.
+OUTSIDE_MODULES = ("conformance.fuzz",)
+
+_REGISTRY: dict[str, ScenarioFunction] = {}
+
+
+def scenario(scenario_id: str) -> Callable[[ScenarioFunction], ScenarioFunction]:
+    """Bind a function to a catalogue id."""
+    entry(scenario_id)  # KeyError on an id the spec does not know
+
+    def bind(function: ScenarioFunction) -> ScenarioFunction:
+        existing = _REGISTRY.get(scenario_id)
+        if existing is not None and existing.__qualname__ != function.__qualname__:
+            raise ValueError(f"{scenario_id} is bound twice: {existing.__qualname__} and {function.__qualname__}")
+        _REGISTRY[scenario_id] = function
+        return function
+
+    return bind
+
+
+def registry() -> dict[str, ScenarioFunction]:
+    """Import every scenario module and return id -> function."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    for name in OUTSIDE_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise  # a broken module is a bug, not a missing scenario
+    return dict(_REGISTRY)
+
+
+def missing_ids() -> list[str]:
+    """Catalogue ids with no implementation; each runs as ``error`` "not implemented"."""
+    bound = registry()
+    return [item.id for item in catalogue() if item.id not in bound]

@@ -1,0 +1,49 @@
+"""Judgements several scenarios share: a complete created result, a faithful reuse,
+a failpoint that really fired."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from conformance.context import Context, TaskSet, Unjudgeable
+from conformance.outcome import Call
+from spec.digest import DIGEST_SCHEMA_VERSION, request_digest
+
+
+def expect_created(ctx: Context, call: Call, submission_id: str, task: Any, what: str) -> Mapping[str, Any]:
+    """``created`` with every field saying what this call did."""
+    result = ctx.expect_disposition(call, "created", what)
+    ctx.check(result.get("action_taken") is True, f"{what}: created must say action_taken true")
+    ctx.check(result.get("client_submission_id") == submission_id, f"{what}: the result names another client_submission_id")
+    ctx.check(result.get("idempotent") is True, f"{what}: the id path must say idempotent true")
+    ctx.check(result.get("request_digest") == request_digest(task), f"{what}: request_digest {result.get('request_digest')} is not the write-task-v1 digest {request_digest(task)}")
+    ctx.check(result.get("digest_schema_version") == DIGEST_SCHEMA_VERSION, f"{what}: digest_schema_version is not {DIGEST_SCHEMA_VERSION}")
+    return result
+
+
+def expect_reuse_of(ctx: Context, call: Call, state: TaskSet, submission_id: str, what: str) -> Mapping[str, Any]:
+    """``reused`` with ``action_taken`` false and exactly the identity that durable
+    state holds for ``submission_id`` (one task)."""
+    result = ctx.expect_disposition(call, "reused", what)
+    ctx.check(result.get("action_taken") is False, f"{what}: reused must say action_taken false")
+    return expect_identity(ctx, result, state, submission_id, what)
+
+
+def expect_identity(ctx: Context, result: Mapping[str, Any], state: TaskSet, submission_id: str, what: str) -> Mapping[str, Any]:
+    """The result's task_id and task_path are those of the one task list_tasks holds
+    for ``submission_id``."""
+    owned = state.for_submission(submission_id)
+    ctx.check(len(owned) == 1, f"list_tasks holds {len(owned)} tasks for {submission_id}, expected 1")
+    ctx.check(
+        (result.get("task_id"), result.get("task_path")) == (owned[0].get("task_id"), owned[0].get("task_path")),
+        f"{what}: answered {result.get('task_id')} at {result.get('task_path')}, durable state holds {owned[0].get('task_id')} at {owned[0].get('task_path')}",
+    )
+    return owned[0]
+
+
+def fired(ctx: Context, call: Call, failpoint: str) -> None:
+    """The call armed with a ``crash`` failpoint must end without an answer (``info``);
+    an answer means the declared failpoint never fired, so the window was not tested."""
+    ctx.note("crashed_call", call.summary())
+    if call.answered:
+        raise Unjudgeable(f"the runtime declares failpoint {failpoint} but answered instead of crashing ({call.summary()})")

@@ -1,0 +1,212 @@
+"""DURABILITY-TRACE: every durable file step is followed by an fsync of its directory.
+
+Kill tests cannot see a missing directory fsync: the file is there after a SIGKILL
+because the kernel's page cache survives the process. Only a power cut loses the
+directory entry. So this scenario watches the system calls instead: it runs one
+creation of the harness under ``strace -f -y`` and checks, on the trace, the POSIX
+recipe the contract requires (DUR-1):
+
+* a file created in the state directory and fsynced (it holds a stage) needs an
+  fsync of its directory before the next stage is made durable;
+* a rename into the state directory (temp + fsync + rename) needs the same;
+* a directory created in the state directory needs its parent fsynced.
+
+"The next stage is made durable" is the next rename, the next fsync of another
+regular file, or the next response line on stdout (committed must be durable before
+the answer leaves). A created file that is never fsynced (a lock file) is no stage;
+a temporary file that is later renamed is covered by its rename.
+
+The scenario is skipped, with the reason, where ``strace`` is missing or cannot
+trace; it is never counted as a pass then.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+# The system calls the check needs; -y prints the path behind every fd argument.
+TRACED_SYSCALLS = (
+    "open", "openat", "creat", "mkdir", "mkdirat", "rename", "renameat", "renameat2",
+    "link", "linkat", "fsync", "fdatasync", "write", "chdir",
+)
+
+_COMPLETE = re.compile(r"^(?P<pid>\d+)\s+(?P<name>\w+)\((?P<args>.*)\)\s+=\s+(?P<result>.*)$")
+_UNFINISHED = re.compile(r"^(?P<pid>\d+)\s+(?P<name>\w+)\((?P<args>.*?)\s*<unfinished \.\.\.>$")
+_RESUMED = re.compile(r"^(?P<pid>\d+)\s+<\.\.\. (?P<name>\w+) resumed>(?P<args>.*)\)\s+=\s+(?P<result>.*)$")
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_FD_PATH = re.compile(r"^(?:AT_FDCWD|-?\d+)<(?P<path>[^>]*)>")
+_RESULT_PATH = re.compile(r"^\d+<(?P<path>[^>]*)>")
+
+
+@dataclass(frozen=True)
+class Syscall:
+    """One completed system call of the trace, in completion order."""
+
+    seq: int
+    pid: int
+    name: str
+    args: str
+    result: str
+
+    @property
+    def ok(self) -> bool:
+        return not self.result.startswith("-1")
+
+
+def parse_trace(lines: Iterable[str]) -> list[Syscall]:
+    """Parse ``strace -f -y -qq`` output; an interrupted call is joined with its
+    resumption and placed where it completed (its effect is certain only then)."""
+    calls: list[Syscall] = []
+    pending: dict[tuple[int, str], str] = {}
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if match := _UNFINISHED.match(line):
+            pending[(int(match["pid"]), match["name"])] = match["args"]
+        elif match := _RESUMED.match(line):
+            pid, name = int(match["pid"]), match["name"]
+            head = pending.pop((pid, name), None)
+            if head is not None:
+                calls.append(Syscall(len(calls), pid, name, head + match["args"], match["result"].strip()))
+        elif match := _COMPLETE.match(line):
+            calls.append(Syscall(len(calls), int(match["pid"]), match["name"], match["args"], match["result"].strip()))
+    return calls
+
+
+def _unescape(text: str) -> str:
+    # strace prints C escapes; paths the contract allows are plain ASCII, so only the
+    # escapes that can occur at all are decoded.
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m[1], m[1]), text)
+
+
+def _strings(args: str) -> list[str]:
+    return [_unescape(s) for s in _STRING.findall(args)]
+
+
+@dataclass(frozen=True)
+class Event:
+    """A file-system step the check cares about."""
+
+    seq: int
+    kind: str  # create | mkdir | rename | sync | respond
+    path: str  # absolute; for a rename or link, the new name
+    source: str = ""  # a rename's or link's old name
+    call: str = ""  # the system call, for the evidence
+    exclusive: bool = False  # a create with O_EXCL: the name itself is a fact
+
+
+def file_events(calls: Iterable[Syscall], cwd: str) -> Iterator[Event]:
+    """Turn successful system calls into file events with absolute paths.
+
+    Relative paths resolve against the caller's working directory, which strace -y
+    prints beside ``AT_FDCWD``; ``cwd`` is the harness's starting directory.
+    """
+    cwds: dict[int, str] = {}
+
+    def absolute(pid: int, path: str, base: str | None = None) -> str:
+        return os.path.normpath(os.path.join(base or cwds.get(pid, cwd), path))
+
+    for call in calls:
+        if not call.ok:
+            continue
+        head = call.args.split(",", 1)[0].strip()
+        fd_path = _FD_PATH.match(head)
+        if head.startswith("AT_FDCWD") and fd_path:
+            cwds[call.pid] = fd_path["path"]
+        name = call.name
+        if name == "chdir":
+            cwds[call.pid] = absolute(call.pid, _strings(call.args)[0])
+        elif name in ("open", "openat", "creat") and (name == "creat" or "O_CREAT" in call.args):
+            result_path = _RESULT_PATH.match(call.result)
+            path = result_path["path"] if result_path else absolute(call.pid, _strings(call.args)[0])
+            yield Event(call.seq, "create", path, call=name, exclusive="O_EXCL" in call.args)
+        elif name in ("mkdir", "mkdirat"):
+            base = fd_path["path"] if name == "mkdirat" and fd_path else None
+            yield Event(call.seq, "mkdir", absolute(call.pid, _strings(call.args)[0], base))
+        elif name in ("rename", "renameat", "renameat2", "link", "linkat"):
+            strings = _strings(call.args)
+            if len(strings) < 2:
+                continue
+            bases: list[str | None] = [None, None]
+            if name.endswith("at") or name == "renameat2":
+                # renameat(olddirfd<p>, "old", newdirfd<p>, "new"): the fds carry the bases.
+                dir_paths = re.findall(r"(?:AT_FDCWD|-?\d+)<([^>]*)>", call.args)
+                if len(dir_paths) >= 2:
+                    bases = [dir_paths[0], dir_paths[1]]
+            # A link of a complete temp file is an exclusive create that never exposes
+            # a torn file; for the check it is a rename that keeps the old name.
+            yield Event(call.seq, "rename", absolute(call.pid, strings[1], bases[1]),
+                        absolute(call.pid, strings[0], bases[0]), call="link" if name.startswith("link") else "rename")
+        elif name in ("fsync", "fdatasync") and fd_path:
+            yield Event(call.seq, "sync", fd_path["path"])
+        elif name == "write" and head.startswith("1<"):
+            yield Event(call.seq, "respond", "")
+
+
+@dataclass(frozen=True)
+class Violation:
+    step: str  # what needed its directory fsynced
+    directory: str
+    deadline: str  # what happened first
+
+    def describe(self, root: str) -> str:
+        return f"{self.step} was not followed by fsync({_rel(self.directory, root)}/) before {self.deadline}"
+
+
+def _rel(path: str, root: str) -> str:
+    rel = os.path.relpath(path, root)
+    return "." if rel == "." else rel
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def check_directory_fsyncs(events: list[Event], state_dir: str) -> tuple[int, list[Violation]]:
+    """Return (durable steps checked, violations) for the steps inside ``state_dir``.
+
+    ``state_dir`` must be the real path (strace -y prints resolved paths) and must
+    still exist: whether an fsynced path is a directory is read from the disk.
+    """
+    root = os.path.realpath(state_dir)
+    renamed_away = {event.source for event in events if event.kind == "rename"}
+    obligations: list[tuple[int, str, str]] = []  # (position, directory, description)
+    for position, event in enumerate(events):
+        if not _inside(event.path, root) or event.path == root:
+            continue
+        rel = _rel(event.path, root)
+        if event.kind == "rename":
+            obligations.append((position, os.path.dirname(event.path), f"{event.call} {_rel(event.source, root)} -> {rel}"))
+        elif event.kind == "mkdir":
+            obligations.append((position, os.path.dirname(event.path), f"mkdir {rel}/"))
+        elif event.kind == "create" and event.path not in renamed_away:
+            # A created file is a stage when its name is a fact (O_EXCL) or the runtime
+            # fsyncs it; the obligation starts after its own fsync. A lock file is neither.
+            synced = next((p for p in range(position + 1, len(events)) if events[p].kind == "sync" and events[p].path == event.path), None)
+            if synced is not None or event.exclusive:
+                obligations.append((synced if synced is not None else position, os.path.dirname(event.path), f"create {rel}"))
+
+    def is_stage_point(event: Event, owner: str) -> bool:
+        if event.kind == "respond":
+            return True
+        if event.kind == "rename":
+            return _inside(event.path, root)
+        return event.kind == "sync" and event.path != owner and _inside(event.path, root) and not os.path.isdir(event.path)
+
+    violations = []
+    for start, directory, description in obligations:
+        owner = events[start].path
+        for later in events[start + 1:]:
+            if later.kind == "sync" and later.path == directory:
+                break
+            if is_stage_point(later, owner):
+                deadline = "the response was sent" if later.kind == "respond" else (
+                    f"{later.call} {_rel(later.source, root)} -> {_rel(later.path, root)}" if later.kind == "rename"
+                    else f"fsync({_rel(later.path, root)})")
+                violations.append(Violation(description, directory, deadline))
+                break
+        else:
+            violations.append(Violation(description, directory, "the process ended"))
+    return len(obligations), violations
