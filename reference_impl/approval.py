@@ -17,28 +17,25 @@ capability (``spec/retryproof.yaml``, ``approval``).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import re
 import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from spec import validator
 from spec.digest import ContractError
 from spec.jcs import CanonicalizationError, canonical_bytes
 from spec.protocol import Handler, ProtocolError, crash_now
 from reference_impl.approval_effects import EXECUTORS, EffectsDir, key_slug
 from reference_impl.approval_store import AuditLog, OperationStore
 
-__all__ = ["CAPABILITY", "FAILPOINTS", "ApprovalService"]
+__all__ = ["CAPABILITY", "FAILPOINTS", "ApprovalService", "op_group", "request_digest"]
 
 CAPABILITY = "approval"
-# failpoint -> the one action it supports in the reference.
-FAILPOINTS = {
-    "approval.audit_approved": "fail",
-    "approval.audit_started": "fail",
-    "approval.after_effect": "crash",
-    "approval.audit_completed": "fail",
-}
+# Each takes crash (SIGKILL on reaching the point) or fail (the step's I/O fails).
+FAILPOINTS = ("approval.audit_approved", "approval.audit_started", "approval.after_effect", "approval.audit_completed")
 # Which failpoint governs each audit event's append (repairs included).
 _AUDIT_FAILPOINT = {
     "approved": "approval.audit_approved",
@@ -71,6 +68,19 @@ def _text(args: Mapping[str, Any], name: str) -> str:
     return value
 
 
+def _checked(op: str, method: Handler) -> Handler:
+    check = validator(f"harness-request#/$defs/{op}_args")
+
+    def handler(args: Mapping[str, Any]) -> Mapping[str, Any]:
+        error = next(iter(check.iter_errors(args)), None)
+        if error is not None:
+            where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.path)
+            raise ContractError("invalid_request", f"args{where}", error.message)
+        return method(args)
+
+    return handler
+
+
 class ApprovalService:
     """Approved operations under ``<state_dir>/approval/``."""
 
@@ -80,14 +90,13 @@ class ApprovalService:
         self.store = OperationStore(root)
         self.audit = AuditLog(root)
         self.effects = EffectsDir(root)
-        self.failpoints = {name: action for name, action in (failpoints or {}).items() if name in FAILPOINTS}
-        for name, action in self.failpoints.items():
-            if action != FAILPOINTS[name]:
-                raise ValueError(f"failpoint {name} supports {FAILPOINTS[name]}, not {action}")
+        self.failpoints = dict(failpoints or {})
 
     def handlers(self) -> dict[str, Handler]:
-        """The protocol ops this service serves, for the harness's op table."""
-        return {
+        """The protocol ops this service serves, for the harness's op table. Args are
+        checked against the shipped request schema first: a misspelt or extra arg is
+        invalid_request, never silently ignored."""
+        ops = {
             "propose": self.propose,
             "approve": self.approve,
             "execute": self.execute,
@@ -95,6 +104,7 @@ class ApprovalService:
             "get_operation": self.get_operation,
             "list_effects": self.list_effects,
         }
+        return {op: _checked(op, method) for op, method in ops.items()}
 
     # -- ops ---------------------------------------------------------------------
 
@@ -208,8 +218,9 @@ class ApprovalService:
         record["dispatched"] = True
         self.store.save(record)
         effect_id, deduplicated = self.effects.run(EXECUTORS[record["executor"]], record["operation_key"], record["operation_id"])
-        if self.failpoints.get("approval.after_effect") == "crash":
-            crash_now()
+        if self._failpoint("approval.after_effect") == "fail":
+            # The effect exists and nothing says so yet, exactly as after a crash.
+            raise OSError(errno.EIO, "failpoint approval.after_effect")
         self._complete(record, effect_id)
         return deduplicated
 
@@ -282,8 +293,15 @@ class ApprovalService:
             self.store.save(record)
         return bool(owed)
 
+    def _failpoint(self, name: str) -> str | None:
+        """Crash here if asked to; otherwise answer the action (``fail`` or None)."""
+        action = self.failpoints.get(name)
+        if action == "crash":
+            crash_now()
+        return action
+
     def _append(self, record: dict[str, Any], event: str, repaired: bool) -> None:
-        fail = self.failpoints.get(_AUDIT_FAILPOINT.get(event, "")) == "fail"
+        fail = event in _AUDIT_FAILPOINT and self._failpoint(_AUDIT_FAILPOINT[event]) == "fail"
         self.audit.append(
             {
                 "event": event,
@@ -296,3 +314,13 @@ class ApprovalService:
             },
             fail=fail,
         )
+
+
+def op_group(runtime: Any) -> dict[str, Any]:
+    """The harness's approval op group for ``runtime`` (its state dir and failpoints).
+
+    A runtime class may name another service class in ``approval_service``: that is
+    how a bundled faulty variant swaps in its defect.
+    """
+    service = getattr(runtime, "approval_service", ApprovalService)(runtime.state_dir, runtime.failpoints)
+    return {"handlers": service.handlers(), "capabilities": (CAPABILITY,), "failpoints": FAILPOINTS}

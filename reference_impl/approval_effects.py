@@ -9,13 +9,12 @@ what the *runtime* may learn from them after a crash depends on the executor kin
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from reference_impl.approval_store import append_line, fsync_dir
+from reference_impl import durable
+from reference_impl.approval_store import append_line
 
 __all__ = ["EXECUTORS", "EffectsDir", "ExecutorKind", "key_slug"]
 
@@ -73,21 +72,16 @@ class EffectsDir:
         return self._make_marker(folder, operation_key, operation_id, len(existing) + 1), False
 
     def _make_marker(self, folder: Path, operation_key: str, operation_id: str, number: int) -> str:
-        body = json.dumps({"operation_key": operation_key, "operation_id": operation_id}).encode("utf-8")
+        # An exclusive create of a complete file: a crash can never leave a torn
+        # (or empty) marker that would count as an effect.
+        body = durable.dump({"operation_key": operation_key, "operation_id": operation_id})
         while True:
             effect_id = f"E{number}"
             try:
-                fd = os.open(folder / f"{effect_id}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                durable.create_new(str(folder / f"{effect_id}.json"), body)
+                return effect_id
             except FileExistsError:
                 number += 1
-                continue
-            try:
-                os.write(fd, body)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            fsync_dir(folder)
-            return effect_id
 
     def effects(self, operation_key: str) -> list[str]:
         """The effect ids of one key, oldest first: the authoritative count."""

@@ -8,65 +8,43 @@ audit events are still owed (``audit_pending``), so recovery can append them lat
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from reference_impl import durable
+from reference_impl.locking import LockTimeout, hold
 from spec import validator
+from spec.protocol import ProtocolError
 
-__all__ = ["AuditLog", "OperationStore", "append_line", "fsync_dir", "replace_json"]
+__all__ = ["AuditLog", "OperationStore", "append_line"]
 
-
-def fsync_dir(path: Path) -> None:
-    """Make a file creation, rename or removal in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def replace_json(path: Path, value: Any) -> None:
-    """Atomically replace ``path`` with ``value``: temp file, fsync, rename, fsync dir.
-
-    A reader (or a process started after a SIGKILL) sees the old record or the new
-    one, never a torn one.
-    """
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temp, "wb") as handle:
-        handle.write(json.dumps(value, ensure_ascii=False, sort_keys=True).encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
-    fsync_dir(path.parent)
+# Every step under a lock is a few file writes; waiting longer means a stuck holder.
+_LOCK_TIMEOUT_S = 5.0
 
 
 def append_line(path: Path, value: Any) -> None:
     """Append one JSON line and fsync it; a new file's directory entry is fsynced too."""
     created = not path.exists()
-    data = json.dumps(value, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n"
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, data)
+        os.write(fd, durable.dump(value))
         os.fsync(fd)
     finally:
         os.close(fd)
     if created:
-        fsync_dir(path.parent)
+        durable.fsync_directory(str(path.parent))
 
 
 @contextlib.contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    # flock on a fresh descriptor excludes other threads and other processes alike.
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+def _hold(path: Path, what: str) -> Iterator[None]:
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+        with hold(str(path), _LOCK_TIMEOUT_S):
+            yield
+    except LockTimeout as exc:
+        raise ProtocolError("in_progress", f"another call holds {what}: {exc}") from None
 
 
 class OperationStore:
@@ -81,7 +59,7 @@ class OperationStore:
 
     def locked(self, operation_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the operation for one whole step, against threads and processes."""
-        return _flock(self.locks / f"{operation_id}.lock")
+        return _hold(self.locks / f"{operation_id}.lock", f"operation {operation_id}")
 
     def load(self, operation_id: str) -> dict[str, Any] | None:
         try:
@@ -94,7 +72,7 @@ class OperationStore:
         # The shipped schema guards the reference against writing a record it
         # would not accept back; a violation is this runtime's bug, not the caller's.
         self._check.validate(record)
-        replace_json(self.root / f"{record['operation_id']}.json", record)
+        durable.replace(str(self.root / f"{record['operation_id']}.json"), durable.dump(record))
 
 
 class AuditLog:
@@ -113,7 +91,7 @@ class AuditLog:
         EISDIR, and the file is put back afterwards with nothing lost.
         """
         self._check.validate(event)
-        with _flock(self._lock):
+        with _hold(self._lock, "the audit log"):
             if not fail:
                 append_line(self.path, event)
                 return
@@ -133,7 +111,7 @@ class AuditLog:
             os.rmdir(self.path)
             if had_file:
                 os.replace(aside, self.path)
-            fsync_dir(self.path.parent)
+            durable.fsync_directory(str(self.path.parent))
 
     def events(self) -> list[dict[str, Any]]:
         try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Mapping, Sequence
 
+from reference_impl import approval
 from reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
 from spec.digest import DIGEST_SCHEMA_VERSION, ContractError, check_submission_id
 from spec.protocol import PROTOCOL
@@ -94,7 +95,7 @@ def op_groups(runtime: Runtime) -> list[OpGroup]:
     here (the approval ops: capability ``approval``, failpoints ``approval.*``); its
     ops then appear in the handler table and in ``hello`` with no other change.
     """
-    return [write_task_ops(runtime)]
+    return [write_task_ops(runtime), OpGroup(**approval.op_group(runtime))]
 
 
 def build_handlers(groups: Sequence[OpGroup], implementation: str = "reference") -> dict[str, Handler]:
