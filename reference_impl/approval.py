@@ -133,8 +133,10 @@ class ApprovalService:
                     "updated_at": now,
                 }
                 self.store.save(record)
-            elif (record["request_digest"], record["executor"]) != (digest, executor):
-                raise ContractError("invalid_request", "operation_key", "is bound to another request or executor")
+        # Raised outside the lock: a frozen ContractError cannot pass through a
+        # contextmanager, which sets __traceback__ on what it re-raises.
+        if (record["request_digest"], record["executor"]) != (digest, executor):
+            raise ContractError("invalid_request", "operation_key", "is bound to another request or executor")
         return {"operation_id": operation_id, "state": record["state"], "request_digest": digest}
 
     def approve(self, args: Mapping[str, Any]) -> dict[str, Any]:

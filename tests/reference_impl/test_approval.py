@@ -1,0 +1,285 @@
+"""The reference approval service: the four probes of the second field report, the
+three executor controls, and recovery's four outcomes, counted from the effect
+markers (never from what a call answered)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from reference_impl.approval import ApprovalService
+from spec import validator
+from spec.digest import ContractError
+from spec.protocol import ProtocolError
+
+REQUEST = {"action": "push", "branch": "release/2.1", "files": ["a.txt"]}
+
+
+def start(state_dir, **failpoints) -> ApprovalService:
+    """A service over ``state_dir``; a second call is what a restarted process sees."""
+    return ApprovalService(state_dir, {name.replace("__", "."): action for name, action in failpoints.items()})
+
+
+def approved(service: ApprovalService, key: str = "op-key-1", executor: str = "plain") -> str:
+    operation_id = service.propose({"operation_key": key, "request": REQUEST, "executor": executor})["operation_id"]
+    service.approve({"operation_id": operation_id})
+    return operation_id
+
+
+def effects(service: ApprovalService, key: str = "op-key-1") -> tuple[int, int]:
+    listed = service.list_effects({"operation_key": key})
+    return len(listed["effects"]), listed["executor_calls"]
+
+
+def rejected(call, *args) -> ProtocolError:
+    with pytest.raises(ProtocolError) as info:
+        call(*args)
+    return info.value
+
+
+def audit_events(service: ApprovalService) -> list[tuple[str, bool]]:
+    return [(event["event"], event["repaired"]) for event in service.audit.events()]
+
+
+# -- P0 ---------------------------------------------------------------------------
+
+
+def test_p0_a_succeeded_operation_is_consumed(tmp_path):
+    service = start(tmp_path)
+    operation_id = approved(service)
+    assert service.execute({"operation_id": operation_id}) == {"state": "succeeded"}
+    error = rejected(service.execute, {"operation_id": operation_id})
+    assert error.code == "APPROVAL_ALREADY_CONSUMED"
+    assert effects(service) == (1, 1)
+    assert rejected(start(tmp_path).execute, {"operation_id": operation_id}).code == "APPROVAL_ALREADY_CONSUMED"
+    assert effects(service) == (1, 1)
+
+
+# -- P1 and P2: an error does not mean the step did not happen ------------------------
+
+
+def test_p1_the_approval_persists_when_its_audit_fails(tmp_path):
+    service = start(tmp_path, approval__audit_approved="fail")
+    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
+    error = rejected(service.approve, {"operation_id": operation_id})
+    assert error.code == "AUDIT_WRITE_FAILED" and "IsADirectoryError" in error.message
+    view = service.get_operation({"operation_id": operation_id})
+    assert (view["state"], view["audit_pending"], view["effect_evidence"]) == ("approved", True, "absent")
+    assert not service.audit.path.is_dir() and audit_events(service) == []
+
+    restarted = start(tmp_path)
+    assert restarted.recover({"operation_id": operation_id}) == {"outcome": "nothing_to_do", "state": "approved"}
+    assert audit_events(restarted) == [("approved", True)]
+    assert restarted.get_operation({"operation_id": operation_id})["audit_pending"] is False
+    assert effects(restarted) == (0, 0)
+    assert restarted.execute({"operation_id": operation_id}) == {"state": "succeeded"}
+    assert effects(restarted) == (1, 1)
+
+
+def test_p1_retrying_approve_repairs_the_audit_instead_of_approving_twice(tmp_path):
+    service = start(tmp_path, approval__audit_approved="fail")
+    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
+    rejected(service.approve, {"operation_id": operation_id})
+    assert start(tmp_path).approve({"operation_id": operation_id}) == {"state": "approved"}
+    assert audit_events(service) == [("approved", True)]
+
+
+def test_p2_executing_does_not_mean_the_effect_happened(tmp_path):
+    service = start(tmp_path, approval__audit_started="fail")
+    operation_id = approved(service)
+    assert rejected(service.execute, {"operation_id": operation_id}).code == "AUDIT_WRITE_FAILED"
+    view = service.get_operation({"operation_id": operation_id})
+    assert (view["state"], view["effect_evidence"]) == ("executing", "absent")
+    assert effects(service) == (0, 0)
+    # Executing again is not how an interrupted execution resumes.
+    assert "recover" in rejected(service.execute, {"operation_id": operation_id}).message
+
+    restarted = start(tmp_path)
+    assert restarted.recover({"operation_id": operation_id}) == {"outcome": "re_executed", "state": "succeeded"}
+    assert effects(restarted) == (1, 1)
+
+
+# -- P3: the completion audit fails after the effect ------------------------------------
+
+
+@pytest.mark.parametrize("executor", ["plain", "dedupe", "opaque"])
+def test_p3_the_record_keeps_the_effect_and_recovery_reconciles(tmp_path, executor):
+    service = start(tmp_path, approval__audit_completed="fail")
+    operation_id = approved(service, executor=executor)
+    assert rejected(service.execute, {"operation_id": operation_id}).code == "AUDIT_WRITE_FAILED"
+    view = service.get_operation({"operation_id": operation_id})
+    assert (view["state"], view["audit_pending"], view["effect_evidence"]) == ("succeeded", True, "present")
+    assert effects(service) == (1, 1)
+
+    restarted = start(tmp_path)
+    assert restarted.recover({"operation_id": operation_id}) == {"outcome": "reconciled", "state": "succeeded"}
+    assert effects(restarted) == (1, 1)
+    assert audit_events(restarted)[-1] == ("execution_completed", True)
+    assert restarted.get_operation({"operation_id": operation_id})["audit_pending"] is False
+    assert restarted.recover({"operation_id": operation_id})["outcome"] == "nothing_to_do"
+    assert rejected(restarted.execute, {"operation_id": operation_id}).code == "APPROVAL_ALREADY_CONSUMED"
+
+
+def test_the_audit_fault_loses_no_earlier_event(tmp_path):
+    healthy = start(tmp_path)
+    approved(healthy, key="other")
+    before = healthy.audit.path.read_bytes()
+    service = start(tmp_path, approval__audit_completed="fail")
+    operation_id = approved(service)
+    rejected(service.execute, {"operation_id": operation_id})
+    assert service.audit.path.read_bytes().startswith(before)
+    assert [event for event, _ in audit_events(service)] == ["approved", "approved", "execution_started"]
+
+
+# -- recovery: stale and unknown -------------------------------------------------------
+
+
+def test_a_changed_request_is_stale_and_calls_nothing(tmp_path):
+    service = start(tmp_path, approval__audit_completed="fail")
+    operation_id = approved(service)
+    rejected(service.execute, {"operation_id": operation_id})
+
+    restarted = start(tmp_path)
+    changed = dict(REQUEST, branch="release/2.2")
+    # The operation succeeded, so it keeps that state; the pending audit is still repaired.
+    assert restarted.recover({"operation_id": operation_id, "request": changed}) == {"outcome": "stale", "state": "succeeded"}
+    assert effects(restarted) == (1, 1)
+    assert restarted.get_operation({"operation_id": operation_id})["audit_pending"] is False
+
+
+def test_a_changed_request_makes_an_unfinished_operation_stale_for_good(tmp_path):
+    service = start(tmp_path, approval__audit_started="fail")
+    operation_id = approved(service)
+    rejected(service.execute, {"operation_id": operation_id})
+
+    restarted = start(tmp_path)
+    assert restarted.recover({"operation_id": operation_id, "request": {"action": "other"}}) == {"outcome": "stale", "state": "stale"}
+    assert restarted.recover({"operation_id": operation_id}) == {"outcome": "stale", "state": "stale"}
+    assert rejected(restarted.execute, {"operation_id": operation_id}).code == "NOT_APPROVED"
+    assert effects(restarted) == (0, 0)
+
+
+def test_the_same_request_in_another_key_order_is_not_stale(tmp_path):
+    service = start(tmp_path, approval__audit_completed="fail")
+    operation_id = approved(service)
+    rejected(service.execute, {"operation_id": operation_id})
+    reordered = dict(reversed(list(REQUEST.items())))
+    assert start(tmp_path).recover({"operation_id": operation_id, "request": reordered})["outcome"] == "reconciled"
+
+
+def harness(state_dir, requests, failpoints: str = "") -> list[dict]:
+    """Run ``requests`` through ``python -m reference_impl`` in a new process."""
+    lines = "".join(json.dumps({"id": index, "op": op, "args": args}) + "\n" for index, (op, args) in enumerate(requests))
+    env = {"RETRYPROOF_STATE_DIR": str(state_dir), "RETRYPROOF_FAILPOINTS": failpoints, "PATH": ""}
+    done = subprocess.run([sys.executable, "-m", "reference_impl"], input=lines.encode(), capture_output=True, env=env, timeout=60)
+    return [json.loads(line) for line in done.stdout.splitlines()], done.returncode
+
+
+# executor -> (recovery outcome, executor calls after recovery): the effect stays one.
+AFTER_CRASH = {"plain": ("reconciled", 1), "dedupe": ("reconciled", 2), "opaque": ("needs_verification", 1)}
+
+
+@pytest.mark.parametrize("executor", sorted(AFTER_CRASH))
+def test_a_crash_after_the_effect_is_decided_by_evidence(tmp_path, executor):
+    service = start(tmp_path)
+    operation_id = approved(service, executor=executor)
+    answers, status = harness(tmp_path, [("execute", {"operation_id": operation_id})], "approval.after_effect=crash")
+    assert (answers, status) == ([], -9)
+    assert effects(service) == (1, 1)
+
+    restarted = start(tmp_path)
+    view = restarted.get_operation({"operation_id": operation_id})
+    assert view["effect_evidence"] == {"plain": "present", "dedupe": "unknown", "opaque": "unknown"}[executor]
+    outcome, calls = AFTER_CRASH[executor]
+    assert restarted.recover({"operation_id": operation_id})["outcome"] == outcome
+    assert effects(restarted) == (1, calls)
+    # Asking again changes nothing: needs_verification stays until a human decides.
+    assert restarted.recover({"operation_id": operation_id})["outcome"] in ("nothing_to_do", "needs_verification")
+    assert effects(restarted) == (1, calls)
+
+
+def test_dedupe_with_unknown_evidence_re_executes_when_the_effect_was_absent(tmp_path):
+    # As if the process died after writing "dispatched" and before the executor ran.
+    service = start(tmp_path)
+    operation_id = approved(service, executor="dedupe")
+    record = service.store.load(operation_id)
+    record.update(state="executing", dispatched=True)
+    service.store.save(record)
+    assert service.get_operation({"operation_id": operation_id})["effect_evidence"] == "unknown"
+    assert service.recover({"operation_id": operation_id}) == {"outcome": "re_executed", "state": "succeeded"}
+    assert effects(service) == (1, 1)
+
+
+def test_a_failing_step_after_the_effect_is_an_io_error_and_the_effect_is_observed(tmp_path):
+    service = start(tmp_path, approval__after_effect="fail")
+    operation_id = approved(service)
+    with pytest.raises(OSError):
+        service.execute({"operation_id": operation_id})
+    assert service.get_operation({"operation_id": operation_id})["effect_evidence"] == "present"
+    assert start(tmp_path).recover({"operation_id": operation_id})["outcome"] == "reconciled"
+    assert effects(service) == (1, 1)
+
+
+# -- the protocol surface --------------------------------------------------------------
+
+
+def test_the_harness_serves_the_ops_and_declares_the_failpoints(tmp_path):
+    answers, status = harness(
+        tmp_path,
+        [
+            ("hello", {"protocol": "retryproof-harness/1"}),
+            ("propose", {"operation_key": "k", "request": REQUEST, "executor": "opaque"}),
+            ("list_effects", {"operation_key": "k"}),
+            ("shutdown", {}),
+        ],
+    )
+    assert status == 0
+    by_id = {answer["id"]: answer for answer in answers}
+    assert "approval" in by_id[0]["result"]["capabilities"]
+    assert {"approval.audit_approved", "approval.audit_started", "approval.after_effect", "approval.audit_completed"} <= set(by_id[0]["result"]["failpoints"])
+    for op, index in (("propose", 1), ("list_effects", 2)):
+        validator(f"harness-response#/$defs/{op}_result").validate(by_id[index]["result"])
+
+
+@pytest.mark.parametrize(
+    "op, args, code",
+    [
+        ("propose", {"operation_key": "k", "request": REQUEST, "executor": "remote"}, "invalid_request"),
+        ("propose", {"operation_key": "k", "request": REQUEST, "executor": "plain", "extra": 1}, "invalid_request"),
+        ("propose", {"operation_key": "", "request": REQUEST, "executor": "plain"}, "invalid_request"),
+        ("propose", {"operation_key": "k", "request": {"n": float("nan")}, "executor": "plain"}, "invalid_request"),
+        ("approve", {"operation_id": "op-" + "0" * 32}, "not_found"),
+        ("get_operation", {"operation_id": "../../etc/passwd"}, "not_found"),
+        ("recover", {"operation_id": "op-" + "0" * 32, "request": "not an object"}, "invalid_request"),
+    ],
+)
+def test_bad_input_is_a_typed_error_that_writes_nothing(tmp_path, op, args, code):
+    service = start(tmp_path)
+    with pytest.raises((ProtocolError, ContractError)) as info:
+        service.handlers()[op](args)
+    assert info.value.code == code
+    assert not any((tmp_path / "approval" / "operations").iterdir())
+
+
+def test_one_key_names_one_operation(tmp_path):
+    service = start(tmp_path)
+    first = service.propose({"operation_key": "k", "request": REQUEST, "executor": "plain"})
+    assert service.propose({"operation_key": "k", "request": REQUEST, "executor": "plain"}) == first
+    with pytest.raises(ContractError):
+        service.propose({"operation_key": "k", "request": {"other": True}, "executor": "plain"})
+    with pytest.raises(ContractError):
+        service.propose({"operation_key": "k", "request": REQUEST, "executor": "dedupe"})
+    assert service.get_operation({"operation_id": first["operation_id"]})["request_digest"] == first["request_digest"]
+
+
+def test_every_record_and_audit_event_matches_its_shipped_schema(tmp_path):
+    service = start(tmp_path, approval__audit_completed="fail")
+    operation_id = approved(service)
+    rejected(service.execute, {"operation_id": operation_id})
+    start(tmp_path).recover({"operation_id": operation_id})
+    validator("approval-operation").validate(service.store.load(operation_id))
+    for event in service.audit.events():
+        validator("audit-event").validate(event)
