@@ -452,5 +452,5 @@ class Runtime:
         """``name`` inside one state subdirectory. Submission ids are already checked
         against the pattern; this is the second wall, in case a seam skipped it."""
         if os.sep in name or name.startswith(".") or "\0" in name:
-            raise ContractError("invalid_submission_id", "client_submission_id", f"{name!r} is not a plain file name")
+            raise OSError(errno.EINVAL, f"{name!r} is not a plain file name")
         return os.path.join(self._dirs[directory], name)
