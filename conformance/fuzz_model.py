@@ -1,0 +1,316 @@
+"""The FUZZ-MODEL step language, the model of what a conformant runtime may do, and
+the driver that runs steps against any harness and checks the invariants after each.
+
+Hypothesis (``conformance.fuzz_machine``) only *chooses* steps; this module runs them.
+A replay file is the list of steps of a shrunk failure, and ``retryproof replay``
+feeds it to the same driver, so a replay means exactly what the fuzz run meant.
+
+Invariants, checked on authoritative state (``list_tasks``) after every step:
+
+* at most one task per submission id;
+* every ``ok`` result of an id names the same task, and that task is listed under
+  that id (else it is *lost*, or it belongs to another id);
+* ``created`` is answered at most once per id;
+* a conflict creates nothing, and a different request under a bound id is a conflict;
+* a normalized-equal variant or another invocation is the same request, never a conflict;
+* an indeterminate call (crash, SIGKILL) resolves, after restart and retry, to one task;
+* no task appears that no call could have made (*unexpected*); legacy calls say
+  ``idempotent: false`` and id calls ``idempotent: true``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from adapters.connection import Connection, Lost, Reply
+from spec.digest import request_digest
+from spec.protocol import Failure, Success
+
+REPLAY_FORMAT = "retryproof-fuzz-replay/1"
+
+SUBMISSION_IDS = ("fz-a", "fz-b", "fz-c")
+# Two tasks share a subject and a body, so fuzzy matching on either merges two
+# intents; every body holds a composed character and a line break, so the NFD and
+# CRLF variants change bytes but not meaning.
+TASKS = (
+    {"sender": "PM", "recipient": "DEV", "subject": "Fix login", "body": "Café login fails\nafter retry", "references": ["R-1"]},
+    {"sender": "PM", "recipient": "OPS", "subject": "Fix login", "body": "Café login fails\nafter retry", "priority": "high"},
+    {"sender": "QA", "recipient": "DEV", "subject": "Résumé upload", "body": "Naïve check\non size", "depends_on": ["R-1", "R-2"]},
+)
+EQUAL_VARIANTS = ("same", "key_order", "crlf", "nfd", "explicit_nulls")
+CRASH_FAILPOINT_PREFIX = "write_task."
+
+
+def variant(task: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """A task that is the same request under write-task-v1 but not the same bytes."""
+    if kind == "same":
+        return dict(task)
+    if kind == "key_order":
+        return dict(reversed(list(task.items())))
+    if kind == "crlf":
+        return {k: v.replace("\n", "\r\n") if isinstance(v, str) else v for k, v in task.items()}
+    if kind == "nfd":
+        return {k: unicodedata.normalize("NFD", v) if isinstance(v, str) else v for k, v in task.items()}
+    if kind == "explicit_nulls":
+        return {**{k: None for k in ("thread_key", "parent", "risk_level", "references")}, **task}
+    raise ValueError(f"unknown variant {kind!r}")
+
+
+def conflicting(task: Mapping[str, Any]) -> dict[str, Any]:
+    """The same id's task with one real change: a different request."""
+    return {**task, "body": task["body"] + " (changed)"}
+
+
+class ModelViolation(AssertionError):
+    """The runtime did something no conformant runtime may do. An AssertionError, so
+    Hypothesis treats it as the failure to shrink."""
+
+
+@dataclass
+class Model:
+    """What the calls so far allow the authoritative state to be."""
+
+    intended: dict[str, int] = field(default_factory=dict)  # id -> task index, fixed at first use
+    ok_task_ids: dict[str, set[str]] = field(default_factory=dict)
+    created: dict[str, int] = field(default_factory=dict)
+    attempted: set[str] = field(default_factory=set)  # ids any call may have reached
+    legacy_attempts: int = 0
+
+
+def _describe(reply: Reply) -> str:
+    if isinstance(reply, Success):
+        result = reply.result
+        return f"{result.get('disposition')} {result.get('task_id')}"
+    if isinstance(reply, Failure):
+        return f"error {reply.code}: {reply.message}"
+    return f"lost ({reply.reason})"
+
+
+class Driver:
+    """Runs steps on one harness, checking after each.
+
+    Steps name submission ids and tasks logically (``fz-a``, task 0); the driver
+    puts them in its ``namespace``, so many histories can share one harness and one
+    state directory without seeing each other's tasks (a fresh process per history
+    would cost a start each), while a replay on a fresh state directory means the
+    same. Tasks that existed before the driver began are outside its model.
+    Every step is logged (``log``) with what the runtime answered.
+    """
+
+    def __init__(self, connection: Connection, namespace: str, call_timeout: float = 10.0):
+        self.connection = connection
+        self.namespace = namespace
+        self.call_timeout = call_timeout
+        if not connection.alive:
+            connection.restart()
+        self.hello = dict(connection.hello or {})
+        self.model = Model()
+        self.log: list[str] = []
+        self._invocations = 0
+        self.baseline = {str(task.get("task_id")) for task in self._tasks()}
+
+    # -- what the harness offers ---------------------------------------------------
+
+    @property
+    def capabilities(self) -> set[str]:
+        return set(self.hello.get("capabilities") or ())
+
+    @property
+    def crash_failpoints(self) -> list[str]:
+        return sorted(name for name in self.hello.get("failpoints") or () if name.startswith(CRASH_FAILPOINT_PREFIX))
+
+    # -- steps ---------------------------------------------------------------------
+
+    def apply(self, step: Mapping[str, Any]) -> None:
+        """Run one step (a JSON object) and check every invariant afterwards."""
+        kind = step["step"]
+        handler = getattr(self, f"_step_{kind}", None)
+        if handler is None:
+            raise ValueError(f"unknown step {kind!r}")
+        handler(**{k: v for k, v in step.items() if k != "step"})
+        self.check()
+
+    def _write_args(self, submission_id: str | None, task: Mapping[str, Any]) -> dict[str, Any]:
+        # Every call carries new invocation data, which must never change the request.
+        self._invocations += 1
+        args: dict[str, Any] = {"task": dict(task), "invocation": {"trace_id": f"trace-{self._invocations}", "retry_count": self._invocations}}
+        if submission_id is not None:
+            args["client_submission_id"] = submission_id
+        return args
+
+    def _sid(self, logical_id: str) -> str:
+        return f"{self.namespace}.{logical_id}"
+
+    def _task_for(self, submission_id: str, task_index: int) -> dict[str, Any]:
+        self.model.intended.setdefault(submission_id, task_index)
+        return self._task(self.model.intended[submission_id])
+
+    def _task(self, index: int) -> dict[str, Any]:
+        # The namespace in the subject keeps a fuzzy matcher from reaching into
+        # another history; inside one history the shared subject stays shared.
+        task = dict(TASKS[index])
+        task["subject"] = f"{task['subject']} [{self.namespace}]"
+        return task
+
+    def _step_submit(self, id: str, task: int, variant_kind: str = "same", burst: int = 1) -> None:
+        id = self._sid(id)
+        request = variant(self._task_for(id, task), variant_kind)
+        self.model.attempted.add(id)
+        pending = [self.connection.submit("write_task", self._write_args(id, request)) for _ in range(burst)]
+        replies = [self.connection.wait(p, self.call_timeout) for p in pending]
+        what = f"submit {id} ({variant_kind})" + (f" x{burst}" if burst > 1 else "")
+        self.log.append(f"{what}: " + ", ".join(_describe(r) for r in replies))
+        for reply in replies:
+            self._judge_same_request(id, reply, what)
+
+    def _judge_same_request(self, submission_id: str, reply: Reply, what: str) -> None:
+        if isinstance(reply, Lost):
+            return  # indeterminate: the invariants on state still apply
+        if isinstance(reply, Failure):
+            if reply.code == "in_progress":
+                return  # the bounded wait expired: indeterminate by the contract
+            raise ModelViolation(f"{what}: the same request was rejected: {reply.code}: {reply.message}")
+        result = reply.result
+        disposition = result.get("disposition")
+        if disposition == "conflict":
+            raise ModelViolation(
+                f"{what}: the same request answered conflict ({(result.get('conflict') or {}).get('reason')}); "
+                "key order, null versus absent, line endings, Unicode composition and invocation data must not change the digest"
+            )
+        if disposition not in ("created", "reused"):
+            raise ModelViolation(f"{what}: unknown disposition {disposition!r}")
+        if result.get("idempotent") is not True:
+            raise ModelViolation(f"{what}: a call with a client_submission_id answered idempotent={result.get('idempotent')!r}")
+        if result.get("action_taken") is not (disposition == "created"):
+            raise ModelViolation(f"{what}: {disposition} with action_taken={result.get('action_taken')!r}")
+        self.model.ok_task_ids.setdefault(submission_id, set()).add(str(result.get("task_id")))
+        if disposition == "created":
+            self.model.created[submission_id] = self.model.created.get(submission_id, 0) + 1
+
+    def _step_conflict(self, id: str) -> None:
+        id = self._sid(id)
+        if id not in self.model.ok_task_ids:
+            raise ValueError(f"conflict step for {id!r} before any ok result")
+        before = self._tasks()
+        reply = self.connection.call("write_task", self._write_args(id, conflicting(self._task_for(id, 0))), self.call_timeout)
+        self.log.append(f"conflicting request for {id}: {_describe(reply)}")
+        after = self._tasks()
+        if len(after) != len(before):
+            raise ModelViolation(f"a conflicting request for {id} changed the task count from {len(before)} to {len(after)}")
+        if after != before:
+            raise ModelViolation(f"a conflicting request for {id} changed the stored tasks")
+        if isinstance(reply, Success) and reply.result.get("disposition") != "conflict":
+            raise ModelViolation(
+                f"a different request under {id} answered {reply.result.get('disposition')} instead of conflict digest_mismatch"
+            )
+
+    def _step_legacy(self) -> None:
+        if "legacy" not in self.capabilities:
+            raise ValueError("legacy step on a harness without the legacy capability")
+        self.model.legacy_attempts += 1
+        reply = self.connection.call("write_task", self._write_args(None, self._task(0)), self.call_timeout)
+        self.log.append(f"legacy call: {_describe(reply)}")
+        if isinstance(reply, Success):
+            result = reply.result
+            if result.get("idempotent") is not False:
+                raise ModelViolation(f"the legacy path answered idempotent={result.get('idempotent')!r}; it must say false")
+            if result.get("disposition") != "created":
+                raise ModelViolation(f"a legacy call answered {result.get('disposition')}; every legacy call creates a task")
+
+    def _step_crash(self, failpoint: str, id: str, task: int) -> None:
+        """Start with ``failpoint=crash``, call, restart clean, retry the same call."""
+        self.connection.restart({failpoint: "crash"})
+        self._interrupted(self._sid(id), task, f"crash at {failpoint}", delay_s=None)
+
+    def _step_kill(self, id: str, task: int, delay_ms: int) -> None:
+        """SIGKILL the harness ``delay_ms`` after sending a call, restart, retry."""
+        self._interrupted(self._sid(id), task, f"SIGKILL {delay_ms} ms into a call", delay_s=delay_ms / 1000)
+
+    def _interrupted(self, submission_id: str, task_index: int, what: str, delay_s: float | None) -> None:
+        request = self._task_for(submission_id, task_index)
+        self.model.attempted.add(submission_id)
+        pending = self.connection.submit("write_task", self._write_args(submission_id, request))
+        if delay_s is not None:
+            time.sleep(delay_s)
+            self.connection.kill()
+        first = self.connection.wait(pending, self.call_timeout)
+        self._judge_same_request(submission_id, first, what)
+        self.connection.restart()
+        retry = self.connection.call("write_task", self._write_args(submission_id, request), self.call_timeout)
+        self.log.append(f"{what} for {submission_id}: {_describe(first)}; after restart, retry: {_describe(retry)}")
+        if isinstance(retry, Lost):
+            raise ModelViolation(f"{what}: the retry after restart got no answer ({retry.reason})")
+        self._judge_same_request(submission_id, retry, f"{what}, then retry")
+        if isinstance(retry, Success) and not self._tasks_of(submission_id):
+            raise ModelViolation(f"{what}: the retry answered {_describe(retry)} but no task of {submission_id} is listed")
+
+    def _step_restart(self, graceful: bool) -> None:
+        self.connection.restart(graceful=graceful)
+        self.log.append(f"restart ({'graceful' if graceful else 'SIGKILL'})")
+
+    # -- authoritative state -------------------------------------------------------
+
+    def _tasks(self) -> list[dict[str, Any]]:
+        reply = self.connection.call("list_tasks", {}, self.call_timeout)
+        if not isinstance(reply, Success) or not isinstance(reply.result.get("tasks"), list):
+            raise ModelViolation(f"list_tasks did not answer with a task list: {_describe(reply)}")
+        return sorted(reply.result["tasks"], key=lambda t: json.dumps(t, sort_keys=True))
+
+    def _ours(self, task: Mapping[str, Any]) -> bool:
+        """A task made since the driver began, by this history (or a legacy call:
+        those carry no id to tell histories apart)."""
+        owner = task.get("client_submission_id")
+        fresh = str(task.get("task_id")) not in self.baseline
+        return fresh and (owner is None or str(owner).startswith(f"{self.namespace}."))
+
+    def _tasks_of(self, submission_id: str) -> list[dict[str, Any]]:
+        return [t for t in self._tasks() if t.get("client_submission_id") == submission_id and self._ours(t)]
+
+    def check(self) -> None:
+        """Every invariant on the state ``list_tasks`` reports right now."""
+        tasks = [task for task in self._tasks() if self._ours(task)]
+        by_id: dict[str | None, list[dict[str, Any]]] = {}
+        for task in tasks:
+            by_id.setdefault(task.get("client_submission_id"), []).append(task)
+        for submission_id, listed in by_id.items():
+            if submission_id is None:
+                continue
+            if submission_id not in self.model.attempted:
+                raise ModelViolation(f"unexpected task {listed[0].get('task_id')} under {submission_id!r}, an id no call used")
+            if len(listed) > 1:
+                raise ModelViolation(
+                    f"{len(listed)} tasks under one submission id {submission_id}: {', '.join(str(t.get('task_id')) for t in listed)}"
+                )
+            expected_digest = request_digest(self._task(self.model.intended[submission_id]))
+            if listed[0].get("request_digest") != expected_digest:
+                raise ModelViolation(f"the task of {submission_id} has request_digest {listed[0].get('request_digest')}, not {expected_digest}")
+        legacy = len(by_id.get(None, []))
+        if legacy > self.model.legacy_attempts:
+            raise ModelViolation(f"{legacy} tasks without a submission id, but only {self.model.legacy_attempts} legacy calls")
+        for submission_id, task_ids in self.model.ok_task_ids.items():
+            if len(task_ids) > 1:
+                raise ModelViolation(f"ok results for {submission_id} named {len(task_ids)} different tasks: {', '.join(sorted(task_ids))}")
+            listed_ids = {str(t.get("task_id")) for t in by_id.get(submission_id, [])}
+            for task_id in task_ids:
+                if task_id not in listed_ids:
+                    owner = next((t.get("client_submission_id") for t in tasks if str(t.get("task_id")) == task_id), None)
+                    where = f"it is listed under {owner!r}" if owner else "list_tasks lacks it (lost)"
+                    raise ModelViolation(f"an ok result for {submission_id} named task {task_id}, but {where}")
+        for submission_id, count in self.model.created.items():
+            if count > 1:
+                raise ModelViolation(f"{submission_id} was answered created {count} times")
+
+
+def run_steps(connection: Connection, steps: list[Mapping[str, Any]], namespace: str = "replay", call_timeout: float = 10.0) -> tuple[str | None, list[str]]:
+    """Run ``steps`` as one history: ``(violation or None, log)``."""
+    driver = Driver(connection, namespace, call_timeout)
+    try:
+        for step in steps:
+            driver.apply(step)
+    except ModelViolation as exc:
+        return str(exc), driver.log
+    return None, driver.log

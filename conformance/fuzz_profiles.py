@@ -1,0 +1,73 @@
+"""Hypothesis settings profiles for FUZZ-MODEL: dev, CI and nightly budgets.
+
+The kit's own tests (``tests/conftest.py``) and the FUZZ-MODEL scenario register and
+choose them through this one module, so "the CI budget" means one thing everywhere.
+
+Hypothesis itself loads its built-in ``ci`` profile when it detects a CI environment
+(``CI`` or a provider variable is set; see ``hypothesis._settings.is_in_ci``). We never
+register a profile named ``ci`` (that would replace the built-in one) and never load
+another profile over it: ``retryproof-ci`` *inherits* from the built-in ``ci`` profile
+(derandomized, no example database, ``print_blob``) and only adds the fuzz budget.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+DEV = "retryproof-dev"
+CI = "retryproof-ci"
+NIGHTLY = "retryproof-nightly"
+PROFILES = (DEV, CI, NIGHTLY)
+#: Set to one of PROFILES to choose explicitly (e.g. a nightly CI job).
+ENV_VAR = "RETRYPROOF_FUZZ_PROFILE"
+
+# Every example starts real harness processes, so wall-clock deadlines would only
+# measure the machine; too_slow and the data-size checks would flag exactly that.
+_SLOW_IS_EXPECTED = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+
+
+def register_profiles() -> None:
+    """Register the three profiles; safe to call more than once."""
+    settings.register_profile(DEV, max_examples=25, stateful_step_count=15, **_SLOW_IS_EXPECTED)
+    settings.register_profile(
+        CI,
+        parent=settings.get_profile("ci"),
+        max_examples=25,
+        stateful_step_count=15,
+        derandomize=True,
+        database=None,
+        **_SLOW_IS_EXPECTED,
+    )
+    settings.register_profile(NIGHTLY, max_examples=400, stateful_step_count=40, **_SLOW_IS_EXPECTED)
+
+
+def choose_profile(explicit: str | None = None) -> str:
+    """The profile FUZZ-MODEL runs with.
+
+    An explicit choice (argument, then ``RETRYPROOF_FUZZ_PROFILE``) wins; a profile of
+    ours already loaded (``pytest --hypothesis-profile retryproof-nightly``) is kept;
+    when Hypothesis loaded its own ``ci`` profile, the CI budget is used; else dev.
+    """
+    register_profiles()
+    choice = explicit or os.environ.get(ENV_VAR)
+    if choice:
+        if choice not in PROFILES:
+            from conformance.errors import KitError
+
+            raise KitError(f"unknown fuzz profile {choice!r}", f"use one of {', '.join(PROFILES)}")
+        return choice
+    current = settings.get_current_profile_name()
+    if current in PROFILES:
+        return current
+    return CI if current == "ci" else DEV
+
+
+def fuzz_settings(explicit: str | None = None) -> settings:
+    """The settings object of the chosen profile (never loaded globally, so the
+    rest of a test session keeps whatever profile it runs under)."""
+    return settings.get_profile(choose_profile(explicit))

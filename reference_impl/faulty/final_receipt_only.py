@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from reference_impl.runtime import Runtime
+
+
+class FinalReceiptOnly(Runtime):
+    """Persists the receipt only once committed: no reserved or task_created state.
+
+    The narrower crash window of the first field report: the task is durable, the
+    final receipt is not yet written, the process dies, and the retry finds no trace
+    of the submission, so it creates again.
+    """
+
+    killed_by = ("CRASH-AFTER-TASK-WRITE", "CRASH-AFTER-TASK-CREATED")
+
+    def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
+        if receipt["state"] == "committed":
+            super()._write_receipt(receipt, new=False)
