@@ -53,13 +53,14 @@ class Connection(ABC):
         Raises ``HarnessStartError``."""
 
     @abstractmethod
-    def submit(self, op: str, args: Mapping[str, Any] | None = None) -> Future:
+    def submit(self, op: str, args: Mapping[str, Any] | None = None, *, args_json: str | None = None) -> Future:
         """Send one request without waiting; the future resolves to a ``Reply``.
-        Several submitted calls are pipelined on the one connection."""
+        Several submitted calls are pipelined on the one connection. ``args_json``
+        sends the args as this exact JSON text instead (duplicate keys, escapes)."""
 
-    def call(self, op: str, args: Mapping[str, Any] | None = None, timeout: float | None = None) -> Reply:
+    def call(self, op: str, args: Mapping[str, Any] | None = None, timeout: float | None = None, *, args_json: str | None = None) -> Reply:
         """Send one request and wait for its reply (``Lost`` after the timeout)."""
-        return self.wait(self.submit(op, args), timeout)
+        return self.wait(self.submit(op, args, args_json=args_json), timeout)
 
     @abstractmethod
     def wait(self, pending: Future, timeout: float | None = None) -> Reply:

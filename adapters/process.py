@@ -198,13 +198,17 @@ class ProcessConnection(Connection):
 
     # -- calls -------------------------------------------------------------------
 
-    def submit(self, op: str, args: Mapping[str, Any] | None = None) -> Future:
+    def submit(self, op: str, args: Mapping[str, Any] | None = None, *, args_json: str | None = None) -> Future:
         with self._id_lock:
             self._next_id += 1
             request_id = self._next_id  # unique across restarts, so late answers cannot match
         future: Future = Future()
         future.request_id = request_id  # type: ignore[attr-defined]
-        return self._send(future, encode_request(Request(request_id, op, dict(args or {}))), request_id)
+        if args_json is None:
+            line = encode_request(Request(request_id, op, dict(args or {})))
+        else:
+            line = b'{"id":%d,"op":%s,"args":%s}\n' % (request_id, json.dumps(op).encode(), args_json.encode("utf-8"))
+        return self._send(future, line, request_id)
 
     def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:
         future: Future = Future()

@@ -76,7 +76,8 @@ class Context:
         self.connections: list[Connection] = []
         self._connect = connect
         self._calls_lock = threading.Lock()
-        self._submission_ids: list[str] = []
+        #: Every client_submission_id the scenario used, in first-use order.
+        self.submission_ids: list[str] = []
 
     # -- what the runtime declares ------------------------------------------------
 
@@ -153,13 +154,22 @@ class Context:
 
     # -- calls --------------------------------------------------------------------
 
-    def call(self, op: str, args: Mapping[str, Any] | None = None, *, connection: Connection | None = None, timeout: float | None = None) -> Call:
+    def call(
+        self,
+        op: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        connection: Connection | None = None,
+        timeout: float | None = None,
+        args_json: str | None = None,
+    ) -> Call:
         """One call, recorded and classified; a success is validated against the op's
-        result schema (a violation fails the scenario)."""
+        result schema (a violation fails the scenario). ``args_json`` sends the args as
+        that exact JSON text (``args`` then only describes the call in evidence)."""
         connection = connection or self.conn
         args = dict(args or {})
         began = time.perf_counter()
-        reply = connection.call(op, args, timeout)
+        reply = connection.call(op, args, timeout, args_json=args_json)
         return self._record(op, args, reply, time.perf_counter() - began, connection)
 
     def concurrently(self, requests: Sequence[tuple[str, Mapping[str, Any]]], *, connection: Connection | None = None) -> list[Call]:
@@ -202,8 +212,8 @@ class Context:
         args: dict[str, Any] = {"task": task}
         if submission_id is not None:
             args["client_submission_id"] = submission_id
-            if submission_id not in self._submission_ids:
-                self._submission_ids.append(submission_id)
+            if submission_id not in self.submission_ids:
+                self.submission_ids.append(submission_id)
         if invocation is not None:
             args["invocation"] = dict(invocation)
         return args
@@ -294,7 +304,7 @@ class Context:
             str(task.get("task_id"))
             for task in added
             if (task.get("client_submission_id") is None and per_id[None] > legacy_calls)
-            or (task.get("client_submission_id") is not None and (task.get("client_submission_id") not in self._submission_ids or per_id[task.get("client_submission_id")] > 1))
+            or (task.get("client_submission_id") is not None and (task.get("client_submission_id") not in self.submission_ids or per_id[task.get("client_submission_id")] > 1))
         )
         self.evidence["set_check"] = {"new_tasks": len(added), "expected_new": new, "lost": lost, "unexpected": unexpected}
         self.check(not lost, f"lost: tasks returned by successful calls are missing from list_tasks: {', '.join(lost)}")

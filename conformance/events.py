@@ -1,0 +1,77 @@
+"""The run as a stream of typed events.
+
+The runner emits them; the console, JSON, Markdown and JUnit writers consume them as
+peers. Nothing downstream talks back to the runner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+from conformance.catalogue import Entry
+
+STATUSES = ("passed", "failed", "error", "skipped", "not_applicable")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    kit_version: str
+    spec_version: str
+    protocol: str
+    implementation: Mapping[str, Any]
+    target: str  # how the runtime was reached, as the CLI arguments that select it
+    capabilities: tuple[str, ...]
+    failpoints: tuple[str, ...]
+    seed: int
+    concurrency: int
+    started_at: str
+    baseline: str | None = None
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    entry: Entry
+    status: str  # one of STATUSES
+    reason: str | None
+    duration_s: float
+    reproduce: str
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    calls: tuple[Mapping[str, Any], ...] = ()
+    stderr: str | None = None
+    baseline: str | None = None  # xfail: an expected failure; xpass: a listed failure that passed
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    info: RunInfo
+    total: int
+
+
+@dataclass(frozen=True)
+class ScenarioStarted:
+    entry: Entry
+    index: int
+    total: int
+
+
+@dataclass(frozen=True)
+class ScenarioFinished:
+    result: ScenarioResult
+    index: int
+    total: int
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    info: RunInfo
+    results: tuple[ScenarioResult, ...]
+    verdict: Any  # conformance.verdict.Verdict
+    duration_s: float
+
+
+Event = RunStarted | ScenarioStarted | ScenarioFinished | RunFinished
+
+
+class Sink(Protocol):
+    def handle(self, event: Event) -> None: ...

@@ -1,0 +1,122 @@
+"""``retryproof run``, ``retryproof list`` and ``retryproof validate-report``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shlex
+import sys
+from typing import Any
+
+import yaml
+from tabulate import tabulate
+
+import spec
+from adapters.python_host import host_command
+from conformance.catalogue import catalogue
+from conformance.errors import KitError
+from conformance.runner import Options, probe, run as run_catalogue
+from conformance.scenarios import registry
+from conformance.writers.console import ConsoleWriter
+from conformance.writers.files import FORMATS, ReportFileWriter
+
+REFERENCE_COMMAND = (sys.executable, "-m", "reference_impl")
+
+
+def _target(args) -> tuple[tuple[str, ...], str]:
+    """The harness command line and the CLI arguments that name it again."""
+    if args.python:
+        if ":" not in args.python:
+            raise KitError(f"--python {args.python!r} is not of the form module:factory", "for example --python my_runtime.harness:make_runtime")
+        return tuple(host_command(args.python)), f"--python {shlex.quote(args.python)}"
+    if args.harness:
+        try:
+            command = tuple(shlex.split(args.harness))
+        except ValueError as exc:
+            raise KitError(f"cannot parse --harness: {exc}", 'quote the whole command line: --harness "node harness.js"') from None
+        if not command:
+            raise KitError("--harness is empty", 'give the command line that starts your harness, e.g. --harness "node harness.js"')
+        return command, f"--harness {shlex.quote(args.harness)}"
+    return REFERENCE_COMMAND, ""
+
+
+def load_baseline(path: str) -> frozenset[str]:
+    """The expected-failure ids of a baseline file (``spec verdict.baseline.format``)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except OSError as exc:
+        raise KitError(f"cannot read baseline {path}: {exc.strerror}", "pass a readable YAML or JSON file") from None
+    except yaml.YAMLError as exc:
+        raise KitError(f"baseline {path} is not YAML or JSON: {str(exc).splitlines()[0]}", "expected {expected_failures: [ids]}") from None
+    entries = document.get("expected_failures") if isinstance(document, dict) else None
+    if not isinstance(entries, (list, dict)) or not all(isinstance(item, str) for item in entries):
+        raise KitError(f"baseline {path} has no list of expected_failures", "expected {expected_failures: [SCENARIO-ID, ...]}")
+    unknown = sorted(set(entries) - {item.id for item in catalogue()})
+    if unknown:
+        raise KitError(f"baseline {path} names unknown scenario id(s): {', '.join(unknown)}", "see 'retryproof list'")
+    return frozenset(entries)
+
+
+def _slug(name: Any) -> str:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name)).strip("-.")
+    return slug[:64] or "unnamed"
+
+
+def run(args) -> int:
+    formats = list(dict.fromkeys(args.format))
+    unknown = [fmt for fmt in formats if fmt not in FORMATS]
+    if unknown:
+        raise KitError(f"unknown report format(s): {', '.join(unknown)}", f"choose from {','.join(FORMATS)}")
+    command, target = _target(args)
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    options = Options(
+        command=command,
+        target=target,
+        seed=seed,
+        concurrency=args.concurrency,
+        only=tuple(args.only or ()),
+        skip=tuple(args.skip or ()),
+        call_timeout=args.call_timeout,
+        start_timeout=args.start_timeout,
+        baseline=load_baseline(args.baseline) if args.baseline else frozenset(),
+        baseline_file=args.baseline,
+    )
+    hello = probe(options)
+    out = args.out or os.path.join("reports", _slug(hello.get("implementation", {}).get("name")))
+    writers = [ReportFileWriter(out, fmt) for fmt in formats]
+    finished = run_catalogue(options, hello, [ConsoleWriter(), *writers])
+    for writer in writers:
+        print(f"wrote {writer.path}")
+    return finished.verdict.exit_code
+
+
+def list_scenarios(args) -> int:
+    implemented = registry()
+    rows = [
+        (item.id, item.level, ", ".join(item.checks), ", ".join(item.checklist), ", ".join(item.needs), "yes" if item.id in implemented else "NO", item.title)
+        for item in catalogue()
+    ]
+    print(tabulate(rows, headers=("id", "level", "checks", "answers", "needs", "implemented", "title"), tablefmt="github"))
+    return 0
+
+
+def validate_report(args) -> int:
+    try:
+        with open(args.file, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except OSError as exc:
+        raise KitError(f"cannot read {args.file}: {exc.strerror}", "pass the report.json of a run") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise KitError(f"{args.file} is not JSON: {exc}", "pass the report.json of a run (not report.md)") from None
+    errors = sorted(spec.validator("report").iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        for error in errors[:20]:
+            where = "/".join(str(part) for part in error.absolute_path) or "(document)"
+            print(f"{args.file}: {where}: {error.message[:300]}", file=sys.stderr)
+        print(f"{args.file}: INVALID ({len(errors)} problem(s))", file=sys.stderr)
+        return 1
+    print(f"{args.file}: valid report ({document['verdict']['headline']})")
+    return 0

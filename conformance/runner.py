@@ -1,0 +1,174 @@
+"""The engine: run selected catalogue scenarios against one harness, emitting events.
+
+Per scenario: check its needs against the runtime's ``hello``, give it a fresh state
+directory and a ``Context``, run it, turn its ending into a status, collect evidence,
+end every process it started. The runner never writes a report itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
+
+from adapters.connection import HarnessStartError
+from adapters.process import ProcessConnection
+from conformance import __version__
+from conformance.catalogue import Entry, catalogue
+from conformance.context import Context, NotApplicable, ScenarioFailed, Skipped, Unjudgeable
+from conformance.errors import KitError
+from conformance.events import RunFinished, RunInfo, RunStarted, ScenarioFinished, ScenarioResult, ScenarioStarted, Sink
+from conformance.scenarios import registry
+from conformance.validation import result_problem
+from conformance.verdict import judge
+from spec import SPEC_VERSION
+from spec.protocol import PROTOCOL
+
+#: The harness stderr kept per failed scenario in reports.
+STDERR_EVIDENCE_CHARS = 8000
+
+
+@dataclass(frozen=True)
+class Options:
+    command: tuple[str, ...]
+    target: str  # the CLI arguments that select this harness, for reproduce lines
+    seed: int
+    concurrency: int = 8
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    call_timeout: float = 10.0
+    start_timeout: float = 10.0
+    baseline: frozenset[str] = field(default_factory=frozenset)
+    baseline_file: str | None = None
+
+
+def select(only: Sequence[str], skip: Sequence[str]) -> list[Entry]:
+    """The catalogue entries to run, in catalogue order; unknown ids are a user error."""
+    known = {item.id for item in catalogue()}
+    unknown = sorted((set(only) | set(skip)) - known)
+    if unknown:
+        raise KitError(f"unknown scenario id(s): {', '.join(unknown)}", "see 'retryproof list' for the catalogue")
+    return [item for item in catalogue() if (not only or item.id in only) and item.id not in skip]
+
+
+def probe(options: Options) -> Mapping[str, Any]:
+    """Start the harness once on a scratch directory for its ``hello``; a harness that
+    cannot do that is a reason the kit cannot run (exit 2)."""
+    with tempfile.TemporaryDirectory(prefix="retryproof-probe-") as state_dir:
+        connection = _connection(options, state_dir)
+        try:
+            hello = connection.start()
+        except HarnessStartError as exc:
+            stderr = exc.stderr.strip()[-2000:]
+            raise KitError(f"the harness failed its handshake: {exc.message}", f"its stderr:\n{stderr}" if stderr else "check the --harness command line") from None
+        finally:
+            connection.kill()
+    problem = result_problem("hello", hello)
+    if problem:
+        raise KitError(f"the harness failed its handshake: {problem}", "see spec/schemas/harness-response.json ($defs/hello_result)")
+    return hello
+
+
+def run(options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink]) -> RunFinished:
+    entries = select(options.only, options.skip)
+    info = RunInfo(
+        kit_version=__version__,
+        spec_version=SPEC_VERSION,
+        protocol=PROTOCOL,
+        implementation=dict(hello.get("implementation", {})),
+        target=options.target,
+        capabilities=tuple(hello.get("capabilities", ())),
+        failpoints=tuple(hello.get("failpoints", ())),
+        seed=options.seed,
+        concurrency=options.concurrency,
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        baseline=options.baseline_file,
+    )
+    emit = lambda event: [sink.handle(event) for sink in sinks]  # noqa: E731
+    emit(RunStarted(info, len(entries)))
+    began = time.perf_counter()
+    functions = registry()
+    results = []
+    for index, item in enumerate(entries, start=1):
+        emit(ScenarioStarted(item, index, len(entries)))
+        result = run_one(item, functions.get(item.id), options, hello)
+        if item.id in options.baseline and result.status != "not_applicable":
+            result = replace(result, baseline="xpass" if result.status == "passed" else "xfail")
+        results.append(result)
+        emit(ScenarioFinished(result, index, len(entries)))
+    finished = RunFinished(info, tuple(results), judge(results, options.baseline), time.perf_counter() - began)
+    emit(finished)
+    return finished
+
+
+def reproduce_line(options: Options, scenario_id: str) -> str:
+    target = f" {options.target}" if options.target else ""
+    return f"retryproof run --only {scenario_id} --seed {options.seed}{target}"
+
+
+def run_one(item: Entry, function, options: Options, hello: Mapping[str, Any]) -> ScenarioResult:
+    began = time.perf_counter()
+    reproduce = reproduce_line(options, item.id)
+
+    def finish(status: str, reason: str | None, context: Context | None = None, **evidence: Any) -> ScenarioResult:
+        stderr = None
+        if context is not None:
+            evidence = {**context.evidence, **evidence}
+            if status in ("failed", "error"):
+                stderr = context.stderr_text()[-STDERR_EVIDENCE_CHARS:]
+        calls = tuple(call.summary() for call in context.calls) if context else ()
+        return ScenarioResult(item, status, reason, time.perf_counter() - began, reproduce, evidence, calls, stderr)
+
+    if function is None:
+        return finish("error", "not implemented in this version of the kit")
+    missing = _missing_needs(item, hello)
+    if missing:
+        return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
+    state_dir = tempfile.mkdtemp(prefix=f"retryproof-{item.id.lower()}-")
+    context = Context(item, lambda: _connection(options, state_dir), hello, options.seed, options.concurrency)
+    try:
+        function(context)
+        return finish("passed", None, context)
+    except ScenarioFailed as exc:
+        _collect_after_failure(context)
+        return finish("failed", str(exc), context)
+    except NotApplicable as exc:
+        return finish("not_applicable", str(exc), context)
+    except Skipped as exc:
+        return finish("skipped", str(exc), context)
+    except Unjudgeable as exc:
+        return finish("error", str(exc), context)
+    except Exception as exc:  # a bug in a scenario must cost that scenario, not the run
+        return finish("error", f"kit error: {type(exc).__name__}: {exc}", context, traceback=traceback.format_exc(limit=8))
+    finally:
+        context.close()
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _missing_needs(item: Entry, hello: Mapping[str, Any]) -> list[str]:
+    capabilities = set(hello.get("capabilities") or ())
+    failpoints = set(hello.get("failpoints") or ())
+    missing = [need for need in item.capabilities if need not in capabilities]
+    missing += [f"failpoint:{name}" for name in item.failpoints if name not in failpoints]
+    missing += [f"tool:{tool}" for tool in item.tools if shutil.which(tool) is None]
+    return missing
+
+
+def _collect_after_failure(context: Context) -> None:
+    """What durable state looked like when the scenario failed, for the reviewer."""
+    if not context.connections or not context.conn.alive:
+        return
+    try:
+        context.tasks("at failure")
+        for submission_id in context.submission_ids:
+            context.receipt(submission_id, f"{submission_id} at failure")
+    except (ScenarioFailed, Unjudgeable):
+        pass  # evidence gathering must not replace the failure being reported
+
+
+def _connection(options: Options, state_dir: str) -> ProcessConnection:
+    return ProcessConnection(options.command, state_dir, call_timeout=options.call_timeout, start_timeout=options.start_timeout)

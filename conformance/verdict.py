@@ -1,0 +1,108 @@
+"""From scenario statuses to a verdict, checklist answers and an exit code.
+
+The rules are data in ``spec/retryproof.yaml`` (``verdict``); this module applies
+them. A baseline never changes the verdict, only the exit code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from conformance.catalogue import catalogue, checklist_questions
+from conformance.events import ScenarioResult
+from spec import load_spec
+
+
+def optional_capabilities() -> frozenset[str]:
+    return frozenset(load_spec()["verdict"]["optional_capabilities"])
+
+
+@dataclass(frozen=True)
+class Answer:
+    question: str  # Q1..Q7
+    text: str
+    answer: str  # yes | no | unverified | not applicable
+    scenarios: tuple[tuple[str, str], ...]  # (id, status) of every scenario behind it
+
+
+@dataclass(frozen=True)
+class Verdict:
+    conformant: bool
+    complete: bool  # every catalogue scenario was selected
+    blocking: tuple[tuple[str, str], ...]  # (id, why) of MUST scenarios that keep it from conformant
+    warnings: tuple[tuple[str, str], ...]  # SHOULD scenarios that failed or ended in error
+    not_covered: tuple[tuple[str, str], ...]  # MUST scenarios for an optional feature the runtime lacks
+    expected_failures: tuple[str, ...]  # blocking scenarios listed in the baseline
+    stale_baseline: tuple[str, ...]  # baseline entries that passed
+    checklist: tuple[Answer, ...]
+    exit_code: int
+
+    @property
+    def headline(self) -> str:
+        word = "CONFORMANT" if self.conformant else "NOT CONFORMANT"
+        return word if self.complete else f"{word} (partial run: not every catalogue scenario was selected)"
+
+
+def applies(result: ScenarioResult) -> bool:
+    """Whether a scenario applies to the runtime: it does, unless it was skipped only
+    for optional features the runtime does not declare."""
+    missing = result.evidence.get("missing", ())
+    return not (result.status == "skipped" and missing and set(missing) <= optional_capabilities())
+
+
+def _blocking_reason(result: ScenarioResult) -> str | None:
+    if result.status in ("failed", "error"):
+        return f"{result.status}: {result.reason}"
+    if result.status == "skipped" and applies(result):
+        return f"not verified: {result.reason}"
+    return None
+
+
+def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = ()) -> Verdict:
+    baseline = set(baseline)
+    blocking, warnings, not_covered = [], [], []
+    for result in results:
+        reason = _blocking_reason(result)
+        if result.entry.level == "MUST" and reason:
+            blocking.append((result.entry.id, reason))
+        elif result.entry.level != "MUST" and result.status in ("failed", "error"):
+            warnings.append((result.entry.id, reason))
+        elif result.status == "skipped" and not applies(result):
+            not_covered.append((result.entry.id, result.reason or "skipped"))
+    expected = tuple(scenario_id for scenario_id, _ in blocking if scenario_id in baseline)
+    stale = tuple(result.entry.id for result in results if result.entry.id in baseline and result.status == "passed")
+    unexpected = [scenario_id for scenario_id, _ in blocking if scenario_id not in baseline]
+    selected = {result.entry.id for result in results}
+    return Verdict(
+        conformant=not blocking,
+        complete=selected == {item.id for item in catalogue()},
+        blocking=tuple(blocking),
+        warnings=tuple(warnings),
+        not_covered=tuple(not_covered),
+        expected_failures=expected,
+        stale_baseline=stale,
+        checklist=answer_checklist(results),
+        exit_code=1 if unexpected or stale else 0,
+    )
+
+
+def answer_checklist(results: Sequence[ScenarioResult]) -> tuple[Answer, ...]:
+    """Each of the seven questions, answered from the scenarios behind it (``verdict.
+    checklist`` of the spec): no beats unverified beats yes."""
+    answers = []
+    for question, text in checklist_questions().items():
+        behind = [result for result in results if question in result.entry.checklist]
+        judged = [result for result in behind if applies(result)]
+        if any(result.status in ("failed", "error") for result in behind):
+            answer = "no"
+        elif not judged:
+            answer = "not applicable" if behind else "unverified"
+        elif any(result.status == "skipped" and result.entry.level == "MUST" for result in judged) or not any(
+            result.status == "passed" for result in judged
+        ):
+            answer = "unverified"
+        else:
+            answer = "yes"
+        answers.append(Answer(question, text, answer, tuple((result.entry.id, result.status) for result in behind)))
+    return tuple(answers)

@@ -1,0 +1,46 @@
+"""One progress line per scenario as it finishes, then the verdict."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from conformance.events import Event, RunFinished, RunStarted, ScenarioFinished
+from conformance.writers.escape import one_line
+
+
+class ConsoleWriter:
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stdout
+
+    def _print(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def handle(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            implementation = event.info.implementation
+            self._print(
+                f"retryproof {event.info.kit_version}: {event.total} scenario(s) against "
+                f"{one_line(implementation.get('name'))} {one_line(implementation.get('version'))}, seed {event.info.seed}"
+            )
+        elif isinstance(event, ScenarioFinished):
+            result = event.result
+            width = len(str(event.total))
+            mark = f" [{result.baseline}]" if result.baseline else ""
+            line = f"[{event.index:>{width}}/{event.total}] {result.status.upper():<14} {result.entry.id:<30} {result.duration_s:6.2f}s{mark}"
+            if result.reason and result.status != "passed":
+                line += f"  {one_line(result.reason, 160)}"
+            self._print(line)
+            if result.status in ("failed", "error"):
+                self._print(f"    reproduce: {result.reproduce}")
+        elif isinstance(event, RunFinished):
+            verdict = event.verdict
+            counts: dict[str, int] = {}
+            for result in event.results:
+                counts[result.status] = counts.get(result.status, 0) + 1
+            summary = ", ".join(f"{count} {status}" for status, count in counts.items())
+            self._print(f"{verdict.headline}: {summary} in {event.duration_s:.1f}s")
+            for scenario_id, why in verdict.blocking:
+                self._print(f"  blocking {scenario_id}: {one_line(why, 200)}")
+            for scenario_id in verdict.stale_baseline:
+                self._print(f"  stale baseline entry {scenario_id}: it passes now; remove it from the baseline")

@@ -1,0 +1,46 @@
+"""Escaping of every string that came from a harness, for each report format.
+
+A harness is untrusted: its names, messages and stderr may hold pipes, backticks,
+newlines, HTML or control characters meant to forge a table row or a verdict.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+# XML 1.0 allows only these characters; anything else cannot appear even escaped.
+_XML_ILLEGAL = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_CONTROL = re.compile("[\u0000-\u0008\u000b-\u001f\u007f-\u009f]")
+# Inline markdown metacharacters; & < > are HTML-escaped instead, and cells never
+# start a line, so heading and list markers cannot take effect.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+
+
+def xml_text(value: object) -> str:
+    """Text safe for an XML document (xml.etree escapes markup; this removes what
+    XML cannot carry at all)."""
+    return _XML_ILLEGAL.sub("\ufffd", str(value))
+
+
+def one_line(value: object, limit: int | None = None) -> str:
+    """A single console/markdown line: newlines and control characters made visible."""
+    text = str(value).replace("\r\n", "\n").replace("\r", "\n").replace("\n", " ⏎ ")
+    text = _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    if limit is not None and len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def md_inline(value: object, limit: int | None = None) -> str:
+    """Text for a markdown table cell or paragraph: one line, HTML entities escaped,
+    every markdown metacharacter backslash-escaped, so it renders as the literal text."""
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(one_line(value, limit), quote=False))
+
+
+def md_block(value: object) -> str:
+    """Multi-line text (stderr) as a fenced block that the text cannot close."""
+    text = _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", str(value).replace("\r\n", "\n").replace("\r", "\n"))
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
