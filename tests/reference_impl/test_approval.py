@@ -4,10 +4,6 @@ markers (never from what a call answered)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from reference_impl.approval import ApprovalService
@@ -18,7 +14,7 @@ from spec.protocol import ProtocolError
 REQUEST = {"action": "push", "branch": "release/2.1", "files": ["a.txt"]}
 
 
-def start(state_dir, **failpoints) -> ApprovalService:
+def service_on(state_dir, **failpoints) -> ApprovalService:
     """A service over ``state_dir``; a second call is what a restarted process sees."""
     return ApprovalService(state_dir, {name.replace("__", "."): action for name, action in failpoints.items()})
 
@@ -48,13 +44,13 @@ def audit_events(service: ApprovalService) -> list[tuple[str, bool]]:
 
 
 def test_p0_a_succeeded_operation_is_consumed(tmp_path):
-    service = start(tmp_path)
+    service = service_on(tmp_path)
     operation_id = approved(service)
     assert service.execute({"operation_id": operation_id}) == {"state": "succeeded"}
     error = rejected(service.execute, {"operation_id": operation_id})
     assert error.code == "APPROVAL_ALREADY_CONSUMED"
     assert effects(service) == (1, 1)
-    assert rejected(start(tmp_path).execute, {"operation_id": operation_id}).code == "APPROVAL_ALREADY_CONSUMED"
+    assert rejected(service_on(tmp_path).execute, {"operation_id": operation_id}).code == "APPROVAL_ALREADY_CONSUMED"
     assert effects(service) == (1, 1)
 
 
@@ -62,7 +58,7 @@ def test_p0_a_succeeded_operation_is_consumed(tmp_path):
 
 
 def test_p1_the_approval_persists_when_its_audit_fails(tmp_path):
-    service = start(tmp_path, approval__audit_approved="fail")
+    service = service_on(tmp_path, approval__audit_approved="fail")
     operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
     error = rejected(service.approve, {"operation_id": operation_id})
     assert error.code == "AUDIT_WRITE_FAILED" and "IsADirectoryError" in error.message
@@ -70,7 +66,7 @@ def test_p1_the_approval_persists_when_its_audit_fails(tmp_path):
     assert (view["state"], view["audit_pending"], view["effect_evidence"]) == ("approved", True, "absent")
     assert not service.audit.path.is_dir() and audit_events(service) == []
 
-    restarted = start(tmp_path)
+    restarted = service_on(tmp_path)
     assert restarted.recover({"operation_id": operation_id}) == {"outcome": "nothing_to_do", "state": "approved"}
     assert audit_events(restarted) == [("approved", True)]
     assert restarted.get_operation({"operation_id": operation_id})["audit_pending"] is False
@@ -80,15 +76,15 @@ def test_p1_the_approval_persists_when_its_audit_fails(tmp_path):
 
 
 def test_p1_retrying_approve_repairs_the_audit_instead_of_approving_twice(tmp_path):
-    service = start(tmp_path, approval__audit_approved="fail")
+    service = service_on(tmp_path, approval__audit_approved="fail")
     operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
     rejected(service.approve, {"operation_id": operation_id})
-    assert start(tmp_path).approve({"operation_id": operation_id}) == {"state": "approved"}
+    assert service_on(tmp_path).approve({"operation_id": operation_id}) == {"state": "approved"}
     assert audit_events(service) == [("approved", True)]
 
 
 def test_p2_executing_does_not_mean_the_effect_happened(tmp_path):
-    service = start(tmp_path, approval__audit_started="fail")
+    service = service_on(tmp_path, approval__audit_started="fail")
     operation_id = approved(service)
     assert rejected(service.execute, {"operation_id": operation_id}).code == "AUDIT_WRITE_FAILED"
     view = service.get_operation({"operation_id": operation_id})
@@ -97,7 +93,7 @@ def test_p2_executing_does_not_mean_the_effect_happened(tmp_path):
     # Executing again is not how an interrupted execution resumes.
     assert "recover" in rejected(service.execute, {"operation_id": operation_id}).message
 
-    restarted = start(tmp_path)
+    restarted = service_on(tmp_path)
     assert restarted.recover({"operation_id": operation_id}) == {"outcome": "re_executed", "state": "succeeded"}
     assert effects(restarted) == (1, 1)
 
@@ -107,14 +103,14 @@ def test_p2_executing_does_not_mean_the_effect_happened(tmp_path):
 
 @pytest.mark.parametrize("executor", ["plain", "dedupe", "opaque"])
 def test_p3_the_record_keeps_the_effect_and_recovery_reconciles(tmp_path, executor):
-    service = start(tmp_path, approval__audit_completed="fail")
+    service = service_on(tmp_path, approval__audit_completed="fail")
     operation_id = approved(service, executor=executor)
     assert rejected(service.execute, {"operation_id": operation_id}).code == "AUDIT_WRITE_FAILED"
     view = service.get_operation({"operation_id": operation_id})
     assert (view["state"], view["audit_pending"], view["effect_evidence"]) == ("succeeded", True, "present")
     assert effects(service) == (1, 1)
 
-    restarted = start(tmp_path)
+    restarted = service_on(tmp_path)
     assert restarted.recover({"operation_id": operation_id}) == {"outcome": "reconciled", "state": "succeeded"}
     assert effects(restarted) == (1, 1)
     assert audit_events(restarted)[-1] == ("execution_completed", True)
@@ -124,10 +120,10 @@ def test_p3_the_record_keeps_the_effect_and_recovery_reconciles(tmp_path, execut
 
 
 def test_the_audit_fault_loses_no_earlier_event(tmp_path):
-    healthy = start(tmp_path)
+    healthy = service_on(tmp_path)
     approved(healthy, key="other")
     before = healthy.audit.path.read_bytes()
-    service = start(tmp_path, approval__audit_completed="fail")
+    service = service_on(tmp_path, approval__audit_completed="fail")
     operation_id = approved(service)
     rejected(service.execute, {"operation_id": operation_id})
     assert service.audit.path.read_bytes().startswith(before)
@@ -138,11 +134,11 @@ def test_the_audit_fault_loses_no_earlier_event(tmp_path):
 
 
 def test_a_changed_request_is_stale_and_calls_nothing(tmp_path):
-    service = start(tmp_path, approval__audit_completed="fail")
+    service = service_on(tmp_path, approval__audit_completed="fail")
     operation_id = approved(service)
     rejected(service.execute, {"operation_id": operation_id})
 
-    restarted = start(tmp_path)
+    restarted = service_on(tmp_path)
     changed = dict(REQUEST, branch="release/2.2")
     # The operation succeeded, so it keeps that state; the pending audit is still repaired.
     assert restarted.recover({"operation_id": operation_id, "request": changed}) == {"outcome": "stale", "state": "succeeded"}
@@ -151,11 +147,11 @@ def test_a_changed_request_is_stale_and_calls_nothing(tmp_path):
 
 
 def test_a_changed_request_makes_an_unfinished_operation_stale_for_good(tmp_path):
-    service = start(tmp_path, approval__audit_started="fail")
+    service = service_on(tmp_path, approval__audit_started="fail")
     operation_id = approved(service)
     rejected(service.execute, {"operation_id": operation_id})
 
-    restarted = start(tmp_path)
+    restarted = service_on(tmp_path)
     assert restarted.recover({"operation_id": operation_id, "request": {"action": "other"}}) == {"outcome": "stale", "state": "stale"}
     assert restarted.recover({"operation_id": operation_id}) == {"outcome": "stale", "state": "stale"}
     assert rejected(restarted.execute, {"operation_id": operation_id}).code == "NOT_APPROVED"
@@ -163,19 +159,11 @@ def test_a_changed_request_makes_an_unfinished_operation_stale_for_good(tmp_path
 
 
 def test_the_same_request_in_another_key_order_is_not_stale(tmp_path):
-    service = start(tmp_path, approval__audit_completed="fail")
+    service = service_on(tmp_path, approval__audit_completed="fail")
     operation_id = approved(service)
     rejected(service.execute, {"operation_id": operation_id})
     reordered = dict(reversed(list(REQUEST.items())))
-    assert start(tmp_path).recover({"operation_id": operation_id, "request": reordered})["outcome"] == "reconciled"
-
-
-def harness(state_dir, requests, failpoints: str = "") -> list[dict]:
-    """Run ``requests`` through ``python -m reference_impl`` in a new process."""
-    lines = "".join(json.dumps({"id": index, "op": op, "args": args}) + "\n" for index, (op, args) in enumerate(requests))
-    env = {"RETRYPROOF_STATE_DIR": str(state_dir), "RETRYPROOF_FAILPOINTS": failpoints, "PATH": ""}
-    done = subprocess.run([sys.executable, "-m", "reference_impl"], input=lines.encode(), capture_output=True, env=env, timeout=60)
-    return [json.loads(line) for line in done.stdout.splitlines()], done.returncode
+    assert service_on(tmp_path).recover({"operation_id": operation_id, "request": reordered})["outcome"] == "reconciled"
 
 
 # executor -> (recovery outcome, executor calls after recovery): the effect stays one.
@@ -183,14 +171,15 @@ AFTER_CRASH = {"plain": ("reconciled", 1), "dedupe": ("reconciled", 2), "opaque"
 
 
 @pytest.mark.parametrize("executor", sorted(AFTER_CRASH))
-def test_a_crash_after_the_effect_is_decided_by_evidence(tmp_path, executor):
-    service = start(tmp_path)
+def test_a_crash_after_the_effect_is_decided_by_evidence(state_dir, start, executor):
+    service = service_on(state_dir)
     operation_id = approved(service, executor=executor)
-    answers, status = harness(tmp_path, [("execute", {"operation_id": operation_id})], "approval.after_effect=crash")
-    assert (answers, status) == ([], -9)
+    harness = start({"approval.after_effect": "crash"})
+    harness.send("execute", {"operation_id": operation_id})
+    assert harness.wait_exit() == -9
     assert effects(service) == (1, 1)
 
-    restarted = start(tmp_path)
+    restarted = service_on(state_dir)
     view = restarted.get_operation({"operation_id": operation_id})
     assert view["effect_evidence"] == {"plain": "present", "dedupe": "unknown", "opaque": "unknown"}[executor]
     outcome, calls = AFTER_CRASH[executor]
@@ -203,7 +192,7 @@ def test_a_crash_after_the_effect_is_decided_by_evidence(tmp_path, executor):
 
 def test_dedupe_with_unknown_evidence_re_executes_when_the_effect_was_absent(tmp_path):
     # As if the process died after writing "dispatched" and before the executor ran.
-    service = start(tmp_path)
+    service = service_on(tmp_path)
     operation_id = approved(service, executor="dedupe")
     record = service.store.load(operation_id)
     record.update(state="executing", dispatched=True)
@@ -214,34 +203,29 @@ def test_dedupe_with_unknown_evidence_re_executes_when_the_effect_was_absent(tmp
 
 
 def test_a_failing_step_after_the_effect_is_an_io_error_and_the_effect_is_observed(tmp_path):
-    service = start(tmp_path, approval__after_effect="fail")
+    service = service_on(tmp_path, approval__after_effect="fail")
     operation_id = approved(service)
     with pytest.raises(OSError):
         service.execute({"operation_id": operation_id})
     assert service.get_operation({"operation_id": operation_id})["effect_evidence"] == "present"
-    assert start(tmp_path).recover({"operation_id": operation_id})["outcome"] == "reconciled"
+    assert service_on(tmp_path).recover({"operation_id": operation_id})["outcome"] == "reconciled"
     assert effects(service) == (1, 1)
 
 
 # -- the protocol surface --------------------------------------------------------------
 
 
-def test_the_harness_serves_the_ops_and_declares_the_failpoints(tmp_path):
-    answers, status = harness(
-        tmp_path,
-        [
-            ("hello", {"protocol": "retryproof-harness/1"}),
-            ("propose", {"operation_key": "k", "request": REQUEST, "executor": "opaque"}),
-            ("list_effects", {"operation_key": "k"}),
-            ("shutdown", {}),
-        ],
-    )
-    assert status == 0
-    by_id = {answer["id"]: answer for answer in answers}
-    assert "approval" in by_id[0]["result"]["capabilities"]
-    assert {"approval.audit_approved", "approval.audit_started", "approval.after_effect", "approval.audit_completed"} <= set(by_id[0]["result"]["failpoints"])
-    for op, index in (("propose", 1), ("list_effects", 2)):
-        validator(f"harness-response#/$defs/{op}_result").validate(by_id[index]["result"])
+def test_the_harness_serves_the_ops_and_declares_the_failpoints(start):
+    harness = start()
+    hello = harness.hello()
+    assert "approval" in hello["capabilities"]
+    assert {"approval.audit_approved", "approval.audit_started", "approval.after_effect", "approval.audit_completed"} <= set(hello["failpoints"])
+    # Results are checked against their shipped schemas on arrival.
+    operation_id = harness.call("propose", operation_key="k", request=REQUEST, executor="opaque")["operation_id"]
+    assert harness.call("approve", operation_id=operation_id) == {"state": "approved"}
+    assert harness.call("list_effects", operation_key="k") == {"effects": [], "executor_calls": 0}
+    assert harness.error("execute", operation_id=operation_id, extra=True) == "invalid_request"
+    assert harness.shutdown() == 0
 
 
 @pytest.mark.parametrize(
@@ -257,7 +241,7 @@ def test_the_harness_serves_the_ops_and_declares_the_failpoints(tmp_path):
     ],
 )
 def test_bad_input_is_a_typed_error_that_writes_nothing(tmp_path, op, args, code):
-    service = start(tmp_path)
+    service = service_on(tmp_path)
     with pytest.raises((ProtocolError, ContractError)) as info:
         service.handlers()[op](args)
     assert info.value.code == code
@@ -265,7 +249,7 @@ def test_bad_input_is_a_typed_error_that_writes_nothing(tmp_path, op, args, code
 
 
 def test_one_key_names_one_operation(tmp_path):
-    service = start(tmp_path)
+    service = service_on(tmp_path)
     first = service.propose({"operation_key": "k", "request": REQUEST, "executor": "plain"})
     assert service.propose({"operation_key": "k", "request": REQUEST, "executor": "plain"}) == first
     with pytest.raises(ContractError):
@@ -276,10 +260,10 @@ def test_one_key_names_one_operation(tmp_path):
 
 
 def test_every_record_and_audit_event_matches_its_shipped_schema(tmp_path):
-    service = start(tmp_path, approval__audit_completed="fail")
+    service = service_on(tmp_path, approval__audit_completed="fail")
     operation_id = approved(service)
     rejected(service.execute, {"operation_id": operation_id})
-    start(tmp_path).recover({"operation_id": operation_id})
+    service_on(tmp_path).recover({"operation_id": operation_id})
     validator("approval-operation").validate(service.store.load(operation_id))
     for event in service.audit.events():
         validator("audit-event").validate(event)
