@@ -1,0 +1,202 @@
+"""The Python API of the reference runtime, where a subprocess would add nothing:
+the records on disk, what each path costs in fsyncs, numbering, locks, reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from reference_client import snapshot
+
+from reference_impl import WRITE_TASK_FAILPOINTS, Runtime
+from reference_impl.locking import LockTimeout, hold
+from reference_impl.numbering import Numbering
+from spec import validator
+from spec.digest import ContractError
+from spec.protocol import ProtocolError
+
+TASK = {"sender": "PM", "recipient": "DEV", "subject": "Fix login"}
+
+
+def receipt_on_disk(state_dir, submission_id: str) -> dict:
+    return json.loads((state_dir / "receipts" / f"{submission_id}.json").read_bytes())
+
+
+def assert_valid(schema: str, instance: dict) -> None:
+    errors = [error.message for error in validator(schema).iter_errors(instance)]
+    assert not errors, (schema, errors, instance)
+
+
+@pytest.mark.parametrize(
+    ("failpoint", "state"),
+    [("write_task.after_reserve", "reserved"), ("write_task.after_task_created", "task_created"), ("write_task.after_commit", "committed")],
+)
+def test_each_receipt_state_on_disk_is_a_valid_receipt(state_dir, failpoint, state):
+    with pytest.raises(OSError):
+        Runtime(state_dir, {failpoint: "fail"}).write_task(TASK, "sub-1")
+    receipt = receipt_on_disk(state_dir, "sub-1")
+    assert receipt["state"] == state
+    assert_valid("receipt", receipt)
+    assert ("result" in receipt) is (state == "committed")
+
+
+def test_the_stored_result_is_the_creation_even_when_a_retry_commits_it(state_dir):
+    with pytest.raises(OSError):
+        Runtime(state_dir, {"write_task.after_task_write": "fail"}).write_task(TASK, "sub-1")
+    retry = Runtime(state_dir).write_task(TASK, "sub-1")
+    assert (retry["disposition"], retry["action_taken"]) == ("reused", False)
+    stored = receipt_on_disk(state_dir, "sub-1")["result"]
+    assert stored == {**retry, "disposition": "created", "action_taken": True}
+
+
+def test_results_match_the_creation_result_schema(state_dir):
+    runtime = Runtime(state_dir)
+    results = [
+        runtime.write_task(TASK, "sub-1", {"trace_id": "t-1"}),
+        runtime.write_task(TASK, "sub-1", {"trace_id": "t-2", "retry_count": 1}),
+        runtime.write_task({**TASK, "subject": "Other"}, "sub-1"),
+        runtime.write_task(TASK),
+    ]
+    assert [result["disposition"] for result in results] == ["created", "reused", "conflict", "created"]
+    for result in results:
+        assert_valid("creation-result", result)
+
+
+def test_legacy_calls_make_a_task_each_and_never_claim_idempotence(state_dir):
+    runtime = Runtime(state_dir)
+    first, second = runtime.write_task(TASK), runtime.write_task(TASK)
+    assert first["task_id"] != second["task_id"]
+    assert (first["idempotent"], first["client_submission_id"], first["disposition"]) == (False, None, "created")
+    assert [task["client_submission_id"] for task in runtime.list_tasks()["tasks"]] == [None, None]
+    assert os.listdir(state_dir / "receipts") == []
+
+
+class FsyncCounter:
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        real = os.fsync
+
+        def counting(fd):
+            self.calls += 1
+            real(fd)
+
+        monkeypatch.setattr(os, "fsync", counting)
+
+
+def test_a_creation_fsyncs_every_stage_and_a_reuse_writes_nothing_and_fsyncs_nothing(state_dir, monkeypatch):
+    runtime = Runtime(state_dir)
+    fsyncs = FsyncCounter(monkeypatch)
+    runtime.write_task(TASK, "sub-1")
+    # number claim: dir; reservation, task object, task_created, committed: file + dir each
+    assert fsyncs.calls == 9
+    before, fsyncs.calls = snapshot(state_dir), 0
+    assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
+    assert fsyncs.calls == 0
+    assert snapshot(state_dir) == before
+
+
+def test_a_committed_reuse_does_not_wait_for_the_lock_of_its_id(state_dir):
+    runtime = Runtime(state_dir, wait_timeout_s=0.05)
+    runtime.write_task(TASK, "sub-1")
+    with hold(str(state_dir / "receipt-locks" / "sub-1.lock"), 1.0):
+        assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
+    with hold(str(state_dir / "receipt-locks" / "sub-2.lock"), 1.0):
+        with pytest.raises(ProtocolError) as waited:
+            runtime.write_task(TASK, "sub-2")  # a new id must wait for its holder
+    assert waited.value.code == "in_progress"
+    assert not (state_dir / "receipts" / "sub-2.json").exists()
+
+
+def test_threads_of_one_process_exclude_each_other(state_dir):
+    path = str(state_dir / "one.lock")
+    with hold(path, 1.0):
+        outcome = []
+        thread = threading.Thread(target=lambda: outcome.append(_try_hold(path)))
+        thread.start()
+        thread.join()
+    assert outcome == ["timeout"]
+    assert _try_hold(path) == "held"
+
+
+def _try_hold(path: str) -> str:
+    try:
+        with hold(path, 0.05):
+            return "held"
+    except LockTimeout:
+        return "timeout"
+
+
+def test_numbers_claimed_by_racing_threads_are_unique_and_contiguous(tmp_path):
+    numbering = [Numbering(str(tmp_path)) for _ in range(4)]  # four independent claimers
+    with ThreadPoolExecutor(8) as pool:
+        claimed = list(pool.map(lambda index: numbering[index % 4].claim(), range(200)))
+    assert sorted(claimed) == list(range(1, 201))
+
+
+def test_a_fresh_claimer_finds_the_end_of_a_long_prefix_without_a_scan(tmp_path, monkeypatch):
+    for number in range(1, 1001):
+        (tmp_path / str(number)).touch()
+    probes = Counter()
+    real_exists = os.path.exists
+    monkeypatch.setattr(os.path, "exists", lambda path: probes.update(["exists"]) or real_exists(path))
+    assert Numbering(str(tmp_path)).claim() == 1001
+    assert probes["exists"] <= 2 * 11  # galloping then bisection: about 2 log2(1000)
+
+
+def test_reports_deduplicate_by_submission_id(state_dir):
+    runtime = Runtime(state_dir)
+    task_id = runtime.write_task(TASK, "sub-1")["task_id"]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: runtime.write_report("rep-1", task_id, "done"), range(8)))
+    assert Counter(answer["deduplicated"] for answer in answers) == {False: 1, True: 7}
+    assert len({answer["report_id"] for answer in answers}) == 1
+    assert runtime.list_reports() == {"reports": [{"report_id": answers[0]["report_id"], "task_id": task_id}]}
+    before = snapshot(state_dir)
+    with pytest.raises(ContractError) as other_content:
+        runtime.write_report("rep-1", task_id, "something else")
+    assert other_content.value.code == "invalid_request"
+    with pytest.raises(ProtocolError) as unknown_task:
+        runtime.write_report("rep-2", "TASK-999999", "done")
+    assert unknown_task.value.code == "not_found"
+    assert snapshot(state_dir) == before
+
+
+def test_a_receipt_whose_task_path_leaves_the_state_directory_is_refused(state_dir):
+    runtime = Runtime(state_dir)
+    runtime.write_task(TASK, "sub-1")
+    receipt = receipt_on_disk(state_dir, "sub-1")
+    (state_dir / "receipts" / "sub-1.json").write_text(json.dumps({**receipt, "task_path": "../../outside.json"}))
+    with pytest.raises(OSError, match="leaves the state directory"):
+        runtime.diagnose("sub-1", 1)
+
+
+def test_read_task_accepts_only_task_ids(state_dir):
+    runtime = Runtime(state_dir)
+    created = runtime.write_task(TASK, "sub-1")
+    assert runtime.read_task(created["task_id"])["task"] == TASK
+    for bad in ("../receipts/sub-1", "TASK-1", "receipts", 7):
+        with pytest.raises(ProtocolError) as missing:
+            runtime.read_task(bad)
+        assert missing.value.code == "not_found"
+
+
+def test_a_missing_state_directory_is_refused(tmp_path):
+    with pytest.raises(NotADirectoryError):
+        Runtime(tmp_path / "nowhere")
+
+
+def test_invocation_must_be_an_object(state_dir):
+    with pytest.raises(ContractError) as bad:
+        Runtime(state_dir).write_task(TASK, "sub-1", invocation="t-1")
+    assert bad.value.code == "invalid_request"
+    assert sorted(os.listdir(state_dir / "receipts")) == []
+
+
+def test_the_failpoint_names_are_the_spec_ones():
+    from spec import load_spec
+
+    assert set(WRITE_TASK_FAILPOINTS) == {name for name in load_spec()["protocol_spec"]["failpoints"] if name.startswith("write_task.")}
