@@ -85,16 +85,20 @@ def effects(ctx: Context, operation: Operation, label: str) -> tuple[int, int]:
     return len(ids), result["executor_calls"]
 
 
-def operation_view(ctx: Context, operation: Operation, label: str, effect_count: int) -> Mapping[str, Any]:
-    """``get_operation``, noted as evidence, and checked against the authoritative count:
-    evidence that says ``absent`` while an effect exists is the lie that makes a
-    second effect look safe; ``present`` with none is a record that invents one."""
+def operation_view(ctx: Context, operation: Operation, label: str) -> Mapping[str, Any]:
+    """``get_operation``, noted as evidence under ``label``."""
     view = ctx.expect_ok(ctx.call("get_operation", {"operation_id": operation.operation_id}), "get_operation").result
     ctx.evidence.setdefault("operations", {})[label] = dict(view)
+    return view
+
+
+def evidence_agrees(ctx: Context, view: Mapping[str, Any], effect_count: int, label: str) -> None:
+    """The runtime's effect evidence against the authoritative count: ``absent``
+    while an effect exists is the lie that makes a second effect look safe;
+    ``present`` with none is a record that invents one."""
     evidence = view["effect_evidence"]
     ctx.check(not (effect_count and evidence == "absent"), f"{label}: effect_evidence says absent, but list_effects holds {effect_count} effect(s)")
     ctx.check(not (not effect_count and evidence == "present"), f"{label}: effect_evidence says present, but list_effects holds none")
-    return view
 
 
 def recovered(ctx: Context, operation: Operation, what: str, request: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
@@ -155,8 +159,9 @@ def consumed(ctx: Context) -> None:
     ctx.expect_error(ctx.call("execute", {"operation_id": operation.operation_id}), "APPROVAL_ALREADY_CONSUMED", "execute after a restart")
     count, _ = effects(ctx, operation, "after the restart")
     ctx.check(count == 1, f"list_effects holds {count} effects after the restart, expected 1")
-    view = operation_view(ctx, operation, "after the restart", count)
+    view = operation_view(ctx, operation, "after the restart")
     probe_row(ctx, "P0", again.code or caller_view(again), view["state"], count)
+    evidence_agrees(ctx, view, count, "after the restart")
 
 
 @scenario("P1-APPROVAL-AUDIT-FAULT")
@@ -167,8 +172,9 @@ def approval_audit_fault(ctx: Context) -> None:
     audit_fault(ctx, call, AUDIT_APPROVED, "approve")
     count, _ = effects(ctx, operation, "after the fault")
     ctx.check(count == 0, f"approving made {count} effect(s)")
-    view = operation_view(ctx, operation, "after the fault", count)
+    view = operation_view(ctx, operation, "after the fault")
     probe_row(ctx, "P1", caller_view(call), view["state"], count)
+    evidence_agrees(ctx, view, count, "after the fault")
     # The state the runtime reports must be the truth: approved executes, proposed
     # (an approval rolled back with its audit) is refused. The error alone says neither.
     ctx.check(view["state"] in ("approved", "proposed"), f"after a failed approval audit the state is {view['state']}, expected approved or proposed")
@@ -191,8 +197,9 @@ def start_audit_fault(ctx: Context) -> None:
     call = ctx.call("execute", {"operation_id": operation.operation_id})
     audit_fault(ctx, call, AUDIT_STARTED, "execute")
     count, _ = effects(ctx, operation, "after the fault")
-    view = operation_view(ctx, operation, "after the fault", count)
+    view = operation_view(ctx, operation, "after the fault")
     probe_row(ctx, "P2", caller_view(call), view["state"], count)
+    evidence_agrees(ctx, view, count, "after the fault")
     ctx.check(count == 0, f"the start audit failed, yet {count} effect(s) exist: an execution must not go on without its start audit")
     ctx.restart()
     result = recovered(ctx, operation, "recover in a new process")
@@ -213,9 +220,11 @@ def completion_audit_fault(ctx: Context) -> None:
             raise Unjudgeable(f"execute ({operation.executor}): no answer with {AUDIT_COMPLETED}=fail armed ({call.message})")
         count, _ = effects(ctx, operation, f"{operation.executor}: after the fault")
         ctx.check(count == 1, f"{operation.executor}: the completion audit follows the effect, yet list_effects holds {count}")
-        faulted[control] = (call, count, operation_view(ctx, operation, f"{operation.executor}: after the fault", count))
+        faulted[control] = (call, count, operation_view(ctx, operation, f"{operation.executor}: after the fault"))
     call, count, view = faulted["no dedupe, same digest"]
     probe_row(ctx, "P3", caller_view(call), view["state"], count)
+    for control, (_, count, view) in faulted.items():
+        evidence_agrees(ctx, view, count, f"{controls[control].executor}: after the fault")
 
     ctx.restart()
     recovered_rows = {}
@@ -229,7 +238,7 @@ def completion_audit_fault(ctx: Context) -> None:
         result, after = recovered_rows[control]
         ctx.check(after == 1, f"{operation.executor}: new-process recovery made the effect count {after}; an audit failure after the effect must never make the operation retry-eligible")
         ctx.check(result["outcome"] == "reconciled", f"{operation.executor}: the effect exists, so recovery must reconcile; it answered {result['outcome']}")
-        repaired = operation_view(ctx, operation, f"{operation.executor}: after recovery", after)
+        repaired = operation_view(ctx, operation, f"{operation.executor}: after recovery")
         ctx.check(
             (repaired["state"], repaired["audit_pending"]) == ("succeeded", False),
             f"{operation.executor}: reconciled, yet state {repaired['state']} with audit_pending {repaired['audit_pending']}",
@@ -270,7 +279,7 @@ def unknown_effect(ctx: Context) -> None:
     ctx.restart()
     count, calls = effects(ctx, operation, "after the crash")
     ctx.check(count == 1, f"the executor's effect was made before the crash, yet list_effects holds {count}")
-    operation_view(ctx, operation, "after the crash", count)
+    evidence_agrees(ctx, operation_view(ctx, operation, "after the crash"), count, "after the crash")
     for attempt in ("recover in a new process", "recover once more in another process"):
         result = recovered(ctx, operation, attempt)
         ctx.check(result["outcome"] == "needs_verification", f"{attempt}: an opaque effect cannot be confirmed and the executor cannot deduplicate, so recovery must answer needs_verification; it answered {result['outcome']}")

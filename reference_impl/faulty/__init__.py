@@ -21,6 +21,7 @@ from reference_impl.faulty.legacy_idempotent import LegacySaysIdempotent
 from reference_impl.faulty.memory_dedup import MemoryDedup
 from reference_impl.faulty.no_directory_fsync import NoDirectoryFsync
 from reference_impl.faulty.no_idempotency import NoIdempotency
+from reference_impl.faulty.p3_audit_reclassifies import P3AuditReclassifies
 from reference_impl.faulty.recovery_new_number import RecoveryNewNumber
 from reference_impl.faulty.report_dedup_lost import ReportDedupLost
 from reference_impl.faulty.unlocked_check_then_create import UnlockedCheckThenCreate
@@ -42,6 +43,7 @@ VARIANTS: dict[str, type[Runtime]] = {
     "legacy-says-idempotent": LegacySaysIdempotent,
     "report-dedup-lost": ReportDedupLost,
     "no-directory-fsync": NoDirectoryFsync,
+    "p3-audit-reclassifies": P3AuditReclassifies,
 }
 
 
