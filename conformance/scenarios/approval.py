@@ -280,12 +280,16 @@ def unknown_effect(ctx: Context) -> None:
     count, calls = effects(ctx, operation, "after the crash")
     ctx.check(count == 1, f"the executor's effect was made before the crash, yet list_effects holds {count}")
     evidence_agrees(ctx, operation_view(ctx, operation, "after the crash"), count, "after the crash")
-    for attempt in ("recover in a new process", "recover once more in another process"):
+
+    def needs_verification(attempt: str) -> None:
         result = recovered(ctx, operation, attempt)
         ctx.check(result["outcome"] == "needs_verification", f"{attempt}: an opaque effect cannot be confirmed and the executor cannot deduplicate, so recovery must answer needs_verification; it answered {result['outcome']}")
         ctx.check(result["state"] == "needs_verification", f"{attempt}: answered state {result['state']}, expected needs_verification")
         ctx.check(effects(ctx, operation, f"after {attempt}") == (1, calls), f"{attempt}: recovery executed although the effect is unknown")
-        ctx.restart()
+
+    needs_verification("recover in a new process")
+    ctx.restart()
+    needs_verification("recover once more in another process")
     refused = ctx.call("execute", {"operation_id": operation.operation_id})
     ctx.check(refused.kind == "fail", f"execute of an operation that needs verification must be refused; got {caller_view(refused)}")
     ctx.check(effects(ctx, operation, "after execute") == (1, calls), "execute ran an operation that needs verification")

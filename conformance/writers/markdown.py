@@ -74,10 +74,28 @@ def render_markdown(run: RunFinished) -> str:
             [(r.entry.id, r.entry.level, r.status, f"{r.duration_s:.2f}s", r.baseline or "", r.entry.title) for r in run.results],
         )
     )
-    out += ["", "## Evidence", ""]
+    out += ["", *_merged_tables(run.results)]
+    out += ["## Evidence", ""]
     for result in run.results:
         out += _evidence(result)
     return "\n".join(out) + "\n"
+
+
+def _merged_tables(results: Sequence[ScenarioResult]) -> list[str]:
+    """Evidence tables (``evidence["tables"]``: ``[{title, columns, rows}]``) that
+    share a title, merged across scenarios in catalogue order, so a table whose rows
+    come from several scenarios reads as one."""
+    merged: dict[str, tuple[list[str], list[list[Any]], list[str]]] = {}
+    for result in results:
+        for table in result.evidence.get("tables", ()):
+            columns, rows, sources = merged.setdefault(table["title"], (table["columns"], [], []))
+            rows.extend(table["rows"])
+            if result.entry.id not in sources:
+                sources.append(result.entry.id)
+    out: list[str] = []
+    for title, (columns, rows, sources) in merged.items():
+        out += [f"## {md_inline(title)}", "", f"From {', '.join(sources)}.", "", _table(columns, rows), ""]
+    return out
 
 
 def _evidence(result: ScenarioResult) -> list[str]:
@@ -95,6 +113,8 @@ def _evidence(result: ScenarioResult) -> list[str]:
     if receipts:
         keys = ("state", "task_id", "task_exists", "digest_matches", "stalled", "age_s")
         out += [_table(("receipt (diagnose)", *keys), [(label, *(r.get(k) for k in keys)) for label, r in receipts.items()]), ""]
+    for table in evidence.pop("tables", ()):
+        out += [f"{md_inline(table['title'])}:", "", _table(table["columns"], table["rows"]), ""]
     trace = evidence.pop("traceback", None)
     for key, value in evidence.items():
         out.append(f"- {md_inline(key)}: {md_inline(json.dumps(value, ensure_ascii=False), 600)}")
