@@ -1,0 +1,103 @@
+"""The approval scenarios against real harness processes: the reference passes all
+six and reproduces the field report's tables with its own numbers; the bundled
+variant with the report's P3 defect fails P3 and nothing else."""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from conformance.runner import Options, probe, run
+from conformance.scenarios.approval import CONTROL_TABLE, PROBE_TABLE
+from conformance.writers.markdown import render_markdown
+
+APPROVAL_IDS = (
+    "P0-CONSUMED",
+    "P1-APPROVAL-AUDIT-FAULT",
+    "P2-START-AUDIT-FAULT",
+    "P3-COMPLETION-AUDIT-FAULT",
+    "RECOVERY-STALE-REQUEST",
+    "RECOVERY-UNKNOWN-EFFECT",
+)
+REFERENCE = (sys.executable, "-m", "reference_impl")
+
+
+def certify(*fault: str):
+    options = Options(command=(*REFERENCE, *fault), target=" ".join(fault), seed=7, only=APPROVAL_IDS)
+    return run(options, probe(options), [])
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Both runs at once: each is mostly waiting on harness start-ups."""
+    with ThreadPoolExecutor(2) as pool:
+        reference, faulty = pool.map(lambda fault: certify(*fault), [(), ("--fault", "p3-audit-reclassifies")])
+    return {"reference": reference, "faulty": faulty}
+
+
+def statuses(finished) -> dict[str, str]:
+    return {result.entry.id: result.status for result in finished.results}
+
+
+def rows(finished, title: str) -> dict[str, list]:
+    """The merged rows of one evidence table, keyed by their first cell."""
+    return {row[0]: row for result in finished.results for table in result.evidence.get("tables", ()) if table["title"] == title for row in table["rows"]}
+
+
+def test_the_reference_passes_every_approval_scenario(runs):
+    finished = runs["reference"]
+    assert statuses(finished) == dict.fromkeys(APPROVAL_IDS, "passed"), [(r.entry.id, r.reason) for r in finished.results]
+
+
+def test_the_reference_reproduces_the_probe_table_with_its_own_numbers(runs):
+    probes = rows(runs["reference"], PROBE_TABLE)
+    # probe: (caller, state, effects) of this runtime; the seed's columns stay beside them.
+    assert {probe: (row[3], row[5], row[7]) for probe, row in probes.items()} == {
+        "P0": ("APPROVAL_ALREADY_CONSUMED", "succeeded", 1),
+        "P1": ("error (AUDIT_WRITE_FAILED)", "approved", 0),
+        "P2": ("error (AUDIT_WRITE_FAILED)", "executing", 0),
+        # The fix: the record keeps "succeeded" (audit pending), never "failed".
+        "P3": ("error (AUDIT_WRITE_FAILED)", "succeeded", 1),
+    }
+    assert {probe: (row[2], row[4], row[6]) for probe, row in probes.items()} == {
+        "P0": ("APPROVAL_ALREADY_CONSUMED", "succeeded", 1),
+        "P1": ("error", "approved", 0),
+        "P2": ("error", "executing", 0),
+        "P3": ("error", "failed", 1),
+    }
+
+
+def test_the_reference_keeps_every_executor_control_at_one_effect(runs):
+    controls = rows(runs["reference"], CONTROL_TABLE)
+    # control: (after fault, after recovery, calls, recovery) of this runtime.
+    assert {control: (row[2], row[4], row[6], row[8]) for control, row in controls.items()} == {
+        "no dedupe, same digest": (1, 1, 1, "reconciled"),
+        "dedupe, same digest": (1, 1, 1, "reconciled"),
+        "changed digest": (1, 1, 1, "stale"),
+    }
+
+
+def test_the_p3_defect_fails_p3_and_nothing_else(runs):
+    finished = runs["faulty"]
+    assert statuses(finished) == {**dict.fromkeys(APPROVAL_IDS, "passed"), "P3-COMPLETION-AUDIT-FAULT": "failed"}
+    p3 = next(result for result in finished.results if result.entry.id == "P3-COMPLETION-AUDIT-FAULT")
+    assert "effect count 2" in p3.reason
+    # The defect reproduces the field report's restart table, call for call.
+    controls = rows(finished, CONTROL_TABLE)
+    assert {control: (row[2], row[4], row[6]) for control, row in controls.items()} == {
+        "no dedupe, same digest": (1, 2, 2),
+        "dedupe, same digest": (1, 1, 2),
+        "changed digest": (1, 1, 1),
+    }
+    assert rows(finished, PROBE_TABLE)["P3"][5] == "failed"
+
+
+def test_the_markdown_report_merges_each_table_across_scenarios(runs):
+    report = render_markdown(runs["reference"])
+    probes = report[report.index(f"## {PROBE_TABLE}") : report.index(f"## {CONTROL_TABLE}")]
+    assert "From P0-CONSUMED, P1-APPROVAL-AUDIT-FAULT, P2-START-AUDIT-FAULT, P3-COMPLETION-AUDIT-FAULT." in probes
+    assert [line.split("|")[1].strip() for line in probes.splitlines() if line.startswith("| P")] == ["P0", "P1", "P2", "P3"]
+    controls = report[report.index(f"## {CONTROL_TABLE}") : report.index("## Evidence")]
+    assert sum(line.startswith("| ") for line in controls.splitlines()) == 4  # header and three controls
