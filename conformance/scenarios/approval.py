@@ -134,13 +134,22 @@ def control_row(ctx: Context, control: str, after_fault: int, after_recovery: in
     table_row(ctx, CONTROL_TABLE, CONTROL_COLUMNS, [control, seed[0], after_fault, seed[1], after_recovery, seed[2], calls, seed[3], outcome])
 
 
-def audit_fault(ctx: Context, call: Call, failpoint: str, what: str) -> None:
-    """A ``fail`` failpoint on an audit append must surface as an error: a success
-    would hide the failure (APR-2), and no answer leaves nothing to judge."""
+def probe_audit_fault(ctx: Context, probe: str, operation: Operation, op: str, failpoint: str) -> tuple[int, Mapping[str, Any]]:
+    """Call ``op`` with its audit append failing; note the probe's row, then judge.
+
+    The failure must reach the caller: a success would hide it (APR-2), and no
+    answer leaves nothing to judge. Answers ``(effects, get_operation)`` after it.
+    """
+    call = ctx.call(op, {"operation_id": operation.operation_id})
+    count, _ = effects(ctx, operation, "after the fault")
+    view = operation_view(ctx, operation, "after the fault")
+    probe_row(ctx, probe, caller_view(call), view["state"], count)
     if not call.answered:
-        raise Unjudgeable(f"{what}: no answer with {failpoint}=fail armed ({call.message})")
-    ctx.check(call.kind != "ok", f"{what}: answered success although its audit append failed ({failpoint}=fail); the caller must be told")
-    ctx.expect_error(call, "AUDIT_WRITE_FAILED", what)
+        raise Unjudgeable(f"{op}: no answer with {failpoint}=fail armed ({call.message})")
+    ctx.check(call.kind != "ok", f"{op}: answered success although its audit append failed ({failpoint}=fail); the caller must be told")
+    ctx.expect_error(call, "AUDIT_WRITE_FAILED", op)
+    evidence_agrees(ctx, view, count, "after the fault")
+    return count, view
 
 
 # -- the probes ----------------------------------------------------------------------
@@ -168,13 +177,8 @@ def consumed(ctx: Context) -> None:
 def approval_audit_fault(ctx: Context) -> None:
     ctx.start(failpoints={AUDIT_APPROVED: "fail"})
     operation = proposed(ctx, "plain")
-    call = ctx.call("approve", {"operation_id": operation.operation_id})
-    audit_fault(ctx, call, AUDIT_APPROVED, "approve")
-    count, _ = effects(ctx, operation, "after the fault")
+    count, view = probe_audit_fault(ctx, "P1", operation, "approve", AUDIT_APPROVED)
     ctx.check(count == 0, f"approving made {count} effect(s)")
-    view = operation_view(ctx, operation, "after the fault")
-    probe_row(ctx, "P1", caller_view(call), view["state"], count)
-    evidence_agrees(ctx, view, count, "after the fault")
     # The state the runtime reports must be the truth: approved executes, proposed
     # (an approval rolled back with its audit) is refused. The error alone says neither.
     ctx.check(view["state"] in ("approved", "proposed"), f"after a failed approval audit the state is {view['state']}, expected approved or proposed")
@@ -194,12 +198,7 @@ def approval_audit_fault(ctx: Context) -> None:
 def start_audit_fault(ctx: Context) -> None:
     ctx.start(failpoints={AUDIT_STARTED: "fail"})
     operation = approved(ctx, "plain")
-    call = ctx.call("execute", {"operation_id": operation.operation_id})
-    audit_fault(ctx, call, AUDIT_STARTED, "execute")
-    count, _ = effects(ctx, operation, "after the fault")
-    view = operation_view(ctx, operation, "after the fault")
-    probe_row(ctx, "P2", caller_view(call), view["state"], count)
-    evidence_agrees(ctx, view, count, "after the fault")
+    count, _ = probe_audit_fault(ctx, "P2", operation, "execute", AUDIT_STARTED)
     ctx.check(count == 0, f"the start audit failed, yet {count} effect(s) exist: an execution must not go on without its start audit")
     ctx.restart()
     result = recovered(ctx, operation, "recover in a new process")
