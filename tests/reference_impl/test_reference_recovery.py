@@ -179,3 +179,15 @@ def test_diagnose_compares_the_task_on_disk_with_the_receipt(start):
     harness.call("tamper", action="occupy_task_path", client_submission_id="diag-1")
     assert harness.call("diagnose", client_submission_id="diag-1", stale_after_s=3600)["digest_matches"] is False
     assert harness.error("diagnose", client_submission_id="diag-1", stale_after_s=-1) == "invalid_request"
+
+
+def test_report_deduplication_survives_a_restart(start):
+    first = start()
+    task_id = first.call("write_task", client_submission_id="task-1", task=TASK)["task_id"]
+    filed = first.call("write_report", client_submission_id="rep-1", task_id=task_id, content="QA passed")
+    first.kill()
+    second = start()
+    again = second.call("write_report", client_submission_id="rep-1", task_id=task_id, content="QA passed")
+    assert (filed["deduplicated"], again) == (False, {"report_id": filed["report_id"], "deduplicated": True})
+    assert second.call("list_reports")["reports"] == [{"report_id": filed["report_id"], "task_id": task_id}]
+    assert second.error("write_report", client_submission_id="rep-1", task_id=task_id, content="QA failed") == "invalid_request"
