@@ -227,18 +227,17 @@ class Runtime:
 
     def list_tasks(self) -> dict[str, Any]:
         """Every task object on disk, from the files themselves (not from receipts)."""
-        tasks = []
-        for name in sorted(os.listdir(self._dirs["tasks"])):
-            if name.startswith(".") or not name.endswith(".json"):
-                continue
-            record = _load(os.path.join(self._dirs["tasks"], name)) or {}
-            tasks.append({
-                "task_id": name[: -len(".json")],
-                "task_path": f"tasks/{name}",
-                "client_submission_id": record.get("client_submission_id"),
-                "request_digest": record.get("request_digest"),
-            })
-        return {"tasks": tasks}
+        return {
+            "tasks": [
+                {
+                    "task_id": name[: -len(".json")],
+                    "task_path": f"tasks/{name}",
+                    "client_submission_id": record.get("client_submission_id"),
+                    "request_digest": record.get("request_digest"),
+                }
+                for name, record in self._records("tasks")
+            ]
+        }
 
     def read_task(self, task_id: Any) -> dict[str, Any]:
         record = _load(self._task_file(task_id))
@@ -304,13 +303,7 @@ class Runtime:
         )
 
     def list_reports(self) -> dict[str, Any]:
-        reports = []
-        for name in sorted(os.listdir(self._dirs["reports"])):
-            if name.startswith(".") or not name.endswith(".json"):
-                continue
-            record = _load(os.path.join(self._dirs["reports"], name)) or {}
-            reports.append({"report_id": record.get("report_id"), "task_id": record.get("task_id")})
-        return {"reports": reports}
+        return {"reports": [{"report_id": record.get("report_id"), "task_id": record.get("task_id")} for _, record in self._records("reports")]}
 
     # ------------------------------------------------------------------ tamper (test-only)
 
@@ -413,6 +406,14 @@ class Runtime:
             raise OSError(errno.EIO, f"receipt of {submission_id!r} is not JSON")
         return receipt
 
+    def _records(self, directory: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every record file of one state subdirectory, by name, skipping temp files.
+        A file that is not a JSON object reads as ``{}``: listed, never hidden."""
+        for name in sorted(os.listdir(self._dirs[directory])):
+            if not name.startswith(".") and name.endswith(".json"):
+                record = _load(os.path.join(self._dirs[directory], name))
+                yield name, record if isinstance(record, dict) else {}
+
     def _task_record(self, task_id: str, submission_id: str | None, task: Any, digest: str) -> dict[str, Any]:
         return {
             "task_id": task_id,
@@ -442,10 +443,11 @@ class Runtime:
             raise ProtocolError("not_found", f"no task {task_id!r}")
         return self._confined("tasks", task_id + ".json")
 
-    def _state_path(self, relative: str) -> str:
-        path = os.path.normpath(os.path.join(self.state_dir, relative))
-        if os.path.dirname(path) not in self._dirs.values():
-            raise OSError(errno.EINVAL, f"path {relative!r} leaves the state directory")
+    def _state_path(self, task_path: str) -> str:
+        """The file of a receipt's task_path, which must name a file in tasks/."""
+        path = os.path.normpath(os.path.join(self.state_dir, task_path))
+        if os.path.dirname(path) != self._dirs["tasks"]:
+            raise OSError(errno.EINVAL, f"task path {task_path!r} leaves the tasks directory")
         return path
 
     def _confined(self, directory: str, name: str) -> str:

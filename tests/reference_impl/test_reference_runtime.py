@@ -165,13 +165,14 @@ def test_reports_deduplicate_by_submission_id(state_dir):
     assert snapshot(state_dir) == before
 
 
-def test_a_receipt_whose_task_path_leaves_the_state_directory_is_refused(state_dir):
+def test_a_receipt_whose_task_path_leaves_the_tasks_directory_is_refused(state_dir):
     runtime = Runtime(state_dir)
     runtime.write_task(TASK, "sub-1")
     receipt = receipt_on_disk(state_dir, "sub-1")
-    (state_dir / "receipts" / "sub-1.json").write_text(json.dumps({**receipt, "task_path": "../../outside.json"}))
-    with pytest.raises(OSError, match="leaves the state directory"):
-        runtime.diagnose("sub-1", 1)
+    for escape in ("../../outside.json", "receipts/sub-1.json", "/etc/passwd"):
+        (state_dir / "receipts" / "sub-1.json").write_text(json.dumps({**receipt, "task_path": escape}))
+        with pytest.raises(OSError, match="leaves the tasks directory"):
+            runtime.diagnose("sub-1", 1)
 
 
 def test_read_task_accepts_only_task_ids(state_dir):
