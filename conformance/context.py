@@ -288,12 +288,13 @@ class Context:
             raise Unjudgeable(f"{what}: no answer ({call.message})")
         self.check(call.code in codes, f"{what}: expected error {' or '.join(sorted(codes))}, got {_describe(call)}")
 
-    def check_tasks(self, before: TaskSet, after: TaskSet, new: int) -> None:
+    def check_tasks(self, before: TaskSet, after: TaskSet, new: int, removed: Iterable[str] = ()) -> None:
         """The set checker. Against ``before``/``after`` snapshots and every call made
         since the scenario began: no task an ``ok`` call returned may be missing
-        (``lost``); every new task must belong to an id the scenario submitted, at most
-        one per id (``unexpected``); exactly ``new`` tasks appeared."""
-        returned = {call.task_id for call in self.calls if call.kind == "ok" and call.op == "write_task" and call.task_id}
+        (``lost``), except those the scenario ``removed`` on purpose (``tamper``); every
+        new task must belong to an id the scenario submitted, at most one per id
+        (``unexpected``); exactly ``new`` tasks appeared; none vanished."""
+        returned = {call.task_id for call in self.calls if call.kind == "ok" and call.op == "write_task" and call.task_id} - set(removed)
         lost = sorted(returned - after.ids)
         added = [task for task in after.tasks if task.get("task_id") not in before.ids]
         per_id: dict[Any, int] = {}

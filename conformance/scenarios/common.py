@@ -47,3 +47,30 @@ def fired(ctx: Context, call: Call, failpoint: str) -> None:
     ctx.note("crashed_call", call.summary())
     if call.answered:
         raise Unjudgeable(f"the runtime declares failpoint {failpoint} but answered instead of crashing ({call.summary()})")
+
+
+def expect_one_creation(ctx: Context, calls: list[Call], submission_id: str, what: str) -> None:
+    """A4's contract: exactly one ``created``, every other call ``reused``, one task_id."""
+    ctx.note("dispositions", _tally(calls))
+    silent = [call for call in calls if not call.answered]
+    if silent:
+        raise Unjudgeable(f"{what}: {len(silent)} of {len(calls)} calls got no answer ({silent[0].message})")
+    waited = [call for call in calls if call.code == "in_progress"]
+    ctx.check(not waited, f"{what}: {len(waited)} calls answered in_progress instead of waiting for the holder and reusing")
+    created = [call for call in calls if call.disposition == "created"]
+    reused = [call for call in calls if call.disposition == "reused"]
+    ctx.check(
+        len(created) == 1 and len(reused) == len(calls) - 1,
+        f"{what}: expected created=1, reused={len(calls) - 1}; got {_tally(calls)}",
+    )
+    ids = {call.task_id for call in calls}
+    ctx.check(len(ids) == 1, f"{what}: the calls answered {len(ids)} different task ids: {', '.join(sorted(map(str, ids)))}")
+    ctx.check(all(call.result.get("action_taken") is False for call in reused), f"{what}: a reused result says action_taken true")
+
+
+def _tally(calls: list[Call]) -> dict[str, int]:
+    tally: dict[str, int] = {}
+    for call in calls:
+        key = call.disposition or call.code or "no answer"
+        tally[key] = tally.get(key, 0) + 1
+    return tally

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conformance.scenarios import Context, scenario
-from conformance.scenarios.common import expect_created, expect_reuse_of, fired
+from conformance.scenarios.common import expect_created, expect_identity, expect_one_creation, expect_reuse_of, fired
 
 AFTER_COMMIT = "write_task.after_commit"
 
@@ -34,3 +34,45 @@ def crash_before_response(ctx: Context) -> None:
     ctx.check_tasks(before, after, new=1)
     expect_reuse_of(ctx, retry, after, submission_id, "retry after the crash")
     ctx.receipt(submission_id, "after retry")
+
+
+@scenario("A4-CONCURRENT")
+def concurrent(ctx: Context) -> None:
+    ctx.start()
+    before = ctx.tasks("before")
+    submission_id, task = ctx.submission_id(), ctx.task()
+    args = ctx.write_task_args(submission_id, task)
+    calls = ctx.concurrently([("write_task", args)] * ctx.concurrency)
+    expect_one_creation(ctx, calls, submission_id, f"{ctx.concurrency} pipelined calls")
+    after = ctx.tasks("after")
+    ctx.check_tasks(before, after, new=1)
+    created = next(call for call in calls if call.disposition == "created")
+    expect_identity(ctx, created.result, after, submission_id, "the created call")
+
+
+@scenario("A4-MULTIPROCESS")
+def multiprocess(ctx: Context) -> None:
+    ctx.start()
+    before = ctx.tasks("before")
+    submission_id, task = ctx.submission_id(), ctx.task()
+    processes = ctx.spawn(ctx.concurrency)
+    calls = ctx.in_parallel(processes, "write_task", ctx.write_task_args(submission_id, task))
+    expect_one_creation(ctx, calls, submission_id, f"{ctx.concurrency} processes on one state directory")
+    after = ctx.tasks("after")
+    ctx.check_tasks(before, after, new=1)
+    created = next(call for call in calls if call.disposition == "created")
+    expect_identity(ctx, created.result, after, submission_id, "the created call")
+
+
+@scenario("RESTART-REUSE")
+def restart_reuse(ctx: Context) -> None:
+    ctx.start()
+    before = ctx.tasks("before")
+    submission_id, task = ctx.submission_id(), ctx.task()
+    expect_created(ctx, ctx.write_task(submission_id, task), submission_id, task, "first call")
+    for graceful in (True, False):
+        ctx.restart(graceful=graceful)
+        retry = ctx.write_task(submission_id, task)
+        state = ctx.tasks("after graceful restart" if graceful else "after SIGKILL restart")
+        expect_reuse_of(ctx, retry, state, submission_id, "retry after a graceful restart" if graceful else "retry after SIGKILL")
+    ctx.check_tasks(before, state, new=1)

@@ -1,0 +1,43 @@
+"""Paths that must keep their old behaviour: legacy calls and write_report dedup."""
+
+from __future__ import annotations
+
+from conformance.scenarios import Context, scenario
+from conformance.scenarios.common import expect_created
+
+
+@scenario("LEGACY-NO-ID")
+def legacy(ctx: Context) -> None:
+    ctx.start()
+    before = ctx.tasks("before")
+    task = ctx.task()
+    ids = []
+    for attempt in ("first legacy call", "second legacy call"):
+        result = ctx.expect_disposition(ctx.write_task(None, task), "created", attempt)
+        ctx.check(result.get("idempotent") is False, f"{attempt}: the legacy path must say idempotent false")
+        ctx.check(result.get("action_taken") is True and result.get("client_submission_id") is None, f"{attempt}: a legacy result says action_taken true and client_submission_id null")
+        ids.append(result["task_id"])
+    ctx.check(ids[0] != ids[1], "two legacy calls answered one task id")
+    submission_id = ctx.submission_id()
+    expect_created(ctx, ctx.write_task(submission_id, task), submission_id, task, "the id path beside it")
+    ctx.check_tasks(before, ctx.tasks("after"), new=3)
+
+
+@scenario("WRITE-REPORT-DEDUP")
+def write_report(ctx: Context) -> None:
+    ctx.start()
+    submission_id, task = ctx.submission_id(), ctx.task()
+    task_id = expect_created(ctx, ctx.write_task(submission_id, task), submission_id, task, "write_task")["task_id"]
+    report = {"client_submission_id": ctx.submission_id(), "task_id": task_id, "content": f"done: {task['subject']}"}
+    first = ctx.expect_ok(ctx.call("write_report", report), "first write_report").result
+    ctx.check(first.get("deduplicated") is False, "the first write_report says deduplicated")
+    for attempt, restart in (("retry", False), ("retry after SIGKILL", True)):
+        if restart:
+            ctx.restart()
+        again = ctx.expect_ok(ctx.call("write_report", report), attempt).result
+        ctx.check(again.get("deduplicated") is True, f"{attempt}: write_report did not deduplicate")
+        ctx.check(again.get("report_id") == first.get("report_id"), f"{attempt}: answered report {again.get('report_id')}, first was {first.get('report_id')}")
+    reports = ctx.expect_ok(ctx.call("list_reports"), "list_reports").result.get("reports", [])
+    mine = [entry for entry in reports if entry.get("task_id") == task_id]
+    ctx.note("reports_for_task", len(mine))
+    ctx.check(len(mine) == 1, f"list_reports holds {len(mine)} reports for the task, expected 1")

@@ -1,0 +1,85 @@
+"""Crashes inside write_task: SIGKILL at each failpoint, restart, retry. The retry
+converges on one task under the preallocated identity, and says ``created`` exactly
+when it wrote the task object itself."""
+
+from __future__ import annotations
+
+from conformance.scenarios import Context, scenario
+from conformance.scenarios.common import expect_identity, fired
+
+AFTER_RESERVE = "write_task.after_reserve"
+
+
+def crash_then_retry(ctx: Context, failpoint: str) -> None:
+    ctx.start(failpoints={failpoint: "crash"})
+    before = ctx.tasks("before")
+    submission_id, task = ctx.submission_id(), ctx.task()
+    fired(ctx, ctx.write_task(submission_id, task), failpoint)
+    ctx.restart()
+    reserved = ctx.receipt(submission_id, "after the crash")
+    present = ctx.tasks("after restart").for_submission(submission_id)
+    # Only a crash before the task object is durable leaves the retry anything to
+    # write; a runtime may also have finished the creation itself at start-up.
+    expected = "created" if failpoint == AFTER_RESERVE and not present else "reused"
+    result = ctx.expect_disposition(ctx.write_task(submission_id, task), expected, "retry after the crash")
+    ctx.check(result.get("action_taken") is (expected == "created"), f"retry: {expected} must say action_taken {expected == 'created'}")
+    after = ctx.tasks("after retry")
+    ctx.check_tasks(before, after, new=1)
+    expect_identity(ctx, result, after, submission_id, "retry after the crash")
+    if reserved is not None and reserved.get("state") != "absent":
+        ctx.check(
+            (result["task_id"], result["task_path"]) == (reserved.get("task_id"), reserved.get("task_path")),
+            f"the retry answered {result['task_id']} at {result['task_path']}, not the preallocated {reserved.get('task_id')} at {reserved.get('task_path')}",
+        )
+    second = ctx.expect_disposition(ctx.write_task(submission_id, task), "reused", "second retry")
+    ctx.check(second.get("task_id") == result["task_id"], "the second retry answered another task id")
+    ctx.receipt(submission_id, "after retry")
+
+
+@scenario("CRASH-AFTER-RESERVE")
+def crash_after_reserve(ctx: Context) -> None:
+    crash_then_retry(ctx, AFTER_RESERVE)
+
+
+@scenario("CRASH-AFTER-TASK-WRITE")
+def crash_after_task_write(ctx: Context) -> None:
+    crash_then_retry(ctx, "write_task.after_task_write")
+
+
+@scenario("CRASH-AFTER-TASK-CREATED")
+def crash_after_task_created(ctx: Context) -> None:
+    crash_then_retry(ctx, "write_task.after_task_created")
+
+
+@scenario("CRASH-AFTER-COMMIT")
+def crash_after_commit(ctx: Context) -> None:
+    crash_then_retry(ctx, "write_task.after_commit")
+
+
+@scenario("STALE-RESERVATION-DIAGNOSTICS")
+def stale_reservation(ctx: Context) -> None:
+    ctx.start(failpoints={AFTER_RESERVE: "crash"})
+    submission_id, task = ctx.submission_id(), ctx.task()
+    fired(ctx, ctx.write_task(submission_id, task), AFTER_RESERVE)
+    ctx.restart()
+    state = ctx.tasks("after restart")
+    if state.for_submission(submission_id):
+        ctx.not_applicable(f"the runtime finished the interrupted creation at start-up (task {state.for_submission(submission_id)[0].get('task_id')}); no stalled reservation is left to diagnose")
+    stalled = ctx.receipt(submission_id, "stale_after_s=0", stale_after_s=0)
+    ctx.check(stalled.get("state") == "reserved", f"diagnose says state {stalled.get('state')}, expected reserved")
+    ctx.check(stalled.get("task_exists") is False, "diagnose says the task exists, but it was never written")
+    ctx.check(stalled.get("stalled") is True, "a reservation older than stale_after_s=0 is not reported stalled")
+    ctx.check(isinstance(stalled.get("task_id"), str) and stalled.get("task_id"), "diagnose of a reservation names no preallocated task_id")
+    fresh = ctx.receipt(submission_id, "stale_after_s=3600", stale_after_s=3600)
+    ctx.check(fresh.get("stalled") is False, "a reservation younger than stale_after_s=3600 is reported stalled")
+    absent = ctx.receipt(ctx.submission_id(), "an unknown id")
+    ctx.check(absent.get("state") == "absent", f"diagnose of an unknown id says state {absent.get('state')}, expected absent")
+    ctx.restart(graceful=True)
+    again = ctx.receipt(submission_id, "after another restart", stale_after_s=0)
+    ctx.check(
+        (again.get("state"), again.get("task_id"), again.get("task_path")) == ("reserved", stalled.get("task_id"), stalled.get("task_path")),
+        "reading diagnostics or restarting changed the stalled reservation",
+    )
+    ctx.check(ctx.tasks("after diagnostics").count == state.count, "diagnostics created or deleted a task")
+    result = ctx.expect_disposition(ctx.write_task(submission_id, task), "created", "retry after the diagnostics")
+    ctx.check(result.get("task_id") == stalled.get("task_id"), "the retry did not use the identity the stalled reservation preallocated")
