@@ -139,3 +139,10 @@ def test_a_missing_state_directory_is_one_line_and_exit_2(tmp_path):
     assert (done.returncode, len(done.stderr.splitlines())) == (2, 1)
     assert "RETRYPROOF_STATE_DIR" in done.stderr
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_a_bundled_fault_is_served_under_its_own_name(start):
+    from reference_impl.faulty import VARIANTS
+
+    name = next(iter(VARIANTS))
+    assert start(None, "--fault", name).hello()["implementation"]["name"] == f"reference-fault-{name}"
