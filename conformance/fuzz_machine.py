@@ -17,12 +17,13 @@ from typing import Any, Callable, Mapping
 from hypothesis import seed as fixed_seed
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis.errors import FlakyFailure
+from hypothesis import Phase
+from hypothesis.errors import Flaky
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, precondition, rule
 
 from adapters.connection import Connection
-from conformance.fuzz_model import EQUAL_VARIANTS, REPLAY_FORMAT, SUBMISSION_IDS, TASKS, Driver, ModelViolation
+from conformance.fuzz_model import EQUAL_VARIANTS, REPLAY_FORMAT, SUBMISSION_IDS, TASKS, Driver, ModelViolation, run_steps
 from conformance.fuzz_profiles import choose_profile
 
 _ids = st.sampled_from(SUBMISSION_IDS)
@@ -42,10 +43,11 @@ class FuzzOutcome:
     #: Seconds from the start until the first violation was seen (before shrinking).
     seconds_to_first_failure: float | None = None
     violation: str | None = None
+    #: The violation did not reappear when its history was replayed (timing).
     flaky: bool = False
     steps: list[dict[str, Any]] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
-    hypothesis_report: list[str] = field(default_factory=list)
+    hypothesis_report: list[str] = field(default_factory=list)  # what Hypothesis printed
 
     @property
     def failed(self) -> bool:
@@ -70,51 +72,78 @@ def run_fuzz(
     profile: str | None = None,
     call_timeout: float = 10.0,
     max_examples: int | None = None,
+    shrink_budget_s: float = 30.0,
 ) -> FuzzOutcome:
     """Explore histories against the harness behind ``connection`` (started, or
     started here). Every example is a history in its own namespace on that one
-    harness, so examples do not see each other's tasks."""
+    harness, so examples do not see each other's tasks.
+
+    Hypothesis generates; the first failing history is then shrunk here, by deleting
+    steps while the violation persists (``shrink``), within ``shrink_budget_s``.
+    Hypothesis's own shrinker would replay hundreds of variants, each restarting
+    real processes; deleting whole steps reaches a minimal history in a few replays.
+    """
     outcome = FuzzOutcome(seed=seed, profile=choose_profile(profile))
     started = time.monotonic()
-    history: dict[str, Any] = {}
+    first_failure: dict[str, Any] = {}
 
     class Machine(_FuzzMachine):
         def __init__(self) -> None:
             outcome.examples += 1
             super().__init__(Driver(connection, f"h{outcome.examples}", call_timeout))
-            history["steps"], history["log"] = self.steps, self.driver.log
 
-        def _failed(self) -> None:
-            if outcome.seconds_to_first_failure is None:
+        def _failed(self, violation: ModelViolation) -> None:
+            if not first_failure:
                 outcome.seconds_to_first_failure = time.monotonic() - started
+                first_failure.update(steps=list(self.steps), violation=str(violation))
 
-    base = Settings.get_profile(outcome.profile)
-    # One bug at a time: the replay file holds one minimal history.
-    overrides: dict[str, Any] = {"report_multiple_bugs": False}
+    overrides: dict[str, Any] = {"phases": (Phase.explicit, Phase.reuse, Phase.generate), "report_multiple_bugs": False}
     if max_examples is not None:
         overrides["max_examples"] = max_examples
-    test = fixed_seed(seed)(get_state_machine_test(Machine, settings=Settings(base, **overrides)))
+    test = fixed_seed(seed)(get_state_machine_test(Machine, settings=Settings(Settings.get_profile(outcome.profile), **overrides)))
     try:
         with with_reporter(outcome.hypothesis_report.append):
             test()
-    except (ModelViolation, FlakyFailure) as exc:
-        violation = exc if isinstance(exc, ModelViolation) else _first_violation(exc)
-        if violation is None:
+    except (ModelViolation, Flaky):
+        if not first_failure:
             raise
-        outcome.violation = str(violation)
-        outcome.flaky = isinstance(exc, FlakyFailure)
-        outcome.steps, outcome.log = list(history.get("steps", [])), list(history.get("log", []))
+    if first_failure:
+        outcome.steps, outcome.violation, outcome.log, outcome.flaky = shrink(
+            connection, first_failure["steps"], first_failure["violation"], call_timeout, shrink_budget_s
+        )
     outcome.seconds = time.monotonic() - started
     return outcome
 
 
-def _first_violation(group: BaseExceptionGroup) -> ModelViolation | None:
-    for exc in group.exceptions:
-        if isinstance(exc, ModelViolation):
-            return exc
-        if isinstance(exc, BaseExceptionGroup) and (found := _first_violation(exc)):
-            return found
-    return None
+def shrink(
+    connection: Connection, steps: list[dict[str, Any]], violation: str, call_timeout: float, budget_s: float
+) -> tuple[list[dict[str, Any]], str, list[str], bool]:
+    """Delete steps, last first, while the history still breaks an invariant.
+
+    Returns ``(steps, violation, log, flaky)``; ``flaky`` when even the unshrunk
+    history did not fail again (the failure depended on timing, like a SIGKILL
+    landing in a window a few milliseconds wide).
+    """
+    deadline = time.monotonic() + budget_s
+    replays = 0
+
+    def fails(candidate: list[dict[str, Any]]) -> tuple[str, list[str]] | None:
+        nonlocal replays
+        replays += 1
+        found, log = run_steps(connection, candidate, namespace=f"s{replays}", call_timeout=call_timeout)
+        return (found, log) if found else None
+
+    confirmed = fails(steps)
+    if confirmed is None:
+        return steps, violation, [], True
+    index = len(steps) - 1
+    while index >= 0 and time.monotonic() < deadline:
+        candidate = steps[:index] + steps[index + 1:]
+        result = fails(candidate) if candidate else None
+        if result is not None:
+            steps, confirmed = candidate, result
+        index -= 1
+    return steps, confirmed[0], confirmed[1], False
 
 
 class _FuzzMachine(RuleBasedStateMachine):
@@ -123,25 +152,29 @@ class _FuzzMachine(RuleBasedStateMachine):
         self.driver = driver
         self.steps: list[dict[str, Any]] = []
 
-    def _failed(self) -> None:
-        """Called when a step breaks an invariant (before Hypothesis shrinks)."""
+    def _failed(self, violation: ModelViolation) -> None:
+        """Called when a step breaks an invariant."""
 
     def _do(self, **step: Any) -> None:
         self.steps.append(step)
         try:
             self.driver.apply(step)
-        except ModelViolation:
-            self._failed()
+        except ModelViolation as violation:
+            self._failed(violation)
             raise
 
     @rule(id=_ids, task=_task_indexes, variant_kind=st.sampled_from(EQUAL_VARIANTS), burst=_bursts)
     def submit(self, id: str, task: int, variant_kind: str, burst: int) -> None:
         self._do(step="submit", id=id, task=task, variant_kind=variant_kind, burst=burst)
 
-    @precondition(lambda self: bool(self.driver.model.ok_task_ids))
+    # Preconditions and draws depend only on the steps taken, never on what the
+    # runtime answered: a SIGKILL's timing varies, and Hypothesis needs the same
+    # choices to mean the same history.
+    @precondition(lambda self: any(not self.driver.fresh(i) for i in SUBMISSION_IDS))
     @rule(data=st.data())
     def conflict(self, data: st.DataObject) -> None:
-        self._do(step="conflict", id=data.draw(st.sampled_from(sorted(self.driver.model.ok_task_ids)), label="id"))
+        used = [i for i in SUBMISSION_IDS if not self.driver.fresh(i)]
+        self._do(step="conflict", id=data.draw(st.sampled_from(used), label="id"))
 
     @precondition(lambda self: "legacy" in self.driver.capabilities)
     @rule()
@@ -149,10 +182,13 @@ class _FuzzMachine(RuleBasedStateMachine):
         self._do(step="legacy")
 
     @precondition(lambda self: bool(self.driver.crash_failpoints))
-    @rule(data=st.data(), id=_ids, task=_task_indexes)
-    def crash(self, data: st.DataObject, id: str, task: int) -> None:
+    @rule(data=st.data(), task=_task_indexes)
+    def crash(self, data: st.DataObject, task: int) -> None:
         failpoint = data.draw(st.sampled_from(self.driver.crash_failpoints), label="failpoint")
-        self._do(step="crash", failpoint=failpoint, id=id, task=task)
+        # A write_task failpoint lies on the path of a first creation; on an id already
+        # committed it is never reached, so fresh ids come first while any are left.
+        fresh = [i for i in SUBMISSION_IDS if self.driver.fresh(i)]
+        self._do(step="crash", failpoint=failpoint, id=data.draw(st.sampled_from(fresh or SUBMISSION_IDS), label="id"), task=task)
 
     @rule(id=_ids, task=_task_indexes, delay_ms=_kill_delays_ms)
     def kill(self, id: str, task: int, delay_ms: int) -> None:

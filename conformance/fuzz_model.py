@@ -32,7 +32,7 @@ from spec.protocol import Failure, Success
 
 REPLAY_FORMAT = "retryproof-fuzz-replay/1"
 
-SUBMISSION_IDS = ("fz-a", "fz-b", "fz-c")
+SUBMISSION_IDS = ("fz-a", "fz-b", "fz-c", "fz-d")
 # Two tasks share a subject and a body, so fuzzy matching on either merges two
 # intents; every body holds a composed character and a line break, so the NFD and
 # CRLF variants change bytes but not meaning.
@@ -142,6 +142,10 @@ class Driver:
             args["client_submission_id"] = submission_id
         return args
 
+    def fresh(self, logical_id: str) -> bool:
+        """Whether no call of this history used the id yet."""
+        return self._sid(logical_id) not in self.model.attempted
+
     def _sid(self, logical_id: str) -> str:
         return f"{self.namespace}.{logical_id}"
 
@@ -194,7 +198,9 @@ class Driver:
     def _step_conflict(self, id: str) -> None:
         id = self._sid(id)
         if id not in self.model.ok_task_ids:
-            raise ValueError(f"conflict step for {id!r} before any ok result")
+            # No answer ever bound the id to its request, so "different" is undefined.
+            self.log.append(f"conflicting request for {id}: not sent, no ok result bound the id yet")
+            return
         before = self._tasks()
         reply = self.connection.call("write_task", self._write_args(id, conflicting(self._task_for(id, 0))), self.call_timeout)
         self.log.append(f"conflicting request for {id}: {_describe(reply)}")
@@ -238,8 +244,9 @@ class Driver:
             time.sleep(delay_s)
             self.connection.kill()
         first = self.connection.wait(pending, self.call_timeout)
-        self._judge_same_request(submission_id, first, what)
+        # Restart before judging, so no history is ever left on an armed harness.
         self.connection.restart()
+        self._judge_same_request(submission_id, first, what)
         retry = self.connection.call("write_task", self._write_args(submission_id, request), self.call_timeout)
         self.log.append(f"{what} for {submission_id}: {_describe(first)}; after restart, retry: {_describe(retry)}")
         if isinstance(retry, Lost):

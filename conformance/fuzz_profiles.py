@@ -33,12 +33,12 @@ _SLOW_IS_EXPECTED = dict(
 
 def register_profiles() -> None:
     """Register the three profiles; safe to call more than once."""
-    settings.register_profile(DEV, max_examples=25, stateful_step_count=15, **_SLOW_IS_EXPECTED)
+    settings.register_profile(DEV, max_examples=20, stateful_step_count=10, **_SLOW_IS_EXPECTED)
     settings.register_profile(
         CI,
         parent=settings.get_profile("ci"),
-        max_examples=25,
-        stateful_step_count=15,
+        max_examples=20,
+        stateful_step_count=10,
         derandomize=True,
         database=None,
         **_SLOW_IS_EXPECTED,

@@ -24,8 +24,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass
 from typing import Iterable, Iterator
+
+from adapters.connection import HarnessStartError
+from adapters.process import ProcessConnection
+from conformance.scenarios import Context, scenario
 
 # The system calls the check needs; -y prints the path behind every fd argument.
 TRACED_SYSCALLS = (
@@ -210,3 +216,42 @@ def check_directory_fsyncs(events: list[Event], state_dir: str) -> tuple[int, li
         else:
             violations.append(Violation(description, directory, "the process ended"))
     return len(obligations), violations
+
+
+# -- the scenario ----------------------------------------------------------------------
+
+
+@scenario("DURABILITY-TRACE")
+def durability_trace(ctx: Context) -> None:
+    strace = shutil.which("strace")
+    if strace is None:
+        ctx.skip("strace is not installed on this machine; the directory-fsync check needs a system-call trace")
+    probe = ctx.start()
+    command, state_dir = getattr(probe, "command", None), getattr(probe, "state_dir", None)
+    if not command or not state_dir:
+        ctx.skip("this connection does not run a harness command line, so it cannot be traced")
+    ctx.stop()
+    with tempfile.TemporaryDirectory(prefix="retryproof-strace-") as scratch:
+        trace_file = os.path.join(scratch, "trace")
+        traced = ProcessConnection(
+            [strace, "-f", "-y", "-qq", "-e", "trace=" + ",".join(TRACED_SYSCALLS), "-o", trace_file, "--", *command],
+            state_dir,
+            call_timeout=60.0,
+            start_timeout=60.0,
+        )
+        ctx.connections.append(traced)
+        try:
+            traced.start()
+        except HarnessStartError as exc:
+            ctx.skip(f"strace could not trace the harness here: {(exc.stderr or exc.message).strip()[-300:]}")
+        submission_id, task = ctx.submission_id(), ctx.task()
+        ctx.expect_ok(ctx.write_task(submission_id, task, connection=traced), "the traced creation")
+        traced.stop()
+        with open(trace_file, encoding="utf-8", errors="replace") as handle:
+            events = list(file_events(parse_trace(handle), os.getcwd()))
+    checked, violations = check_directory_fsyncs(events, state_dir)
+    root = os.path.realpath(state_dir)
+    ctx.note("durable_steps_checked", checked)
+    ctx.note("violations", [violation.describe(root) for violation in violations])
+    ctx.check(checked > 0, "the trace shows no durable file step in the state directory: nothing was made durable")
+    ctx.check(not violations, f"{len(violations)} durable step(s) without a directory fsync: " + "; ".join(v.describe(root) for v in violations[:3]))
