@@ -1,0 +1,99 @@
+"""Deliberately misbehaving harnesses for the kit's own tests: ``python fake_harness.py MODE``.
+
+``honest`` is a small file-backed runtime that gets the basics right (the control:
+it must pass WT-CREATE and A2-RESPONSE-LOSS, so a failure of another mode is caused by
+its defect, not by the fake). Every other mode breaks one thing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest  # noqa: E402
+from spec.protocol import PROTOCOL, serve  # noqa: E402
+
+MODE = sys.argv[1]
+STATE = os.path.join(os.environ["RETRYPROOF_STATE_DIR"], "fake.json")
+
+
+def load() -> dict:
+    try:
+        with open(STATE) as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        return {"tasks": [], "receipts": {}}
+
+
+def save(state: dict) -> None:
+    with open(STATE + ".tmp", "w") as handle:
+        json.dump(state, handle)
+    os.replace(STATE + ".tmp", STATE)
+
+
+def hello(args):
+    return {
+        "protocol": PROTOCOL,
+        "implementation": {"name": f"fake-{MODE}", "version": "0", "language": "python"},
+        "capabilities": ["write_task"],
+        "failpoints": [],
+        "digest_schema_version": DIGEST_SCHEMA_VERSION,
+    }
+
+
+def write_task(args):
+    if MODE == "hang-on-write":
+        time.sleep(3600)
+    submission_id = check_submission_id(args["client_submission_id"])
+    digest = request_digest(args["task"])
+    state = load()
+    receipt = state["receipts"].get(submission_id)
+    if receipt and MODE != "double-create":
+        return {**receipt, "disposition": "reused", "action_taken": False}
+    task_id = f"T-{len(state['tasks']) + 1}"
+    result = {
+        "disposition": "created", "action_taken": True, "task_id": task_id, "task_path": f"tasks/{task_id}.json",
+        "client_submission_id": submission_id, "request_digest": digest, "digest_schema_version": DIGEST_SCHEMA_VERSION, "idempotent": True,
+    }
+    state["tasks"].append({"task_id": task_id, "task_path": result["task_path"], "client_submission_id": submission_id, "request_digest": digest, "task": args["task"]})
+    state["receipts"][submission_id] = result
+    save(state)
+    return result
+
+
+def list_tasks(args):
+    tasks = [{key: task[key] for key in ("task_id", "task_path", "client_submission_id", "request_digest")} for task in load()["tasks"]]
+    return {"tasks": [] if MODE == "liar" else tasks}
+
+
+def read_task(args):
+    task = next(task for task in load()["tasks"] if task["task_id"] == args["task_id"])
+    return {"task_id": task["task_id"], "task": task["task"], "client_submission_id": task["client_submission_id"], "request_digest": task["request_digest"]}
+
+
+def main() -> None:
+    if MODE == "crash-at-start":
+        print("fake: cannot open the database", file=sys.stderr)
+        sys.exit(3)
+    if MODE == "hang":
+        time.sleep(3600)
+    if MODE in ("garbage", "wrong-ids"):
+        for line in sys.stdin:
+            request = json.loads(line)
+            if request["op"] == "hello":
+                reply = {"id": request["id"], "ok": True, "result": hello({})}
+            elif MODE == "garbage":
+                print("<b>|not json| `rm -rf`</b>", flush=True)
+                continue
+            else:
+                reply = {"id": request["id"] + 1000, "ok": True, "result": {}}
+            print(json.dumps(reply), flush=True)
+        return
+    serve({"hello": hello, "write_task": write_task, "list_tasks": list_tasks, "read_task": read_task})
+
+
+main()

@@ -1,0 +1,63 @@
+"""The kit judges broken harnesses ``error`` or ``failed``, never ``passed``, in
+bounded time (the timeouts below bound every wait)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
+SCENARIOS = "WT-CREATE,A2-RESPONSE-LOSS"
+
+
+def run_kit(tmp_path, mode, *extra):
+    harness = f"{sys.executable} {FAKE} {mode}"
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--harness", harness, "--only", SCENARIOS, "--seed", "7",
+         "--call-timeout", "1", "--start-timeout", "2", "--out", str(tmp_path), *extra],
+        capture_output=True, text=True, timeout=60,
+    )
+    report = tmp_path / "report.json"
+    statuses = {s["id"]: s for s in json.loads(report.read_text())["scenarios"]} if report.exists() else {}
+    return done, statuses
+
+
+def test_honest_fake_passes_the_basics(tmp_path):
+    """The control: the fakes' shared runtime is sound, so each defect below is the cause."""
+    done, scenarios = run_kit(tmp_path, "honest")
+    assert {s["status"] for s in scenarios.values()} == {"passed"}, done.stdout
+    assert done.returncode == 0
+
+
+@pytest.mark.parametrize("mode", ["hang", "crash-at-start"])
+def test_a_harness_that_never_shakes_hands_cannot_be_run(tmp_path, mode):
+    done, scenarios = run_kit(tmp_path, mode)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: the harness failed its handshake")
+    assert "Traceback" not in done.stderr
+    assert not scenarios
+    if mode == "crash-at-start":
+        assert "cannot open the database" in done.stderr  # its stderr is the hint
+
+
+@pytest.mark.parametrize(
+    "mode, status, evidence",
+    [
+        ("garbage", "error", "unreadable line"),
+        ("wrong-ids", "error", "not a call in flight"),
+        ("hang-on-write", "error", "no response within 1s"),
+        ("liar", "failed", "lost"),
+        ("double-create", "failed", "a second task for one id"),
+    ],
+)
+def test_a_misbehaving_harness_is_never_passed(tmp_path, mode, status, evidence):
+    done, scenarios = run_kit(tmp_path, mode)
+    assert done.returncode == 1, done.stdout + done.stderr
+    judged = scenarios["A2-RESPONSE-LOSS"]
+    assert judged["status"] == status
+    assert evidence in judged["reason"]
+    assert "passed" not in {s["status"] for s in scenarios.values()} or mode == "double-create"
+    assert judged["reproduce"].startswith("retryproof run --only A2-RESPONSE-LOSS --seed 7 --harness ")
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,60 @@
+"""The verdict rules of spec ``verdict``: what blocks, what does not, and the baseline."""
+
+from conformance.catalogue import catalogue, entry
+from conformance.events import ScenarioResult
+from conformance.verdict import judge
+
+
+def result(scenario_id, status, missing=()):
+    evidence = {"missing": list(missing)} if missing else {}
+    return ScenarioResult(entry(scenario_id), status, None if status == "passed" else "why", 0.1, "retryproof run", evidence)
+
+
+def all_passed(**overrides):
+    return [overrides.get(item.id) or result(item.id, "passed") for item in catalogue()]
+
+
+def test_all_passed_is_conformant_and_complete():
+    verdict = judge(all_passed())
+    assert verdict.conformant and verdict.complete and verdict.exit_code == 0
+    assert {answer.answer for answer in verdict.checklist} == {"yes"}
+
+
+def test_missing_optional_capability_does_not_block():
+    verdict = judge(all_passed(**{"LEGACY-NO-ID": result("LEGACY-NO-ID", "skipped", ["legacy"])}))
+    assert verdict.conformant and verdict.exit_code == 0
+    assert [sid for sid, _ in verdict.not_covered] == ["LEGACY-NO-ID"]
+    assert next(a for a in verdict.checklist if a.question == "Q6").answer == "not applicable"
+
+
+def test_missing_failpoint_or_test_hook_blocks():
+    skipped = result("CRASH-AFTER-RESERVE", "skipped", ["failpoint:write_task.after_reserve"])
+    verdict = judge(all_passed(**{"CRASH-AFTER-RESERVE": skipped}))
+    assert not verdict.conformant and verdict.exit_code == 1
+    assert next(a for a in verdict.checklist if a.question == "Q5").answer == "unverified"
+
+
+def test_error_blocks_and_should_failure_only_warns():
+    verdict = judge(all_passed(**{"WT-CREATE": result("WT-CREATE", "error")}))
+    assert not verdict.conformant
+    verdict = judge(all_passed(**{"FUZZ-MODEL": result("FUZZ-MODEL", "failed")}))
+    assert verdict.conformant and [sid for sid, _ in verdict.warnings] == ["FUZZ-MODEL"]
+    assert next(a for a in verdict.checklist if a.question == "Q1").answer == "no"
+
+
+def test_not_applicable_neither_passes_nor_blocks():
+    verdict = judge(all_passed(**{"STALE-RESERVATION-DIAGNOSTICS": result("STALE-RESERVATION-DIAGNOSTICS", "not_applicable")}))
+    assert verdict.conformant
+
+
+def test_baseline_excuses_listed_failures_but_never_the_verdict():
+    results = all_passed(**{"A4-CONCURRENT": result("A4-CONCURRENT", "failed")})
+    verdict = judge(results, baseline={"A4-CONCURRENT"})
+    assert not verdict.conformant and verdict.exit_code == 0 and verdict.expected_failures == ("A4-CONCURRENT",)
+    stale = judge(all_passed(), baseline={"A4-CONCURRENT"})
+    assert stale.conformant and stale.exit_code == 1 and stale.stale_baseline == ("A4-CONCURRENT",)
+
+
+def test_partial_run_says_so():
+    verdict = judge([result("WT-CREATE", "passed")])
+    assert verdict.conformant and not verdict.complete and "partial" in verdict.headline
