@@ -1,0 +1,72 @@
+"""``retryproof replay FILE [--harness CMD]``: re-run a FUZZ-MODEL history.
+
+The replay file holds the steps of a shrunk failing history. They run against the
+harness (default: the bundled reference runtime) on a fresh state directory, through
+the same driver and invariants as the fuzz run, one line per step. Exit 1 when the
+history still breaks an invariant (reproduced), 0 when it no longer does, 2 when the
+file or the harness is unusable.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import tempfile
+from typing import Any
+
+from adapters.connection import HarnessStartError
+from adapters.process import ProcessConnection
+from conformance.errors import KitError
+from conformance.fuzz_model import REPLAY_FORMAT, ModelViolation, run_steps
+
+
+def load_replay(path: str) -> dict[str, Any]:
+    """The replay document at ``path``, or a ``KitError`` saying what is wrong."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except OSError as exc:
+        raise KitError(f"cannot read replay file {path}: {exc.strerror}", "pass the file a FUZZ-MODEL failure wrote (reports/replays/)") from None
+    except ValueError as exc:
+        raise KitError(f"replay file {path} is not JSON: {exc}", "pass the file a FUZZ-MODEL failure wrote (reports/replays/)") from None
+    if not isinstance(document, dict) or document.get("format") != REPLAY_FORMAT:
+        raise KitError(f"{path} is not a replay file", f'expected an object with "format": "{REPLAY_FORMAT}"')
+    steps = document.get("steps")
+    if not isinstance(steps, list) or not all(isinstance(step, dict) and isinstance(step.get("step"), str) for step in steps):
+        raise KitError(f"replay file {path} has no valid steps", 'expected "steps": [{"step": "submit", ...}, ...]')
+    return document
+
+
+def main(args) -> int:
+    document = load_replay(args.file)
+    if args.harness:
+        try:
+            command = shlex.split(args.harness)
+        except ValueError as exc:
+            raise KitError(f"cannot parse --harness: {exc}", 'quote the whole command line: --harness "node harness.js"') from None
+    else:
+        from conformance.run_cli import REFERENCE_COMMAND
+
+        command = list(REFERENCE_COMMAND)
+    print(f"replaying {len(document['steps'])} step(s) from {args.file} (seed {document.get('seed')}); recorded violation: {document.get('violation')}")
+    with tempfile.TemporaryDirectory(prefix="retryproof-replay-") as state_dir:
+        connection = ProcessConnection(command, state_dir)
+        try:
+            connection.start()
+        except HarnessStartError as exc:
+            raise KitError(f"the harness failed its handshake: {exc.message}", exc.stderr.strip()[-1000:] or "check the --harness command line") from None
+        try:
+            violation, log = run_steps(connection, document["steps"])
+        except ValueError as exc:  # a step the driver does not know, or not on this harness
+            raise KitError(f"replay file {args.file}: {exc}", "the file may come from another kit version or a harness with other capabilities") from None
+        except ModelViolation as exc:  # raised while setting up, before any step
+            violation, log = str(exc), []
+        finally:
+            connection.kill()
+    for line in log:
+        print(f"  {line}")
+    if violation:
+        print(f"REPRODUCED: {violation}")
+        return 1
+    print("not reproduced: every invariant held on this harness")
+    return 0

@@ -1,0 +1,188 @@
+"""``retryproof selftest``: the kill matrix, the evidence that the kit has teeth.
+
+Runs the catalogue against the bundled reference runtime and every bundled faulty
+runtime (``python -m reference_impl --fault NAME``), each through its harness process
+like any third-party runtime, two runtimes at a time (one per core). The verdict:
+
+* the reference passes every scenario (a scenario skipped for a missing tool, such
+  as strace, is shown as skipped, never as passed);
+* every faulty runtime *fails* each scenario its variant declares as its killer
+  (``killed_by``); failing some other scenario does not count, because a kit that
+  kills a defect by accident would stop killing it after an unrelated fix.
+
+Exit 0 when both hold, 1 otherwise, 2 when the kit cannot run. The matrix is printed
+(tabulate) and written as ``kill-matrix.md`` and ``kill-matrix.json`` in ``--out``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from tabulate import tabulate
+
+from conformance.catalogue import catalogue
+from conformance.errors import KitError
+
+REFERENCE = "reference"
+# The cell of each status in the matrix; "killed" marks a declared killer that failed.
+SYMBOLS = {"passed": "pass", "failed": "FAIL", "error": "error", "skipped": "skip", "not_applicable": "n/a"}
+WORKERS = 2
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str
+    defect: str
+    killed_by: tuple[str, ...]
+
+    @property
+    def command(self) -> tuple[str, ...]:
+        from conformance.run_cli import REFERENCE_COMMAND
+
+        return REFERENCE_COMMAND if self.name == REFERENCE else (*REFERENCE_COMMAND, "--fault", self.name)
+
+
+def bundled_runtimes() -> list[Runtime]:
+    """The reference and the variants ``python -m reference_impl.faulty`` lists."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "reference_impl.faulty"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise KitError("listing the faulty runtimes timed out", "run 'python -m reference_impl.faulty' to see why") from None
+    if done.returncode != 0:
+        raise KitError("cannot list the bundled faulty runtimes", done.stderr.strip()[-500:] or "is reference_impl installed?")
+    variants = json.loads(done.stdout)
+    known = {item.id for item in catalogue()}
+    runtimes = [Runtime(REFERENCE, "none: the reference runtime", ())]
+    for variant in variants:
+        unknown = sorted(set(variant["killed_by"]) - known)
+        if not variant["killed_by"] or unknown:
+            raise KitError(f"faulty runtime {variant['name']} declares no killer or unknown ones: {unknown}", "killed_by must name catalogue ids")
+        runtimes.append(Runtime(variant["name"], variant["defect"], tuple(variant["killed_by"])))
+    return runtimes
+
+
+def run_runtime(runtime: Runtime, seed: int, only: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run the catalogue (or ``only``) against one runtime; statuses and reasons by id."""
+    from conformance.runner import Options, probe, run
+
+    target = "" if runtime.name == REFERENCE else "--harness " + shlex.quote(f"python -m reference_impl --fault {runtime.name}")
+    options = Options(command=runtime.command, target=target, seed=seed, only=only)
+    began = time.perf_counter()
+    try:
+        finished = run(options, probe(options), [])
+    except KitError as exc:
+        return {"error": exc.message, "results": {}, "seconds": time.perf_counter() - began}
+    results = {result.entry.id: {"status": result.status, "reason": result.reason, "reproduce": result.reproduce} for result in finished.results}
+    return {"error": None, "results": results, "seconds": round(time.perf_counter() - began, 2)}
+
+
+def judge(runtime: Runtime, outcome: dict[str, Any]) -> list[str]:
+    """Why this runtime's row breaks the selftest (empty when it does not)."""
+    if outcome["error"]:
+        return [f"{runtime.name}: the kit could not run it: {outcome['error']}"]
+    results = outcome["results"]
+    if runtime.name == REFERENCE:
+        return [
+            f"reference: {scenario_id} {result['status']}: {result['reason']}"
+            for scenario_id, result in results.items()
+            if result["status"] not in ("passed", "skipped")
+        ]
+    return [
+        f"{runtime.name} survived {scenario_id} ({results.get(scenario_id, {}).get('status', 'not run')}), the scenario aimed at its defect"
+        for scenario_id in runtime.killed_by
+        if scenario_id in results and results[scenario_id]["status"] != "failed"
+    ]
+
+
+def matrix_rows(runtimes: list[Runtime], outcomes: dict[str, dict[str, Any]], scenario_ids: list[str]) -> list[list[str]]:
+    rows = []
+    for runtime in runtimes:
+        results = outcomes[runtime.name]["results"]
+        cells = []
+        for scenario_id in scenario_ids:
+            status = results.get(scenario_id, {}).get("status")
+            cell = SYMBOLS.get(status, "-")
+            if scenario_id in runtime.killed_by:
+                cell = f"[{cell}]"  # a declared killer: must read [FAIL]
+            cells.append(cell)
+        rows.append([runtime.name, *cells])
+    return rows
+
+
+def write_files(out: str, runtimes: list[Runtime], outcomes: dict[str, dict[str, Any]], scenario_ids: list[str], problems: list[str], seed: int, seconds: float) -> list[str]:
+    os.makedirs(out, exist_ok=True)
+    headers = ["runtime", *scenario_ids]
+    rows = matrix_rows(runtimes, outcomes, scenario_ids)
+    verdict = "the kit has teeth: every faulty runtime killed by its declared scenarios, the reference clean" if not problems else f"{len(problems)} problem(s)"
+    defects = [[runtime.name, runtime.defect, ", ".join(runtime.killed_by) or "-", outcomes[runtime.name]["seconds"]] for runtime in runtimes]
+    markdown = "\n".join(
+        [
+            "# retryproof selftest: kill matrix",
+            "",
+            f"Verdict: **{verdict}**. Seed {seed}; wall time {seconds:.1f} s on {WORKERS} workers.",
+            "",
+            "Cells: pass / FAIL / error / skip / n/a; a cell in brackets is a declared killer of that runtime and must read [FAIL].",
+            "",
+            tabulate(rows, headers=headers, tablefmt="github"),
+            "",
+            "## The runtimes",
+            "",
+            tabulate(defects, headers=["runtime", "defect", "must be killed by", "seconds"], tablefmt="github"),
+            "",
+            *(["## Problems", "", *[f"- {problem}" for problem in problems], ""] if problems else []),
+        ]
+    )
+    md_path, json_path = os.path.join(out, "kill-matrix.md"), os.path.join(out, "kill-matrix.json")
+    with open(md_path, "w", encoding="utf-8") as handle:
+        handle.write(markdown)
+    document = {
+        "seed": seed,
+        "seconds": round(seconds, 1),
+        "workers": WORKERS,
+        "ok": not problems,
+        "problems": problems,
+        "scenarios": scenario_ids,
+        "runtimes": [
+            {"name": runtime.name, "defect": runtime.defect, "killed_by": list(runtime.killed_by), **outcomes[runtime.name]}
+            for runtime in runtimes
+        ],
+    }
+    with open(json_path, "w", encoding="utf-8") as handle:
+        json.dump(document, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")
+    return [md_path, json_path]
+
+
+def run_all(runtimes: list[Runtime], seed: int, only_killers: bool = False) -> dict[str, dict[str, Any]]:
+    """Every runtime's outcome, ``WORKERS`` runtimes at a time in separate processes
+    (Hypothesis, inside FUZZ-MODEL, is not made for threads)."""
+    with ProcessPoolExecutor(max_workers=WORKERS) as pool:
+        futures = {
+            runtime.name: pool.submit(run_runtime, runtime, seed, runtime.killed_by if only_killers else ())
+            for runtime in runtimes
+        }
+        return {name: future.result() for name, future in futures.items()}
+
+
+def main(args) -> int:
+    runtimes = bundled_runtimes()
+    began = time.perf_counter()
+    outcomes = run_all(runtimes, args.seed)
+    seconds = time.perf_counter() - began
+    scenario_ids = [item.id for item in catalogue()]
+    problems = [problem for runtime in runtimes for problem in judge(runtime, outcomes[runtime.name])]
+    print(tabulate(matrix_rows(runtimes, outcomes, scenario_ids), headers=["runtime", *[s[:14] for s in scenario_ids]], tablefmt="simple"))
+    for path in write_files(args.out, runtimes, outcomes, scenario_ids, problems, args.seed, seconds):
+        print(f"wrote {path}")
+    for problem in problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    print(f"selftest: {len(runtimes)} runtimes in {seconds:.1f}s: " + ("the kit has teeth" if not problems else f"{len(problems)} problem(s)"))
+    return 0 if not problems else 1
