@@ -5,8 +5,12 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import independent_digest as independent
 from spec.digest import request_digest
+from strategies import invalid_tasks, tasks
 
 
 def retryproof(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
@@ -34,7 +38,7 @@ def test_canonical_prints_the_hashed_text():
     [
         (b'{"subject": 3}', "task.subject"),
         (b'{"trace_id": "t-1"}', "task.trace_id"),
-        (b'{"subject": "a", "subject": "b"}', "input"),
+        (b'{"subject": "a", "subject": "b"}', "task.subject"),
         (b"[1, 2]", "task"),
         (b"not json", "input"),
         (b'{"subject": "\\ud800"}', "task.subject"),
@@ -64,3 +68,41 @@ def test_missing_file_is_a_typed_error_not_a_traceback(tmp_path):
     assert done.returncode == 2
     assert b"Traceback" not in done.stderr
     assert done.stderr.startswith(b"error: cannot read")
+
+
+def _line(task, ascii_only: bool) -> str:
+    # A lone surrogate has no UTF-8 form, so such a task can only travel escaped.
+    return json.dumps(task, ensure_ascii=ascii_only or not independent.is_unicode(task))
+
+
+task_lines = st.one_of(
+    st.builds(_line, tasks, st.booleans()),
+    st.builds(lambda case, ascii_only: _line(case[0], ascii_only), invalid_tasks, st.booleans()),
+    # A repeated key is lost by the usual parsers, so it is spelled out as text.
+    st.builds(lambda key, first, second: f'{{"{key}": {json.dumps(first)}, "{key}": {json.dumps(second)}}}',
+              st.sampled_from(independent.SCALARS), st.text(max_size=3), st.text(max_size=3)),
+)
+
+
+def test_jsonl_agrees_with_the_independent_implementation_on_unseen_tasks(tmp_path):
+    """Hypothesis invents the lines, one process answers them all; each answer must be
+    the independent implementation's digest, or an error naming the same field."""
+    lines: list[str] = []
+
+    @settings(max_examples=200, database=None)
+    @given(task_lines)
+    def collect(line):
+        lines.append(line)
+
+    collect()
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    done = retryproof("digest", "--jsonl", str(path))
+    assert done.returncode == 0, done.stderr
+    answers = done.stdout.decode("utf-8").splitlines()
+    assert len(answers) == len(lines)
+    for line, answer in zip(lines, answers):
+        expected = independent.answer_line(line)
+        assert answer.startswith(expected) if expected.startswith("error ") else answer == expected, (line, answer)
+    assert sum(answer.startswith("sha256:") for answer in answers) > 50, "enough valid tasks to mean something"
+    assert sum(answer.startswith("error ") for answer in answers) > 50, "enough invalid ones too"
