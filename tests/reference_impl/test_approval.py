@@ -267,3 +267,13 @@ def test_every_record_and_audit_event_matches_its_shipped_schema(tmp_path):
     validator("approval-operation").validate(service.store.load(operation_id))
     for event in service.audit.events():
         validator("audit-event").validate(event)
+
+
+def test_concurrent_executes_of_one_operation_make_one_effect(state_dir, start):
+    operation_id = approved(service_on(state_dir))
+    harness = start()
+    pending = [harness.send("execute", {"operation_id": operation_id}) for _ in range(8)]
+    answers = [harness.wait(request_id, "execute") for request_id in pending]
+    codes = sorted(getattr(answer, "code", "ok") for answer in answers)
+    assert codes == ["APPROVAL_ALREADY_CONSUMED"] * 7 + ["ok"]
+    assert effects(service_on(state_dir)) == (1, 1)
