@@ -36,17 +36,20 @@ INVOCATION_FIELDS = ("trace_id", "retry_count", "call_time", "attempt", "connect
 SUBMISSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 
-@dataclass(frozen=True)
 class ContractError(Exception):
     """A request the contract rejects before anything is written.
 
     ``code`` is the protocol error code, ``field`` a JSON-path-like name of the
     offending part (``task.references[2]``), ``detail`` what is wrong with it.
+    A plain exception rather than a frozen dataclass: Python sets ``__traceback__``
+    on whatever is raised, and a frozen instance refuses that inside context managers.
     """
 
-    code: str
-    field: str
-    detail: str
+    def __init__(self, code: str, field: str, detail: str):
+        super().__init__(code, field, detail)
+        self.code = code
+        self.field = field
+        self.detail = detail
 
     def __str__(self) -> str:
         return f"{self.field}: {self.detail}"
@@ -60,7 +63,7 @@ def _normalize(text: str, field: str) -> str:
     if any("\ud800" <= ch <= "\udfff" for ch in text):
         raise _invalid(field, "string is not valid Unicode (lone surrogate)")
     # Line endings first, so that NFC sees the same text whatever the caller's platform.
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = text.replace("\r", "\n")
     return unicodedata.normalize("NFC", text)
 
 
