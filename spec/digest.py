@@ -63,7 +63,7 @@ def _normalize(text: str, field: str) -> str:
     if any("\ud800" <= ch <= "\udfff" for ch in text):
         raise _invalid(field, "string is not valid Unicode (lone surrogate)")
     # Line endings first, so that NFC sees the same text whatever the caller's platform.
-    text = text.replace("\r", "\n")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     return unicodedata.normalize("NFC", text)
 
 
