@@ -1,0 +1,157 @@
+"""spec/retryproof.yaml agrees with itself, with the schemas and with spec.digest.
+
+Every cross-reference in the YAML resolves, and every list that appears both in the
+YAML and in a schema (capabilities, failpoints, states, reasons, fields) is one list.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from importlib import resources
+
+import pytest
+
+from spec import SPEC_VERSION, load_spec, schema
+from spec.digest import ARRAY_FIELDS, DIGEST_SCHEMA_VERSION, SCALAR_FIELDS, SUBMISSION_ID_PATTERN
+from spec.protocol import FAILPOINT_ACTIONS, PROTOCOL
+
+SPEC = load_spec()
+PROTO = SPEC["protocol_spec"]
+REQUIREMENTS = {requirement["id"]: requirement for requirement in SPEC["requirements"]}
+RESPONSE_DEFS = schema("harness-response")["$defs"]
+REQUEST_DEFS = schema("harness-request")["$defs"]
+
+
+def test_versions_agree():
+    assert SPEC["spec_version"] == SPEC_VERSION
+    assert SPEC["protocol"] == PROTO["name"] == PROTOCOL == RESPONSE_DEFS["hello_result"]["properties"]["protocol"]["const"]
+    assert SPEC["digest"]["schema_version"] == DIGEST_SCHEMA_VERSION
+
+
+@pytest.mark.parametrize("section", ["requirements", "scenarios"])
+def test_ids_are_unique(section):
+    counts = Counter(entry["id"] for entry in SPEC[section])
+    assert [name for name, count in counts.items() if count > 1] == []
+
+
+def test_requirements_have_a_level_text_and_known_checklist_questions():
+    for requirement in SPEC["requirements"]:
+        assert requirement["level"] in ("MUST", "SHOULD", "MAY"), requirement["id"]
+        assert requirement["text"].strip(), requirement["id"]
+        assert set(requirement["checklist"]) <= set(SPEC["checklist"]), requirement["id"]
+
+
+def test_every_scenario_checks_known_requirements_and_every_requirement_is_checked():
+    checked = set()
+    for scenario in SPEC["scenarios"]:
+        assert scenario["checks"], scenario["id"]
+        assert set(scenario["checks"]) <= set(REQUIREMENTS), scenario["id"]
+        assert scenario["checklist"] and set(scenario["checklist"]) <= set(SPEC["checklist"]), scenario["id"]
+        assert scenario["level"] in ("MUST", "SHOULD", "MAY"), scenario["id"]
+        checked.update(scenario["checks"])
+    assert set(REQUIREMENTS) - checked == set()
+
+
+def test_every_checklist_question_is_answered_by_some_scenario():
+    answered = {question for scenario in SPEC["scenarios"] for question in scenario["checklist"]}
+    assert set(SPEC["checklist"]) - answered == set()
+
+
+def test_every_need_is_a_capability_a_failpoint_or_a_tool():
+    assert set(PROTO["needs"]) == {"capability", "failpoint", "tool"}
+    for scenario in SPEC["scenarios"]:
+        for need in scenario["needs"]:
+            kind, _, name = need.partition(":")
+            if not name:
+                assert need in PROTO["capabilities"], (scenario["id"], need)
+            elif kind == "failpoint":
+                assert name in PROTO["failpoints"], (scenario["id"], need)
+            else:
+                assert kind == "tool" and name, (scenario["id"], need)
+
+
+def test_every_op_has_a_request_and_a_result_schema_and_nothing_else_does():
+    ops = set(PROTO["ops"])
+    assert set(schema("harness-request")["properties"]["op"]["enum"]) == ops
+    assert {name[: -len("_args")] for name in REQUEST_DEFS if name.endswith("_args")} == ops
+    assert {name[: -len("_result")] for name in RESPONSE_DEFS if name.endswith("_result")} == ops
+
+
+def test_every_op_names_a_declared_capability_and_declared_error_codes():
+    for op, entry in PROTO["ops"].items():
+        assert entry["capability"] is None or entry["capability"] in PROTO["capabilities"], op
+        assert set(entry.get("errors", [])) <= set(PROTO["error_codes"]), op
+
+
+def test_outcome_classes_use_declared_error_codes():
+    prose = SPEC["outcome_model"]["fail"] + SPEC["outcome_model"]["info"]
+    named = set(re.findall(r"\b(?:[a-z]+(?:_[a-z]+)+|[A-Z]+(?:_[A-Z]+)+)\b", prose))
+    assert "in_progress" in named and "AUDIT_WRITE_FAILED" in named
+    assert named - set(PROTO["error_codes"]) == set()
+
+
+def test_hello_lists_are_the_declared_ones():
+    hello = RESPONSE_DEFS["hello_result"]["properties"]
+    assert hello["capabilities"]["items"]["enum"] == list(PROTO["capabilities"])
+    assert hello["failpoints"]["items"]["enum"] == list(PROTO["failpoints"])
+    assert hello["digest_schema_version"]["const"] == DIGEST_SCHEMA_VERSION
+    assert set(FAILPOINT_ACTIONS) == {"crash", "fail"}
+
+
+def test_tamper_actions_are_the_declared_ones():
+    actions = REQUEST_DEFS["tamper_args"]["properties"]["action"]["enum"]
+    assert actions == list(PROTO["tamper_actions"])
+
+
+def test_approval_vocabulary_is_one_list():
+    approval = SPEC["approval"]
+    assert RESPONSE_DEFS["approval_state"]["enum"] == approval["states"]
+    assert RESPONSE_DEFS["recover_result"]["properties"]["outcome"]["enum"] == list(approval["outcomes"])
+    assert REQUEST_DEFS["propose_args"]["properties"]["executor"]["enum"] == list(approval["executors"])
+
+
+def test_task_schema_has_exactly_the_digest_fields():
+    fields = SPEC["digest"]["task_fields"]
+    assert (tuple(fields["scalars"]), tuple(fields["arrays"])) == (SCALAR_FIELDS, ARRAY_FIELDS)
+    assert list(schema("task")["properties"]) == [*SCALAR_FIELDS, *ARRAY_FIELDS]
+
+
+def test_submission_id_pattern_is_one_pattern():
+    pattern = schema("write-task-call")["$defs"]["client_submission_id"]["pattern"]
+    assert pattern == SPEC["digest"]["submission_id"]["pattern"] == f"^{SUBMISSION_ID_PATTERN.pattern}$"
+
+
+def test_creation_result_matches_the_dispositions_section():
+    dispositions = SPEC["dispositions"]
+    result = schema("creation-result")
+    assert result["required"] == dispositions["result_fields"]
+    assert result["properties"]["disposition"]["enum"] == ["created", "reused", "conflict"]
+    assert result["$defs"]["conflict"]["properties"]["reason"]["enum"] == list(dispositions["conflict_reasons"])
+
+
+def test_receipt_and_diagnostics_states_match_the_receipt_section():
+    states = [state["name"] for state in SPEC["receipt"]["states"]]
+    receipt = schema("receipt")
+    assert receipt["properties"]["state"]["enum"] == states
+    assert receipt["required"] + ["result"] == [field.split(" ")[0] for field in SPEC["receipt"]["record"]["fields"]]
+    assert schema("diagnostics")["properties"]["state"]["enum"] == ["absent", *states]
+    assert RESPONSE_DEFS["diagnose_result"] == {"$ref": "urn:retryproof:schema:diagnostics"}
+
+
+def test_every_schema_path_named_in_the_yaml_exists():
+    shipped = {entry.name for entry in resources.files("spec").joinpath("schemas").iterdir()}
+
+    def paths(node):
+        if isinstance(node, dict):
+            for value in node.values():
+                yield from paths(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from paths(value)
+        elif isinstance(node, str) and node.startswith("schemas/"):
+            yield node
+
+    named = set(paths(SPEC))
+    assert named, "the YAML names its schemas"
+    assert {path.removeprefix("schemas/") for path in named} - shipped == set()
