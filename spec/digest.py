@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from dataclasses import dataclass
 from typing import Any
 
 from spec.jcs import canonical_bytes
