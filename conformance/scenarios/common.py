@@ -49,8 +49,9 @@ def fired(ctx: Context, call: Call, failpoint: str) -> None:
         raise Unjudgeable(f"the runtime declares failpoint {failpoint} but answered instead of crashing ({call.summary()})")
 
 
-def expect_one_creation(ctx: Context, calls: list[Call], submission_id: str, what: str) -> None:
-    """A4's contract: exactly one ``created``, every other call ``reused``, one task_id."""
+def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submission_id: str, what: str) -> None:
+    """A4's contract: exactly one ``created``, every other call ``reused``, one task_id,
+    and durable state holds exactly that one new task."""
     ctx.note("dispositions", _tally(calls))
     silent = [call for call in calls if not call.answered]
     if silent:
@@ -66,6 +67,25 @@ def expect_one_creation(ctx: Context, calls: list[Call], submission_id: str, wha
     ids = {call.task_id for call in calls}
     ctx.check(len(ids) == 1, f"{what}: the calls answered {len(ids)} different task ids: {', '.join(sorted(map(str, ids)))}")
     ctx.check(all(call.result.get("action_taken") is False for call in reused), f"{what}: a reused result says action_taken true")
+    after = ctx.tasks("after")
+    ctx.check_tasks(before, after, new=1)
+    expect_identity(ctx, created[0].result, after, submission_id, "the created call")
+
+
+def stalled_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, TaskSet]:
+    """Crash a creation right after its reservation and restart. Returns (submission
+    id, task, tasks after the restart); ends the scenario ``not_applicable`` when the
+    runtime finished the creation by itself at start-up (allowed, but then no stalled
+    reservation is left to examine)."""
+    ctx.start(failpoints={failpoint: "crash"})
+    submission_id, task = ctx.submission_id(), ctx.task()
+    fired(ctx, ctx.write_task(submission_id, task), failpoint)
+    ctx.restart()
+    state = ctx.tasks("after restart")
+    finished = state.for_submission(submission_id)
+    if finished:
+        ctx.not_applicable(f"the runtime finished the interrupted creation at start-up (task {finished[0].get('task_id')}); no stalled reservation is left")
+    return submission_id, task, state
 
 
 def _tally(calls: list[Call]) -> dict[str, int]:

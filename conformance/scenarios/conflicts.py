@@ -4,7 +4,7 @@ overwrites nothing, and says why."""
 from __future__ import annotations
 
 from conformance.scenarios import Context, scenario
-from conformance.scenarios.common import expect_created, fired
+from conformance.scenarios.common import expect_created, stalled_reservation
 from spec.digest import DIGEST_SCHEMA_VERSION, request_digest
 
 AFTER_RESERVE = "write_task.after_reserve"
@@ -69,13 +69,7 @@ def task_missing(ctx: Context) -> None:
 
 @scenario("PATH-OCCUPIED-CONFLICT")
 def path_occupied(ctx: Context) -> None:
-    ctx.start(failpoints={AFTER_RESERVE: "crash"})
-    submission_id, task = ctx.submission_id(), ctx.task()
-    fired(ctx, ctx.write_task(submission_id, task), AFTER_RESERVE)
-    ctx.restart()
-    before = ctx.tasks("after restart")
-    if before.for_submission(submission_id):
-        ctx.not_applicable("the runtime finished the interrupted creation at start-up, so no reservation is left to collide with")
+    submission_id, task, _ = stalled_reservation(ctx, AFTER_RESERVE)
     ctx.receipt(submission_id, "reserved")
     ctx.expect_ok(ctx.call("tamper", {"action": "occupy_task_path", "client_submission_id": submission_id}), "tamper occupy_task_path")
     for attempt in ("retry", "second retry"):

@@ -5,7 +5,7 @@ when it wrote the task object itself."""
 from __future__ import annotations
 
 from conformance.scenarios import Context, scenario
-from conformance.scenarios.common import expect_identity, fired
+from conformance.scenarios.common import expect_identity, fired, stalled_reservation
 
 AFTER_RESERVE = "write_task.after_reserve"
 
@@ -58,13 +58,7 @@ def crash_after_commit(ctx: Context) -> None:
 
 @scenario("STALE-RESERVATION-DIAGNOSTICS")
 def stale_reservation(ctx: Context) -> None:
-    ctx.start(failpoints={AFTER_RESERVE: "crash"})
-    submission_id, task = ctx.submission_id(), ctx.task()
-    fired(ctx, ctx.write_task(submission_id, task), AFTER_RESERVE)
-    ctx.restart()
-    state = ctx.tasks("after restart")
-    if state.for_submission(submission_id):
-        ctx.not_applicable(f"the runtime finished the interrupted creation at start-up (task {state.for_submission(submission_id)[0].get('task_id')}); no stalled reservation is left to diagnose")
+    submission_id, task, state = stalled_reservation(ctx, AFTER_RESERVE)
     stalled = ctx.receipt(submission_id, "stale_after_s=0", stale_after_s=0)
     ctx.check(stalled.get("state") == "reserved", f"diagnose says state {stalled.get('state')}, expected reserved")
     ctx.check(stalled.get("task_exists") is False, "diagnose says the task exists, but it was never written")
