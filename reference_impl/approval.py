@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import re
 import time
@@ -68,11 +69,16 @@ def _text(args: Mapping[str, Any], name: str) -> str:
     return value
 
 
-def _checked(op: str, method: Handler) -> Handler:
-    check = validator(f"harness-request#/$defs/{op}_args")
+@functools.cache
+def _args_validator(op: str):
+    # Built on first use, so a harness start that serves no approval op never pays
+    # for importing jsonschema.
+    return validator(f"harness-request#/$defs/{op}_args")
 
+
+def _checked(op: str, method: Handler) -> Handler:
     def handler(args: Mapping[str, Any]) -> Mapping[str, Any]:
-        error = next(iter(check.iter_errors(args)), None)
+        error = next(iter(_args_validator(op).iter_errors(args)), None)
         if error is not None:
             where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.path)
             raise ContractError("invalid_request", f"args{where}", error.message)

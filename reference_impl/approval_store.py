@@ -16,7 +16,6 @@ from typing import Any, Iterator
 
 from reference_impl import durable
 from reference_impl.locking import LockTimeout, hold
-from spec import validator
 from spec.protocol import ProtocolError
 
 __all__ = ["AuditLog", "OperationStore", "append_line"]
@@ -55,7 +54,6 @@ class OperationStore:
         self.locks = root / "locks"
         for folder in (self.root, self.locks):
             folder.mkdir(parents=True, exist_ok=True)
-        self._check = validator("approval-operation")
 
     def locked(self, operation_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the operation for one whole step, against threads and processes."""
@@ -69,9 +67,6 @@ class OperationStore:
 
     def save(self, record: dict[str, Any]) -> None:
         record["updated_at"] = time.time()
-        # The shipped schema guards the reference against writing a record it
-        # would not accept back; a violation is this runtime's bug, not the caller's.
-        self._check.validate(record)
         durable.replace(str(self.root / f"{record['operation_id']}.json"), durable.dump(record))
 
 
@@ -81,7 +76,6 @@ class AuditLog:
     def __init__(self, root: Path):
         self.path = root / "audit.jsonl"
         self._lock = root / "audit.lock"
-        self._check = validator("audit-event")
 
     def append(self, event: dict[str, Any], fail: bool = False) -> None:
         """Append ``event``; with ``fail``, the real append meets a directory.
@@ -90,7 +84,6 @@ class AuditLog:
         destination path is briefly a directory, so ``open`` raises the native
         EISDIR, and the file is put back afterwards with nothing lost.
         """
-        self._check.validate(event)
         with _hold(self._lock, "the audit log"):
             if not fail:
                 append_line(self.path, event)
