@@ -152,7 +152,8 @@ class ApprovalService:
                 self.store.save(record)
                 self._audit(record, "approved")
             elif record["state"] == "approved":
-                # A caller retrying after AUDIT_WRITE_FAILED: the approval stands; owe no audit.
+                # A caller retrying after AUDIT_WRITE_FAILED: the approval stands; its audit
+                # is appended now if it is still owed.
                 self._repair_audit(record)
             return {"state": record["state"]}
 
