@@ -2,22 +2,16 @@
 
 The run's seed drives Hypothesis (printed in the evidence, so ``--only FUZZ-MODEL
 --seed N`` explores the same histories); the budget is the chosen profile of
-``conformance.fuzz_profiles``. A failure is shrunk to a minimal history, saved as a
-replay file under ``reports/replays/`` and kept whole in the evidence, and the reason
-says how to re-run it with ``retryproof replay``.
+``conformance.fuzz_profiles``. A failure is shrunk to a minimal history kept whole in
+the evidence (``replay``); the report writers save it beside the report as
+``replays/<file>`` (``replay_file_name``), and the reason says how to re-run it with
+``retryproof replay``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-
 from conformance.fuzz_machine import run_fuzz
 from conformance.scenarios import Context, scenario
-
-#: Where replay files go, relative to the working directory of the run.
-REPLAY_DIR = os.path.join("reports", "replays")
-
 
 @scenario("FUZZ-MODEL")
 def fuzz_model(ctx: Context) -> None:
@@ -38,22 +32,17 @@ def fuzz_model(ctx: Context) -> None:
     document = outcome.replay_document(ctx.hello.get("implementation"))
     ctx.note("replay", document)
     ctx.note("minimal_history", outcome.log)
-    path = save_replay(document)
+    path = f"replays/{replay_file_name(document)}"
     flaky = " (Hypothesis saw it only on some runs of this history: timing-dependent)" if outcome.flaky else ""
     ctx.check(
         False,
-        f"{outcome.violation}{flaky}; minimal history of {len(outcome.steps)} step(s) in {path}; "
-        f"re-run it with: retryproof replay {path} --harness CMD",
+        f"{outcome.violation}{flaky}; minimal history of {len(outcome.steps)} step(s) saved beside the report as {path}; "
+        f"re-run it with: retryproof replay <report dir>/{path} --harness CMD",
     )
 
 
-def save_replay(document: dict) -> str:
-    """Write a replay file named after the implementation and seed; return its path."""
+def replay_file_name(document: dict) -> str:
+    """The file name of a replay: the implementation and the seed, file-name-safe."""
     name = str((document.get("implementation") or {}).get("name") or "harness")
     safe = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in name)
-    os.makedirs(REPLAY_DIR, exist_ok=True)
-    path = os.path.join(REPLAY_DIR, f"fuzz-model-{safe}-seed{document['seed']}.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, ensure_ascii=False)
-        handle.write("\n")
-    return path
+    return f"fuzz-model-{safe}-seed{document['seed']}.json"

@@ -26,9 +26,9 @@ def load_replay(path: str) -> dict[str, Any]:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
     except OSError as exc:
-        raise KitError(f"cannot read replay file {path}: {exc.strerror}", "pass the file a FUZZ-MODEL failure wrote (reports/replays/)") from None
+        raise KitError(f"cannot read replay file {path}: {exc.strerror}", "pass the file a FUZZ-MODEL failure wrote (replays/ beside its report)") from None
     except ValueError as exc:
-        raise KitError(f"replay file {path} is not JSON: {exc}", "pass the file a FUZZ-MODEL failure wrote (reports/replays/)") from None
+        raise KitError(f"replay file {path} is not JSON: {exc}", "pass the file a FUZZ-MODEL failure wrote (replays/ beside its report)") from None
     if not isinstance(document, dict) or document.get("format") != REPLAY_FORMAT:
         raise KitError(f"{path} is not a replay file", f'expected an object with "format": "{REPLAY_FORMAT}"')
     steps = document.get("steps")

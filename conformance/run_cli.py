@@ -20,7 +20,7 @@ from conformance.errors import KitError
 from conformance.runner import Options, probe, run as run_catalogue
 from conformance.scenarios import registry
 from conformance.writers.console import ConsoleWriter
-from conformance.writers.files import FORMATS, ReportFileWriter
+from conformance.writers.files import FORMATS, ReplayFileWriter, ReportFileWriter
 
 REFERENCE_COMMAND = (sys.executable, "-m", "reference_impl")
 
@@ -87,9 +87,10 @@ def run(args) -> int:
     hello = probe(options)
     out = args.out or os.path.join("reports", _slug(hello.get("implementation", {}).get("name")))
     writers = [ReportFileWriter(out, fmt) for fmt in formats]
-    finished = run_catalogue(options, hello, [ConsoleWriter(), *writers])
-    for writer in writers:
-        print(f"wrote {writer.path}")
+    replays = ReplayFileWriter(out)
+    finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays])
+    for path in [writer.path for writer in writers] + replays.paths:
+        print(f"wrote {path}")
     return finished.verdict.exit_code
 
 

@@ -1,4 +1,5 @@
-"""The report files: report.json, report.md and junit.xml, written when the run ends."""
+"""The report files: report.json, report.md and junit.xml, written when the run ends,
+and the replay file of each scenario whose evidence carries one."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import json
 import os
 from typing import Callable
 
-from conformance.events import Event, RunFinished
+from conformance.events import Event, RunFinished, ScenarioFinished
+from conformance.fuzz import replay_file_name
 from conformance.writers.document import report_document
 from conformance.writers.junit import render_junit
 from conformance.writers.markdown import render_markdown
@@ -29,10 +31,32 @@ class ReportFileWriter:
         self.path = os.path.join(out, self.name)
 
     def handle(self, event: Event) -> None:
-        if not isinstance(event, RunFinished):
+        if isinstance(event, RunFinished):
+            write_atomically(self.path, self.render(event))
+
+
+class ReplayFileWriter:
+    """Writes ``<out>/replays/<file>`` for every scenario whose evidence holds a
+    minimal failing history (FUZZ-MODEL), for ``retryproof replay``."""
+
+    def __init__(self, out: str):
+        self.folder = os.path.join(out, "replays")
+        self.paths: list[str] = []
+
+    def handle(self, event: Event) -> None:
+        if not isinstance(event, ScenarioFinished):
             return
-        os.makedirs(self.out, exist_ok=True)
-        temporary = self.path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(self.render(event))
-        os.replace(temporary, self.path)
+        document = event.result.evidence.get("replay")
+        if isinstance(document, dict):
+            path = os.path.join(self.folder, replay_file_name(document))
+            write_atomically(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+            self.paths.append(path)
+
+
+def write_atomically(path: str, text: str) -> None:
+    """A reader never sees half a file."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(temporary, path)

@@ -1,37 +1,18 @@
 """FUZZ-MODEL finds a recovery defect no scenario was written for, shrinks it to a
-minimal history, and the replay file reproduces it on a fresh state directory;
-the same file does not reproduce on the reference runtime."""
+minimal history, and the replay file the run writes beside its report reproduces it on
+a fresh state directory; the same file does not reproduce on the reference runtime."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 
-import pytest
-
-from adapters.process import ProcessConnection
 from conformance.cli import main as cli
-from conformance.fuzz import save_replay
-from conformance.fuzz_machine import run_fuzz
-from conformance.fuzz_profiles import CI, fuzz_settings
+from conformance.fuzz_profiles import CI, ENV_VAR, fuzz_settings
 
 REFERENCE = [sys.executable, "-m", "reference_impl"]
 FAULTY = [*REFERENCE, "--fault", "recovery-new-number"]
-
-
-@pytest.fixture
-def connection(tmp_path):
-    opened = []
-
-    def connect(command):
-        conn = ProcessConnection(command, str(tmp_path))
-        opened.append(conn)
-        conn.start()
-        return conn
-
-    yield connect
-    for conn in opened:
-        conn.kill()
 
 
 def test_ci_profile_inherits_hypothesis_ci_profile():
@@ -43,19 +24,23 @@ def test_ci_profile_inherits_hypothesis_ci_profile():
     assert settings.get_profile("ci").print_blob is True and ci.print_blob is True
 
 
-def test_finds_recovery_new_number_and_the_replay_reproduces(connection, tmp_path, monkeypatch, capsys):
-    outcome = run_fuzz(connection(FAULTY), seed=0, profile=CI)
-    assert outcome.failed and not outcome.flaky, outcome.hypothesis_report
-    assert "tasks under one submission id" in outcome.violation
-    assert [step["step"] for step in outcome.steps] == ["crash"]
-    assert outcome.steps[0]["failpoint"] == "write_task.after_task_write"
+def test_finds_recovery_new_number_and_the_replay_reproduces(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(ENV_VAR, CI)
+    out = tmp_path / "report"
+    harness = shlex.join(FAULTY)
+    assert cli(["run", "--harness", harness, "--only", "FUZZ-MODEL", "--seed", "0", "--out", str(out), "--format", "json"]) == 1
+    [result] = json.loads((out / "report.json").read_text(encoding="utf-8"))["scenarios"]
+    assert result["status"] == "failed" and "tasks under one submission id" in result["reason"]
+    steps = result["evidence"]["replay"]["steps"]
+    assert [step["step"] for step in steps] == ["crash"]
+    assert steps[0]["failpoint"] == "write_task.after_task_write"
 
-    monkeypatch.chdir(tmp_path)
-    path = save_replay(outcome.replay_document({"name": "reference-fault-recovery-new-number"}))
-    assert json.loads(open(path, encoding="utf-8").read())["steps"] == outcome.steps
-    assert cli(["replay", path, "--harness", " ".join(FAULTY)]) == 1
+    [path] = (out / "replays").iterdir()
+    assert json.loads(path.read_text(encoding="utf-8"))["steps"] == steps
+    capsys.readouterr()
+    assert cli(["replay", str(path), "--harness", harness]) == 1
     assert "REPRODUCED" in capsys.readouterr().out
-    assert cli(["replay", path]) == 0  # the reference runtime
+    assert cli(["replay", str(path)]) == 0  # the reference runtime
     assert "not reproduced" in capsys.readouterr().out
 
 
