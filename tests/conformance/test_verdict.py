@@ -37,8 +37,8 @@ def test_missing_failpoint_or_test_hook_blocks():
 def test_error_blocks_and_should_failure_only_warns():
     verdict = judge(all_passed(**{"WT-CREATE": result("WT-CREATE", "error")}))
     assert not verdict.conformant
-    verdict = judge(all_passed(**{"FUZZ-MODEL": result("FUZZ-MODEL", "failed")}))
-    assert verdict.conformant and [sid for sid, _ in verdict.warnings] == ["FUZZ-MODEL"]
+    verdict = judge(all_passed(**{"DURABILITY-TRACE": result("DURABILITY-TRACE", "failed")}))
+    assert verdict.conformant and [sid for sid, _ in verdict.warnings] == ["DURABILITY-TRACE"]
     assert next(a for a in verdict.checklist if a.question == "Q1").answer == "no"
 
 
