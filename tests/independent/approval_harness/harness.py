@@ -101,33 +101,17 @@ def has_duplicates(value):
 # --------------------------------------------------------------------------- RFC 8785
 
 
+# JSON.stringify's short escapes; other control characters become \u00xx, the rest is literal.
+_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _jcs_string(s):
     try:
         s.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("a string holds a lone surrogate") from None
-    out = ['"']
-    for ch in s:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\b":
-            out.append("\\b")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20:
-            out.append("\\u%04x" % ord(ch))
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    escaped = (_SHORT_ESCAPES.get(ch) or ("\\u%04x" % ord(ch) if ord(ch) < 0x20 else ch) for ch in s)
+    return '"' + "".join(escaped) + '"'
 
 
 def _jcs_number(x):

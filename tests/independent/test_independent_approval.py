@@ -1,0 +1,136 @@
+"""Does the kit judge a third-party approval runtime correctly?
+
+``approval_harness/harness.py`` is an approval runtime written from ``spec/`` alone, in
+standard-library Python that imports nothing of this repository (see its README). In
+``--mode correct`` recovery decides from effect evidence and the kit must pass all six
+approval scenarios; in ``--mode p3-defect`` it carries the field report's P3 defect (a
+failed completion audit turns a completed action into ``failed``, and recovery runs a
+failed operation again), and the kit must fail P3-COMPLETION-AUDIT-FAULT and nothing
+else.
+
+Both kit runs start together as two subprocesses, so the module costs one run's wall
+time (about 6 s on 2 shared cores, measured with ``python -m pytest -q
+tests/independent/test_independent_approval.py --durations=0``).
+"""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+HARNESS = HERE / "approval_harness" / "harness.py"
+VECTORS = HERE.parent.parent / "spec" / "vectors" / "write-task-v1.json"
+SCENARIOS = (
+    "P0-CONSUMED",
+    "P1-APPROVAL-AUDIT-FAULT",
+    "P2-START-AUDIT-FAULT",
+    "P3-COMPLETION-AUDIT-FAULT",
+    "RECOVERY-STALE-REQUEST",
+    "RECOVERY-UNKNOWN-EFFECT",
+)
+MODES = ("correct", "p3-defect")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Run the kit against both modes at once; mode -> (exit code, report.json, output)."""
+    started = {}
+    for mode in MODES:
+        out = tmp_path_factory.mktemp(mode)
+        command = [
+            sys.executable, "-m", "conformance.cli", "run",
+            "--harness", f"{sys.executable} {HARNESS} --mode {mode}",
+            "--only", ",".join(SCENARIOS), "--seed", "1", "--out", str(out), "--format", "json",
+        ]
+        started[mode] = (out, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    results = {}
+    for mode, (out, proc) in started.items():
+        output, _ = proc.communicate(timeout=240)
+        report_file = out / "report.json"
+        assert report_file.exists(), f"{mode}: no report (exit {proc.returncode}):\n{output}"
+        results[mode] = (proc.returncode, json.loads(report_file.read_text()), output)
+    return results
+
+
+def scenario(report, sid):
+    return next(s for s in report["scenarios"] if s["id"] == sid)
+
+
+def test_correct_runtime_passes_all_six_and_is_conformant(runs):
+    code, report, output = runs["correct"]
+    assert {s["id"]: s["status"] for s in report["scenarios"]} == dict.fromkeys(SCENARIOS, "passed"), output
+    assert report["implementation"]["name"] == "independent-approval-correct"
+    assert report["verdict"]["conformant"] is True
+    assert code == 0, output
+
+
+def test_correct_runtime_reconciles_the_completion_audit_fault_with_one_effect(runs):
+    """What P3 passed on: the record kept "succeeded, audit pending", recovery reconciled."""
+    _, report, _ = runs["correct"]
+    evidence = scenario(report, "P3-COMPLETION-AUDIT-FAULT")["evidence"]
+    assert evidence["operations"]["plain: after the fault"]["state"] == "succeeded"
+    assert evidence["operations"]["plain: after the fault"]["audit_pending"] is True
+    assert {r["outcome"] for r in evidence["recoveries"]} == {"reconciled"}
+    assert evidence["effects"]["plain: after recovery"]["effects"] == 1
+
+
+def test_p3_defect_fails_exactly_the_completion_audit_scenario(runs):
+    code, report, output = runs["p3-defect"]
+    expected = dict.fromkeys(SCENARIOS, "passed") | {"P3-COMPLETION-AUDIT-FAULT": "failed"}
+    assert {s["id"]: s["status"] for s in report["scenarios"]} == expected, output
+    assert report["verdict"]["conformant"] is False
+    assert [entry["id"] for entry in report["verdict"]["blocking"]] == ["P3-COMPLETION-AUDIT-FAULT"]
+    assert code == 1, output
+
+
+def test_p3_defect_failure_names_the_second_effect(runs):
+    """The report shows the seed's causal chain: failed after the fault, two effects after recovery."""
+    _, report, _ = runs["p3-defect"]
+    failed = scenario(report, "P3-COMPLETION-AUDIT-FAULT")
+    assert "effect count 2" in failed["reason"]
+    assert failed["evidence"]["operations"]["plain: after the fault"]["state"] == "failed"
+    assert failed["evidence"]["effects"]["plain: after recovery"]["effects"] == 2
+    assert "--mode p3-defect" in failed["reproduce"]
+
+
+def load_harness():
+    spec = importlib.util.spec_from_file_location("independent_approval_harness", HARNESS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_harness_digest_matches_every_golden_vector():
+    """The harness's own RFC 8785 and write-task-v1 code, checked against the published vectors."""
+    harness = load_harness()
+    for case in json.loads(VECTORS.read_text())["cases"]:
+        task = case["task"] if "task" in case else harness.parse_json(case["task_json"])
+        if "error" in case:
+            with pytest.raises(harness.OpError) as raised:
+                harness.task_digest(task)
+            assert raised.value.code == "invalid_request"
+            assert str(raised.value).startswith(case["error"]["field"] + ":"), case["id"]
+        else:
+            assert harness.canonical(harness.canonical_task(task)) == case["canonical"], case["id"]
+            assert harness.task_digest(task) == case["digest"], case["id"]
+
+
+@pytest.mark.parametrize(
+    ("number", "text"),
+    [  # RFC 8785 appendix B and section 3.2.2.3 samples
+        (0.0, "0"), (-0.0, "0"), (1e21, "1e+21"), (1e20, "100000000000000000000"), (1e-7, "1e-7"),
+        (1e-6, "0.000001"), (5e-324, "5e-324"), (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (333333333.3333333, "333333333.3333333"), (-1.5, "-1.5"), (2.0, "2"), (9007199254740991, "9007199254740991"),
+    ],
+)
+def test_harness_numbers_follow_rfc_8785(number, text):
+    assert load_harness().canonical(number) == text
+
+
+def test_harness_refuses_integers_without_an_rfc_8785_form():
+    with pytest.raises(ValueError):
+        load_harness().canonical(2**53)
