@@ -25,7 +25,7 @@ COMMANDS = {
 }
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -35,7 +35,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _id_list(text: str) -> list[str]:
+def id_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
@@ -52,12 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     target = run.add_mutually_exclusive_group()
     target.add_argument("--harness", metavar="CMD", help="harness command line (default: the bundled reference runtime)")
     target.add_argument("--python", metavar="MODULE:FACTORY", help="host a Python runtime class in a harness subprocess")
-    run.add_argument("--only", type=_id_list, metavar="IDS", help="comma-separated scenario ids to run")
-    run.add_argument("--skip", type=_id_list, metavar="IDS", default=[], help="comma-separated scenario ids to leave out")
+    run.add_argument("--only", type=id_list, metavar="IDS", help="comma-separated scenario ids to run")
+    run.add_argument("--skip", type=id_list, metavar="IDS", default=[], help="comma-separated scenario ids to leave out")
     run.add_argument("--out", metavar="DIR", help="report directory (default: reports/<implementation name>/)")
-    run.add_argument("--format", type=_id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit")
+    run.add_argument("--format", type=id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit")
     run.add_argument("--seed", type=int, metavar="N", help="seed for every random choice (default: random, printed)")
-    run.add_argument("--concurrency", type=_positive_int, default=8, metavar="N", help="callers in the A4 scenarios")
+    run.add_argument("--concurrency", type=positive_int, default=8, metavar="N", help="callers in the A4 scenarios")
     run.add_argument("--baseline", metavar="FILE", help="expected failures; a listed failure that passes is reported")
     run.add_argument("--call-timeout", type=float, default=10.0, metavar="S", help="seconds to wait for one response")
     run.add_argument("--start-timeout", type=float, default=10.0, metavar="S", help="seconds to wait for the handshake")

@@ -25,20 +25,21 @@ from conformance.writers.files import FORMATS, ReplayFileWriter, ReportFileWrite
 REFERENCE_COMMAND = (sys.executable, "-m", "reference_impl")
 
 
-def _target(args) -> tuple[tuple[str, ...], str]:
-    """The harness command line and the CLI arguments that name it again."""
-    if args.python:
-        if ":" not in args.python:
-            raise KitError(f"--python {args.python!r} is not of the form module:factory", "for example --python my_runtime.harness:make_runtime")
-        return tuple(host_command(args.python)), f"--python {shlex.quote(args.python)}"
-    if args.harness:
+def harness_target(harness: str | None, python: str | None) -> tuple[tuple[str, ...], str]:
+    """The harness command line and the CLI arguments that name it again (neither
+    given: the bundled reference runtime)."""
+    if python:
+        if ":" not in python:
+            raise KitError(f"--python {python!r} is not of the form module:factory", "for example --python my_runtime.harness:make_runtime")
+        return tuple(host_command(python)), f"--python {shlex.quote(python)}"
+    if harness:
         try:
-            command = tuple(shlex.split(args.harness))
+            command = tuple(shlex.split(harness))
         except ValueError as exc:
             raise KitError(f"cannot parse --harness: {exc}", 'quote the whole command line: --harness "node harness.js"') from None
         if not command:
             raise KitError("--harness is empty", 'give the command line that starts your harness, e.g. --harness "node harness.js"')
-        return command, f"--harness {shlex.quote(args.harness)}"
+        return command, f"--harness {shlex.quote(harness)}"
     return REFERENCE_COMMAND, ""
 
 
@@ -60,6 +61,25 @@ def load_baseline(path: str) -> frozenset[str]:
     return frozenset(entries)
 
 
+def run_options(args) -> Options:
+    """The options of a run from parsed arguments: those of ``retryproof run``, or the
+    pytest plugin's, which carry the same names (``harness``, ``python``, ``only``,
+    ``skip``, ``seed``, ``concurrency``, ``call_timeout``, ``start_timeout``, ``baseline``)."""
+    command, target = harness_target(args.harness, args.python)
+    return Options(
+        command=command,
+        target=target,
+        seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
+        concurrency=args.concurrency,
+        only=tuple(args.only or ()),
+        skip=tuple(args.skip or ()),
+        call_timeout=args.call_timeout,
+        start_timeout=args.start_timeout,
+        baseline=load_baseline(args.baseline) if args.baseline else frozenset(),
+        baseline_file=args.baseline,
+    )
+
+
 def _slug(name: Any) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name)).strip("-.")
     return slug[:64] or "unnamed"
@@ -70,20 +90,7 @@ def run(args) -> int:
     unknown = [fmt for fmt in formats if fmt not in FORMATS]
     if unknown:
         raise KitError(f"unknown report format(s): {', '.join(unknown)}", f"choose from {','.join(FORMATS)}")
-    command, target = _target(args)
-    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
-    options = Options(
-        command=command,
-        target=target,
-        seed=seed,
-        concurrency=args.concurrency,
-        only=tuple(args.only or ()),
-        skip=tuple(args.skip or ()),
-        call_timeout=args.call_timeout,
-        start_timeout=args.start_timeout,
-        baseline=load_baseline(args.baseline) if args.baseline else frozenset(),
-        baseline_file=args.baseline,
-    )
+    options = run_options(args)
     hello = probe(options)
     out = args.out or os.path.join("reports", _slug(hello.get("implementation", {}).get("name")))
     writers = [ReportFileWriter(out, fmt) for fmt in formats]

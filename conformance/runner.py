@@ -73,9 +73,9 @@ def probe(options: Options) -> Mapping[str, Any]:
     return hello
 
 
-def run(options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink]) -> RunFinished:
-    entries = select(options.only, options.skip)
-    info = RunInfo(
+def run_info(options: Options, hello: Mapping[str, Any]) -> RunInfo:
+    """What every report says about the run, as it starts."""
+    return RunInfo(
         kit_version=__version__,
         spec_version=SPEC_VERSION,
         protocol=PROTOCOL,
@@ -88,6 +88,11 @@ def run(options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink]) -> Ru
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         baseline=options.baseline_file,
     )
+
+
+def run(options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink]) -> RunFinished:
+    entries = select(options.only, options.skip)
+    info = run_info(options, hello)
     emit = lambda event: [sink.handle(event) for sink in sinks]  # noqa: E731
     emit(RunStarted(info, len(entries)))
     began = time.perf_counter()
@@ -95,14 +100,20 @@ def run(options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink]) -> Ru
     results = []
     for index, item in enumerate(entries, start=1):
         emit(ScenarioStarted(item, index, len(entries)))
-        result = run_one(item, functions.get(item.id), options, hello)
-        if item.id in options.baseline and result.status != "not_applicable":
-            result = replace(result, baseline="xpass" if result.status == "passed" else "xfail")
+        result = against_baseline(run_one(item, functions.get(item.id), options, hello), options.baseline)
         results.append(result)
         emit(ScenarioFinished(result, index, len(entries)))
     finished = RunFinished(info, tuple(results), judge(results, options.baseline), time.perf_counter() - began)
     emit(finished)
     return finished
+
+
+def against_baseline(result: ScenarioResult, baseline: frozenset[str]) -> ScenarioResult:
+    """A listed scenario that does not pass is marked xfail, one that passes xpass;
+    not_applicable is neither (``verdict.baseline`` of the spec)."""
+    if result.entry.id in baseline and result.status != "not_applicable":
+        return replace(result, baseline="xpass" if result.status == "passed" else "xfail")
+    return result
 
 
 def reproduce_line(options: Options, scenario_id: str) -> str:

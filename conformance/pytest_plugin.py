@@ -1,0 +1,309 @@
+"""The pytest plugin: the scenario catalogue as items of a team's own pytest suite.
+
+``pytest --retryproof-harness "node harness.js"`` adds one item per selected catalogue
+scenario, ``retryproof::<SCENARIO-ID>``, after the suite's own tests; no test file is
+needed. Each item runs its scenario through the runner, exactly as ``retryproof run``
+does, and maps the status onto a pytest outcome (see the README, "pytest plugin").
+
+pytest loads this module through the ``pytest11`` entry point in every session of an
+environment where retryproof is installed, so it is inert unless a target option is
+given: it then only declares its options. The runner, the scenarios and the writers are
+imported, the harness started and items added only once a target is named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+import pytest
+
+# Both are small: the plugin's import cost in a session that never names a target.
+from conformance.cli import id_list, positive_int
+from conformance.errors import KitError
+
+if TYPE_CHECKING:
+    from conformance.catalogue import Entry
+    from conformance.events import Event, RunFinished, RunInfo, ScenarioResult
+    from conformance.runner import Options
+    from conformance.writers.files import ReplayFileWriter, ReportFileWriter
+
+#: The options that name the runtime; giving one of them turns the plugin on.
+TARGETS = {"retryproof": "--retryproof", "retryproof_harness": "--retryproof-harness", "retryproof_python": "--retryproof-python"}
+#: Option dest -> default for the settings of a run; they default to None here so a
+#: setting given without a target is noticed, and take the ``retryproof run`` defaults below.
+SETTINGS = {
+    "retryproof_only": None,
+    "retryproof_skip": [],
+    "retryproof_seed": None,
+    "retryproof_concurrency": 8,
+    "retryproof_baseline": None,
+    "retryproof_out": None,
+    "retryproof_call_timeout": 10.0,
+    "retryproof_start_timeout": 10.0,
+}
+#: The evidence shown in a failure message, per entry; the whole of it is in the reports.
+EVIDENCE_CHARS = 300
+STDERR_LINES = 15
+
+STATE = pytest.StashKey["RetryproofRun"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("retryproof", "retryproof: the conformance catalogue as pytest items")
+    group.addoption("--retryproof", action="store_true", help="run the catalogue against the bundled reference runtime")
+    group.addoption("--retryproof-harness", metavar="CMD", help="run the catalogue against the harness this command line starts")
+    group.addoption("--retryproof-python", metavar="MODULE:FACTORY", help="run the catalogue against a hosted Python runtime class")
+    group.addoption("--retryproof-only", type=id_list, metavar="IDS", help="comma-separated scenario ids to run")
+    group.addoption("--retryproof-skip", type=id_list, metavar="IDS", help="comma-separated scenario ids to leave out")
+    group.addoption("--retryproof-seed", type=int, metavar="N", help="seed for every random choice (default: random, in the header)")
+    group.addoption("--retryproof-concurrency", type=positive_int, metavar="N", help="callers in the A4 scenarios (default 8)")
+    group.addoption("--retryproof-baseline", metavar="FILE", help="expected failures: listed failures xfail, listed passes fail as stale")
+    group.addoption("--retryproof-out", metavar="DIR", help="also write the kit's reports (report.md, report.json, junit.xml) into DIR")
+    group.addoption("--retryproof-call-timeout", type=float, metavar="S", help="seconds to wait for one response (default 10)")
+    group.addoption("--retryproof-start-timeout", type=float, metavar="S", help="seconds to wait for the handshake (default 10)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    targets = [flag for dest, flag in TARGETS.items() if config.getoption(dest)]
+    if not targets:
+        stray = [_flag(dest) for dest in SETTINGS if config.getoption(dest) is not None]
+        if stray:
+            raise pytest.UsageError(f"retryproof: {', '.join(stray)} given without a runtime; add --retryproof, --retryproof-harness CMD or --retryproof-python MODULE:FACTORY")
+        return
+    if len(targets) > 1:
+        raise pytest.UsageError(f"retryproof: {' and '.join(targets)} name two runtimes; give one")
+    with _usage_errors():
+        config.stash[STATE] = RetryproofRun.configure(config)
+    config.addinivalue_line("markers", "retryproof: a scenario of the retryproof conformance catalogue")
+    config.addinivalue_line("markers", "retryproof_must: a retryproof scenario of level MUST (decides the verdict)")
+    config.addinivalue_line("markers", "retryproof_should: a retryproof scenario of level SHOULD (only warns in the verdict)")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    run = config.stash.get(STATE, None)
+    if run is None:
+        return []
+    target = run.options.target or "the bundled reference runtime"
+    return [f"retryproof: seed {run.options.seed}, target {target}"]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k, -m and --deselect, so they select among the scenarios too
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    run = config.stash.get(STATE, None)
+    if run is not None:
+        # genitems reports the collection, so "collected N items" and --co count the scenarios.
+        items.extend(session.genitems(Catalogue.from_parent(session, name="retryproof", nodeid="retryproof")))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Shake hands with the harness once per session, before the first scenario, and
+    only when a scenario is left to run (not for ``--collect-only``, nor when ``-k``
+    deselected them all)."""
+    run = session.config.stash.get(STATE, None)
+    if run is None or session.config.option.collectonly:
+        return
+    total = sum(isinstance(item, ScenarioItem) for item in session.items)
+    if total:
+        with _usage_errors():
+            run.start(total)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    run = session.config.stash.get(STATE, None)
+    if run is not None:
+        run.finish()
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    run = config.stash.get(STATE, None)
+    if run is None or run.finished is None:
+        return
+    from conformance.writers.console import ConsoleWriter
+
+    # The verdict as `retryproof run` words it; pytest's own exit status follows its rules.
+    text = io.StringIO()
+    ConsoleWriter(text).handle(run.finished)
+    terminalreporter.section("retryproof verdict")
+    terminalreporter.write(text.getvalue())
+    for path in run.written:
+        terminalreporter.write_line(f"wrote {path}")
+
+
+class Catalogue(pytest.Collector):
+    """The parent of the scenario items: ``retryproof::<ID>``."""
+
+    def collect(self) -> list[ScenarioItem]:
+        run = self.config.stash[STATE]
+        return [ScenarioItem.from_parent(self, name=entry.id, entry=entry) for entry in run.entries]
+
+
+class ScenarioItem(pytest.Item):
+    """One catalogue scenario: runs it when pytest runs the item, and turns its status
+    into the pytest outcome."""
+
+    def __init__(self, *, entry: Entry, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.entry = entry
+        self.add_marker("retryproof")
+        self.add_marker(f"retryproof_{entry.level.lower()}")
+        self.user_properties.append(("retryproof_level", entry.level))
+
+    def runtest(self) -> None:
+        run = self.config.stash[STATE]
+        result = run.scenario(self.entry)
+        self.user_properties += [("retryproof_status", result.status), ("retryproof_reproduce", result.reproduce)]
+        conclude(result, run.options.baseline_file)
+
+    def reportinfo(self):
+        return self.path, None, f"retryproof::{self.entry.id} ({self.entry.level}): {self.entry.title}"
+
+
+def conclude(result: ScenarioResult, baseline_file: str | None) -> None:
+    """The pytest outcome of a scenario result: return for a pass, otherwise raise skip,
+    xfail or fail. Nothing that did not run passes."""
+    from conformance.verdict import applies
+    from conformance.writers.escape import one_line
+
+    scenario = result.entry.id
+    reason = one_line(result.reason or "")
+    if result.baseline == "xpass":
+        pytest.fail(
+            f"[XPASS(strict)] {scenario} passed but is listed in the baseline {baseline_file}: the entry is stale; remove it",
+            pytrace=False,
+        )
+    if result.status == "passed":
+        return
+    if result.status == "not_applicable":
+        pytest.skip(f"not applicable: {reason}")
+    if result.status == "skipped":
+        blocks = result.entry.level == "MUST" and applies(result)
+        pytest.skip(f"not verified, so not conformant: {reason}" if blocks else reason)
+    if result.baseline == "xfail":
+        pytest.xfail(f"listed in the baseline {baseline_file}: {result.status}: {reason}")
+    pytest.fail(failure_message(result), pytrace=False)
+
+
+def failure_message(result: ScenarioResult) -> str:
+    """A failed or error scenario as a reviewer needs it in a CI log: what broke, the
+    key evidence, the harness stderr and the command that reproduces it. The first line
+    is what pytest's short summary shows."""
+    from conformance.writers.escape import one_line
+
+    entry = result.entry
+    what = "failed" if result.status == "failed" else "error (the kit could not judge)"
+    lines = [f"{entry.id} {what}: {one_line(result.reason or '')}", f"level {entry.level}; checks {', '.join(entry.checks)}"]
+    if result.evidence:
+        lines.append("evidence:")
+        lines += [f"  {one_line(key)}: {one_line(_compact(value), EVIDENCE_CHARS)}" for key, value in result.evidence.items()]
+    stderr = (result.stderr or "").strip().splitlines()
+    if stderr:
+        lines.append(f"harness stderr (last {min(len(stderr), STDERR_LINES)} lines):")
+        lines += [f"  {one_line(line)}" for line in stderr[-STDERR_LINES:]]
+    lines.append(f"reproduce: {result.reproduce}")
+    return "\n".join(lines)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+@dataclass
+class RetryproofRun:
+    """One pytest session's run of the catalogue: the options, the handshake, the
+    results so far, and the kit's report files, fed the same events a ``retryproof run``
+    feeds them."""
+
+    options: Options
+    entries: tuple[Entry, ...]  # the selected catalogue entries, in catalogue order
+    reports: list[ReportFileWriter]
+    replays: ReplayFileWriter | None
+    hello: Mapping[str, Any] | None = None
+    info: RunInfo | None = None
+    results: list[ScenarioResult] = field(default_factory=list)
+    total: int = 0
+    began: float = 0.0
+    finished: RunFinished | None = None
+
+    @classmethod
+    def configure(cls, config: pytest.Config) -> RetryproofRun:
+        """Everything that can be checked without starting the harness: the target, the
+        scenario ids, the baseline file. A ``KitError`` here is a usage error."""
+        from conformance.run_cli import run_options
+        from conformance.runner import select
+        from conformance.writers.files import FORMATS, ReplayFileWriter, ReportFileWriter
+
+        given = {dest: config.getoption(dest) for dest in SETTINGS}
+        arguments = argparse.Namespace(
+            harness=config.getoption("retryproof_harness"),
+            python=config.getoption("retryproof_python"),
+            **{dest.removeprefix("retryproof_"): default if given[dest] is None else given[dest] for dest, default in SETTINGS.items()},
+        )
+        options = run_options(arguments)
+        entries = tuple(select(options.only, options.skip))
+        if not arguments.out:
+            return cls(options, entries, [], None)
+        return cls(options, entries, [ReportFileWriter(arguments.out, fmt) for fmt in FORMATS], ReplayFileWriter(arguments.out))
+
+    @property
+    def written(self) -> list[str]:
+        if self.finished is None or self.replays is None:
+            return []
+        return [writer.path for writer in self.reports] + self.replays.paths
+
+    def start(self, total: int) -> None:
+        from conformance.events import RunStarted
+        from conformance.runner import probe, run_info
+
+        self.hello = probe(self.options)
+        self.info = run_info(self.options, self.hello)
+        self.total = total
+        self.began = time.perf_counter()
+        self._emit(RunStarted(self.info, total))
+
+    def scenario(self, entry: Entry) -> ScenarioResult:
+        from conformance.events import ScenarioFinished, ScenarioStarted
+        from conformance.runner import against_baseline, run_one
+        from conformance.scenarios import registry
+
+        index = len(self.results) + 1
+        self._emit(ScenarioStarted(entry, index, self.total))
+        result = against_baseline(run_one(entry, registry().get(entry.id), self.options, self.hello), self.options.baseline)
+        self.results.append(result)
+        self._emit(ScenarioFinished(result, index, self.total))
+        return result
+
+    def finish(self) -> None:
+        """The verdict over the scenarios that ran (none ran: nothing to report)."""
+        if not self.results:
+            return
+        from conformance.events import RunFinished
+        from conformance.verdict import judge
+
+        self.finished = RunFinished(self.info, tuple(self.results), judge(self.results, self.options.baseline), time.perf_counter() - self.began)
+        self._emit(self.finished)
+
+    def _emit(self, event: Event) -> None:
+        for sink in [*self.reports, *([self.replays] if self.replays else [])]:
+            sink.handle(event)
+
+
+@contextlib.contextmanager
+def _usage_errors() -> Iterator[None]:
+    """The kit's user errors as pytest usage errors: ``ERROR: retryproof: ...`` with
+    the hint, exit status 4, no traceback."""
+    try:
+        yield
+    except KitError as exc:
+        hint = f"\nhint: {exc.hint}" if exc.hint else ""
+        raise pytest.UsageError(f"retryproof: {exc.message}{hint}") from None
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
