@@ -17,8 +17,11 @@ import argparse
 import contextlib
 import io
 import json
+import re
 import time
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import pytest
@@ -98,7 +101,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     run = config.stash.get(STATE, None)
     if run is not None:
         # genitems reports the collection, so "collected N items" and --co count the scenarios.
-        items.extend(session.genitems(Catalogue.from_parent(session, name="retryproof", nodeid="retryproof")))
+        items.extend(session.genitems(Catalogue.from_parent(session, name="retryproof", nodeid="retryproof", path=spec_file())))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -137,20 +140,37 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
 
 
 class Catalogue(pytest.Collector):
-    """The parent of the scenario items: ``retryproof::<ID>``."""
+    """The parent of the scenario items: ``retryproof::<ID>``, located in the spec."""
 
     def collect(self) -> list[ScenarioItem]:
         run = self.config.stash[STATE]
-        return [ScenarioItem.from_parent(self, name=entry.id, entry=entry) for entry in run.entries]
+        lines = _declarations(self.path)
+        return [ScenarioItem.from_parent(self, name=entry.id, entry=entry, line=lines.get(entry.id, 0)) for entry in run.entries]
+
+
+def spec_file() -> Path:
+    return Path(str(resources.files("spec").joinpath("retryproof.yaml")))
+
+
+def _declarations(path: Path) -> dict[str, int]:
+    """The 0-based line of each ``- id: <ID>`` in the spec, so a skip or failure points
+    at the scenario's declaration rather than into this plugin."""
+    lines: dict[str, int] = {}
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        match = re.match(r"\s*- id: (\S+)\s*$", text)
+        if match:
+            lines.setdefault(match.group(1), number)
+    return lines
 
 
 class ScenarioItem(pytest.Item):
     """One catalogue scenario: runs it when pytest runs the item, and turns its status
     into the pytest outcome."""
 
-    def __init__(self, *, entry: Entry, **kwargs: Any):
+    def __init__(self, *, entry: Entry, line: int, **kwargs: Any):
         super().__init__(**kwargs)
         self.entry = entry
+        self.line = line
         self.add_marker("retryproof")
         self.add_marker(f"retryproof_{entry.level.lower()}")
         self.user_properties.append(("retryproof_level", entry.level))
@@ -162,7 +182,7 @@ class ScenarioItem(pytest.Item):
         conclude(result, run.options.baseline_file)
 
     def reportinfo(self):
-        return self.path, None, f"retryproof::{self.entry.id} ({self.entry.level}): {self.entry.title}"
+        return self.path, self.line, f"retryproof::{self.entry.id} ({self.entry.level}): {self.entry.title}"
 
 
 def conclude(result: ScenarioResult, baseline_file: str | None) -> None:
@@ -181,13 +201,18 @@ def conclude(result: ScenarioResult, baseline_file: str | None) -> None:
     if result.status == "passed":
         return
     if result.status == "not_applicable":
-        pytest.skip(f"not applicable: {reason}")
+        _skip(f"not applicable: {reason}")
     if result.status == "skipped":
         blocks = result.entry.level == "MUST" and applies(result)
-        pytest.skip(f"not verified, so not conformant: {reason}" if blocks else reason)
+        _skip(f"not verified, so not conformant: {reason}" if blocks else reason)
     if result.baseline == "xfail":
         pytest.xfail(f"listed in the baseline {baseline_file}: {result.status}: {reason}")
     pytest.fail(failure_message(result), pytrace=False)
+
+
+def _skip(reason: str) -> None:
+    # Located at the item (its declaration in the spec), as pytest locates a skip mark.
+    raise pytest.skip.Exception(reason, _use_item_location=True)
 
 
 def failure_message(result: ScenarioResult) -> str:
