@@ -144,10 +144,10 @@ class ProcessConnection(Connection):
             thread.start()
             process.threads.append(thread)
         reply = self.call("hello", {"protocol": PROTOCOL}, timeout=self.start_timeout)
-        problem = _handshake_problem(reply)
+        problem = _exited_before_hello(process, reply) or _handshake_problem(reply)
         if problem:
             self.kill()
-            raise HarnessStartError(f"handshake failed: {problem}", self.stderr_text())
+            raise HarnessStartError(problem, self.stderr_text())
         self.hello = dict(reply.result)
         return self.hello
 
@@ -344,6 +344,18 @@ def _kill_group(popen: subprocess.Popen) -> None:
         os.killpg(popen.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _exited_before_hello(process: _Process, reply: Reply) -> str | None:
+    """Why a harness gave no hello, when it simply ended (``--harness true``, a
+    crashing start-up): its exit status says more than the pipe that closed."""
+    if not isinstance(reply, Lost):
+        return None
+    try:
+        status = process.popen.wait(0.5)
+    except subprocess.TimeoutExpired:
+        return None  # still running: the hello timed out, and the reply says so
+    return f"the harness exited with status {status} before answering hello" if status >= 0 else None
 
 
 def _handshake_problem(reply: Reply) -> str | None:

@@ -21,6 +21,9 @@ The interface, in full:
   arguments: ``write_task(self, task, client_submission_id=None, invocation=None)``,
   ``list_tasks(self)``, ``read_task(self, task_id)``, ``diagnose(...)`` and so on,
   each returning the result object of ``spec/schemas/harness-response.json``.
+  ``client_submission_id=None`` means *absent* (the legacy path): the host itself
+  answers an explicit JSON null id with ``invalid_submission_id``, as the spec
+  requires, so a method never sees null and absent as one.
 - A rejection is raised as ``spec.protocol.ProtocolError(code, message)`` or
   ``spec.digest.ContractError``; an ``OSError`` becomes ``io_error``. ``hello`` and
   ``shutdown`` are served by the host.
@@ -34,7 +37,7 @@ import os
 import sys
 from typing import Any, Callable, Mapping
 
-from spec.digest import DIGEST_SCHEMA_VERSION
+from spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id
 from spec.protocol import PROTOCOL, ProtocolError, crash_now, parse_failpoints, serve
 
 FACTORY_FORMAT = "module:factory"
@@ -96,6 +99,8 @@ def handlers_for(runtime: Any) -> dict[str, Callable[[Mapping[str, Any]], Mappin
         signature = inspect.signature(method)
 
         def handle(args: Mapping[str, Any]) -> Mapping[str, Any]:
+            if "client_submission_id" in args and args["client_submission_id"] is None:
+                check_submission_id(None)  # raises invalid_submission_id: null is never the legacy path
             try:
                 call = signature.bind(**args)
             except TypeError as exc:
