@@ -11,12 +11,14 @@ the evidence (``replay``); the report writers save it beside the report as
 from __future__ import annotations
 
 from conformance.fuzz_machine import run_fuzz
+from conformance.fuzz_profiles import private_storage
 from conformance.scenarios import Context, scenario
 
 @scenario("FUZZ-MODEL")
 def fuzz_model(ctx: Context) -> None:
     ctx.start()
-    outcome = run_fuzz(ctx.conn, seed=ctx.seed)
+    with private_storage():
+        outcome = run_fuzz(ctx.conn, seed=ctx.seed)
     ctx.note(
         "fuzz",
         {

@@ -13,8 +13,12 @@ another profile over it: ``retryproof-ci`` *inherits* from the built-in ``ci`` p
 from __future__ import annotations
 
 import os
+import tempfile
+from contextlib import contextmanager
+from typing import Iterator
 
 from hypothesis import HealthCheck, settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 DEV = "retryproof-dev"
 CI = "retryproof-ci"
@@ -29,23 +33,26 @@ _SLOW_IS_EXPECTED = dict(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
+# The replay file is FUZZ-MODEL's persistence. An example database would leave
+# .hypothesis/ in the user's working directory and feed one runtime's histories to the next.
+_NO_DATABASE = dict(database=None)
 
 
 def register_profiles() -> None:
     """Register the three profiles; safe to call more than once."""
     # dev keeps `retryproof run` to seconds; CI spends twice that, enough to find the
     # bundled recovery defects (tests/conformance/test_fuzz_model.py); nightly explores.
-    settings.register_profile(DEV, max_examples=10, stateful_step_count=10, **_SLOW_IS_EXPECTED)
+    settings.register_profile(DEV, max_examples=10, stateful_step_count=10, **_NO_DATABASE, **_SLOW_IS_EXPECTED)
     settings.register_profile(
         CI,
         parent=settings.get_profile("ci"),
         max_examples=20,
         stateful_step_count=10,
         derandomize=True,
-        database=None,
+        **_NO_DATABASE,
         **_SLOW_IS_EXPECTED,
     )
-    settings.register_profile(NIGHTLY, max_examples=400, stateful_step_count=40, **_SLOW_IS_EXPECTED)
+    settings.register_profile(NIGHTLY, max_examples=400, stateful_step_count=40, **_NO_DATABASE, **_SLOW_IS_EXPECTED)
 
 
 def choose_profile(explicit: str | None = None) -> str:
@@ -73,3 +80,20 @@ def fuzz_settings(explicit: str | None = None) -> settings:
     """The settings object of the chosen profile (never loaded globally, so the
     rest of a test session keeps whatever profile it runs under)."""
     return settings.get_profile(choose_profile(explicit))
+
+
+@contextmanager
+def private_storage() -> Iterator[None]:
+    """Hypothesis's own files (its constants cache, beside the example database) in a
+    temporary directory for the duration of a fuzz run, not in ``./.hypothesis`` of
+    whatever directory the user ran the kit from. A storage directory the user chose
+    (``HYPOTHESIS_STORAGE_DIRECTORY``) is kept."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="retryproof-hypothesis-") as home:
+        set_hypothesis_home_dir(home)
+        try:
+            yield
+        finally:
+            set_hypothesis_home_dir(None)  # back to Hypothesis's own resolution
