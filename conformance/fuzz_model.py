@@ -24,9 +24,10 @@ import json
 import time
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from adapters.connection import Connection, Lost, Reply
+from spec import load_spec
 from spec.digest import request_digest
 from spec.protocol import Failure, Success
 
@@ -43,6 +44,82 @@ TASKS = (
 )
 EQUAL_VARIANTS = ("same", "key_order", "crlf", "nfd", "explicit_nulls")
 CRASH_FAILPOINT_PREFIX = "write_task."
+
+
+# Generous bounds for hand-edited replays; the explorer stays far inside them.
+MAX_BURST = 64
+MAX_KILL_DELAY_MS = 10_000
+
+
+class StepError(ValueError):
+    """A step outside the step language, or one this harness cannot take: a replay
+    file the user must fix, found before any step runs."""
+
+
+@dataclass(frozen=True)
+class StepField:
+    """One field of a step: what it accepts, said in words for the error message."""
+
+    accepts: Callable[[Any], bool]
+    expected: str
+    required: bool = True
+
+
+def _choice(values: Sequence[Any], required: bool = True) -> StepField:
+    return StepField(lambda value: isinstance(value, str) and value in values, "one of " + ", ".join(map(json.dumps, values)), required)
+
+
+def _integer(low: int, high: int, required: bool = True) -> StepField:
+    accepts = lambda value: isinstance(value, int) and not isinstance(value, bool) and low <= value <= high  # noqa: E731
+    return StepField(accepts, f"an integer from {low} to {high}", required)
+
+
+def _crash_failpoints() -> list[str]:
+    return [name for name in load_spec()["protocol_spec"]["failpoints"] if name.startswith(CRASH_FAILPOINT_PREFIX)]
+
+
+def step_language() -> dict[str, dict[str, StepField]]:
+    """Each step the driver runs (a ``_step_<kind>`` method) and its fields."""
+    submission_id, task = _choice(SUBMISSION_IDS), _integer(0, len(TASKS) - 1)
+    return {
+        "submit": {"id": submission_id, "task": task, "variant_kind": _choice(EQUAL_VARIANTS, required=False), "burst": _integer(1, MAX_BURST, required=False)},
+        "conflict": {"id": submission_id},
+        "legacy": {},
+        "crash": {"failpoint": _choice(_crash_failpoints()), "id": submission_id, "task": task},
+        "kill": {"id": submission_id, "task": task, "delay_ms": _integer(0, MAX_KILL_DELAY_MS)},
+        "restart": {"graceful": StepField(lambda value: isinstance(value, bool), "true or false")},
+    }
+
+
+def validate_steps(steps: Sequence[Any], hello: Mapping[str, Any] | None = None) -> None:
+    """Raise ``StepError`` naming the first step (by index) and field that the step
+    language does not allow; with ``hello``, also a step the harness cannot take (a
+    legacy call without ``legacy``, a crash at a failpoint it does not declare)."""
+    language = step_language()
+    for index, step in enumerate(steps):
+        if not isinstance(step, dict):
+            raise StepError(f"step {index}: not an object; expected {{\"step\": ..., ...}}")
+        kind = step.get("step")
+        if kind not in language:
+            raise StepError(f"step {index}: step: {json.dumps(kind)} is not a step; expected one of {', '.join(language)}")
+        fields = language[kind]
+        where = f"step {index} ({kind})"
+        for name, value in step.items():
+            if name == "step":
+                continue
+            if name not in fields:
+                raise StepError(f"{where}: {name}: not a field of this step; its fields are {', '.join(fields) or 'none'}")
+            if not fields[name].accepts(value):
+                raise StepError(f"{where}: {name}: {json.dumps(value)} is not {fields[name].expected}")
+        for name, spec_field in fields.items():
+            if spec_field.required and name not in step:
+                raise StepError(f"{where}: {name}: missing; expected {spec_field.expected}")
+        if hello is None:
+            continue
+        if kind == "legacy" and "legacy" not in (hello.get("capabilities") or ()):
+            raise StepError(f"{where}: a legacy call, but this harness does not declare the legacy capability")
+        if kind == "crash" and step["failpoint"] not in (hello.get("failpoints") or ()):
+            raise StepError(f"{where}: failpoint: this harness does not declare {step['failpoint']}")
 
 
 def variant(task: Mapping[str, Any], kind: str) -> dict[str, Any]:
@@ -126,12 +203,9 @@ class Driver:
     # -- steps ---------------------------------------------------------------------
 
     def apply(self, step: Mapping[str, Any]) -> None:
-        """Run one step (a JSON object) and check every invariant afterwards."""
-        kind = step["step"]
-        handler = getattr(self, f"_step_{kind}", None)
-        if handler is None:
-            raise ValueError(f"unknown step {kind!r}")
-        handler(**{k: v for k, v in step.items() if k != "step"})
+        """Run one step (a JSON object of the step language) and check every
+        invariant afterwards."""
+        getattr(self, f"_step_{step['step']}")(**{k: v for k, v in step.items() if k != "step"})
         self.check()
 
     def _write_args(self, submission_id: str | None, task: Mapping[str, Any]) -> dict[str, Any]:
@@ -215,8 +289,6 @@ class Driver:
             )
 
     def _step_legacy(self) -> None:
-        if "legacy" not in self.capabilities:
-            raise ValueError("legacy step on a harness without the legacy capability")
         self.model.legacy_attempts += 1
         reply = self.connection.call("write_task", self._write_args(None, self._task(0)), self.call_timeout)
         self.log.append(f"legacy call: {_describe(reply)}")
@@ -313,8 +385,10 @@ class Driver:
 
 
 def run_steps(connection: Connection, steps: list[Mapping[str, Any]], namespace: str = "replay", call_timeout: float = 10.0) -> tuple[str | None, list[str]]:
-    """Run ``steps`` as one history: ``(violation or None, log)``."""
+    """Run ``steps`` as one history: ``(violation or None, log)``. Steps this harness
+    cannot take raise ``StepError`` before any runs."""
     driver = Driver(connection, namespace, call_timeout)
+    validate_steps(steps, driver.hello)
     try:
         for step in steps:
             driver.apply(step)

@@ -17,7 +17,9 @@ from typing import Any
 from adapters.connection import HarnessStartError
 from adapters.process import ProcessConnection
 from conformance.errors import KitError
-from conformance.fuzz_model import REPLAY_FORMAT, ModelViolation, run_steps
+from conformance.fuzz_model import REPLAY_FORMAT, ModelViolation, StepError, run_steps, validate_steps
+
+_STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore that step, or take the file again from replays/ beside the report"
 
 
 def load_replay(path: str) -> dict[str, Any]:
@@ -32,8 +34,12 @@ def load_replay(path: str) -> dict[str, Any]:
     if not isinstance(document, dict) or document.get("format") != REPLAY_FORMAT:
         raise KitError(f"{path} is not a replay file", f'expected an object with "format": "{REPLAY_FORMAT}"')
     steps = document.get("steps")
-    if not isinstance(steps, list) or not all(isinstance(step, dict) and isinstance(step.get("step"), str) for step in steps):
-        raise KitError(f"replay file {path} has no valid steps", 'expected "steps": [{"step": "submit", ...}, ...]')
+    if not isinstance(steps, list):
+        raise KitError(f"replay file {path} has no list of steps", 'expected "steps": [{"step": "submit", ...}, ...]')
+    try:
+        validate_steps(steps)
+    except StepError as exc:
+        raise KitError(f"replay file {path}: {exc}", _STEP_HINT) from None
     return document
 
 
@@ -57,8 +63,8 @@ def main(args) -> int:
             raise KitError(f"the harness failed its handshake: {exc.message}", exc.stderr.strip()[-1000:] or "check the --harness command line") from None
         try:
             violation, log = run_steps(connection, document["steps"])
-        except ValueError as exc:  # a step the driver does not know, or not on this harness
-            raise KitError(f"replay file {args.file}: {exc}", "the file may come from another kit version or a harness with other capabilities") from None
+        except StepError as exc:  # raised before any step: one this harness cannot take
+            raise KitError(f"replay file {args.file}: {exc}", "replay it against a harness that declares what the history uses") from None
         except ModelViolation as exc:  # raised while setting up, before any step
             violation, log = str(exc), []
         finally:
