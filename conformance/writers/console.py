@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TextIO
 
@@ -10,11 +11,22 @@ from conformance.writers.escape import one_line
 
 
 class ConsoleWriter:
+    """Progress for a human. The console is only a view: when its reader goes away
+    (``retryproof run | head``) it falls silent, and the run goes on to its verdict
+    and its report files."""
+
     def __init__(self, stream: TextIO | None = None):
         self.stream = stream or sys.stdout
+        self.closed = False
 
     def _print(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        if self.closed:
+            return
+        try:
+            print(text, file=self.stream, flush=True)
+        except BrokenPipeError:
+            self.closed = True
+            _discard_output(self.stream)
 
     def handle(self, event: Event) -> None:
         if isinstance(event, RunStarted):
@@ -29,7 +41,9 @@ class ConsoleWriter:
             mark = f" [{result.baseline}]" if result.baseline else ""
             line = f"[{event.index:>{width}}/{event.total}] {result.status.upper():<14} {result.entry.id:<30} {result.duration_s:6.2f}s{mark}"
             if result.reason and result.status != "passed":
-                line += f"  {one_line(result.reason, 160)}"
+                # A failure's reason is what the user acts on (it may end in a replay
+                # command), so it is kept whole; other statuses only say why briefly.
+                line += f"  {one_line(result.reason, None if result.status in ('failed', 'error') else 160)}"
             self._print(line)
             if result.status in ("failed", "error"):
                 self._print(f"    reproduce: {result.reproduce}")
@@ -44,3 +58,15 @@ class ConsoleWriter:
                 self._print(f"  blocking {scenario_id}: {one_line(why, 200)}")
             for scenario_id in verdict.stale_baseline:
                 self._print(f"  stale baseline entry {scenario_id}: it passes now; remove it from the baseline")
+
+
+def _discard_output(stream: TextIO) -> None:
+    """Point the stream's file descriptor at /dev/null, so the text still buffered in
+    it, and anything printed later, goes nowhere instead of raising again."""
+    try:
+        descriptor = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return  # not backed by a file descriptor: nothing will be flushed to a pipe
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)
