@@ -43,6 +43,14 @@ _AUDIT_FAILPOINT = {
     "execution_started": "approval.audit_started",
     "execution_completed": "approval.audit_completed",
 }
+# The state each audit event's step set: a repaired line says the same as the one that failed.
+_STEP_STATE = {
+    "approved": "approved",
+    "execution_started": "executing",
+    "execution_completed": "succeeded",
+    "verification_required": "needs_verification",
+    "marked_stale": "stale",
+}
 # States in which an execution was begun and did not finish: only these need evidence.
 _INTERRUPTED = ("executing", "failed", "needs_verification")
 _OPERATION_ID = re.compile(r"op-[0-9a-f]{32}")
@@ -167,6 +175,8 @@ class ApprovalService:
                     f"operation {record['operation_id']} is {record['state']}; only an approved operation executes"
                     + ("; an interrupted one is resumed by recover" if record["state"] in _INTERRUPTED else ""),
                 )
+            # An approval audit still owed goes first, so the log keeps the order of the steps.
+            self._repair_audit(record)
             self._run(record)
             return {"state": record["state"]}
 
@@ -174,8 +184,13 @@ class ApprovalService:
         recalculated = request_digest(args["request"]) if "request" in args else None
         with self._locked_record(args) as record:
             repaired = self._repair_audit(record)
-            if recalculated not in (None, record["request_digest"]) or record["state"] == "stale":
-                outcome = self._mark_stale(record)
+            if record["state"] == "needs_verification":
+                # Persists: no protocol op records a human's verification.
+                outcome = "needs_verification"
+            elif recalculated not in (None, record["request_digest"]) or record["state"] == "stale":
+                # While the effect is unknown, stale would say nothing ran when something may have.
+                unknown = record["state"] in _INTERRUPTED and self._evidence(record) == "unknown"
+                outcome = self._require_verification(record) if unknown else self._mark_stale(record)
             elif record["state"] in _INTERRUPTED:
                 outcome = self._resume(record)
             elif record["state"] == "succeeded" and repaired:
@@ -253,10 +268,12 @@ class ApprovalService:
             # Unknown, but the stable operation key makes another call harmless: the
             # executor itself says whether the effect already existed.
             return "reconciled" if self._run(record) else "re_executed"
-        if record["state"] != "needs_verification":
-            record["state"] = "needs_verification"
-            self.store.save(record)
-            self._audit(record, "verification_required")
+        return self._require_verification(record)
+
+    def _require_verification(self, record: dict[str, Any]) -> str:
+        record["state"] = "needs_verification"
+        self.store.save(record)
+        self._audit(record, "verification_required")
         return "needs_verification"
 
     def _mark_stale(self, record: dict[str, Any]) -> str:
@@ -317,7 +334,7 @@ class ApprovalService:
                 "operation_id": record["operation_id"],
                 "operation_key": record["operation_key"],
                 "request_digest": record["request_digest"],
-                "state": record["state"],
+                "state": _STEP_STATE[event],
                 "repaired": repaired,
                 "at": time.time(),
             },

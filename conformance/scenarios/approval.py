@@ -45,6 +45,16 @@ CONTROLS_SEED = {
     "changed digest": (1, 1, 1, "APPROVAL_STALE"),
 }
 
+CRASH_TABLE = "Crash after the effect, then recovery in a new process"
+CRASH_COLUMNS = ["executor", "effects after crash", "after recovery", "calls", "recovery (spec)", "recovery", "state"]
+# executor -> the outcome the spec decides after a crash that follows the effect.
+EXPECTED_AFTER_CRASH = {"opaque": "needs_verification", "plain": "reconciled", "dedupe": "reconciled"}
+OUTCOME_REASON = {
+    "opaque": "an opaque effect cannot be confirmed and the executor cannot deduplicate",
+    "plain": "a plain executor's effect is observable and exists",
+    "dedupe": "the dedupe executor, called again under the same key, finds its effect",
+}
+
 AUDIT_APPROVED = "approval.audit_approved"
 AUDIT_STARTED = "approval.audit_started"
 AUDIT_COMPLETED = "approval.audit_completed"
@@ -134,22 +144,44 @@ def control_row(ctx: Context, control: str, after_fault: int, after_recovery: in
     table_row(ctx, CONTROL_TABLE, CONTROL_COLUMNS, [control, seed[0], after_fault, seed[1], after_recovery, seed[2], calls, seed[3], outcome])
 
 
-def probe_audit_fault(ctx: Context, probe: str, operation: Operation, op: str, failpoint: str) -> tuple[int, Mapping[str, Any]]:
-    """Call ``op`` with its audit append failing; note the probe's row, then judge.
 
-    The failure must reach the caller: a success would hide it (APR-2), and no
-    answer leaves nothing to judge. Answers ``(effects, get_operation)`` after it.
+def refused(ctx: Context, call: Call, code: str, what: str) -> None:
+    """A typed refusal ``code``; anything else is named in approval terms (the state an
+    ``ok`` answered, or the other error)."""
+    if not call.answered:
+        raise Unjudgeable(f"{what}: no answer ({call.message})")
+    ctx.check(call.code == code, f"{what}: expected error {code}, got {caller_view(call)}")
+
+
+def faulted(ctx: Context, operation: Operation, op: str, failpoint: str, label: str) -> tuple[Call, int, Mapping[str, Any]]:
+    """Call ``op`` with ``failpoint=fail`` armed: ``(call, effects, get_operation)`` after it.
+
+    A ``fail`` failpoint fires every time its step is reached in the process
+    (protocol_spec.decisions). A success while no audit is pending means it did not
+    fire here, so nothing about the window can be judged: the scenario ends in error.
     """
     call = ctx.call(op, {"operation_id": operation.operation_id})
-    count, _ = effects(ctx, operation, "after the fault")
-    view = operation_view(ctx, operation, "after the fault")
-    probe_row(ctx, probe, caller_view(call), view["state"], count)
+    count, _ = effects(ctx, operation, label)
+    view = operation_view(ctx, operation, label)
     if not call.answered:
-        raise Unjudgeable(f"{op}: no answer with {failpoint}=fail armed ({call.message})")
-    ctx.check(call.kind != "ok", f"{op}: answered success although its audit append failed ({failpoint}=fail); the caller must be told")
-    ctx.expect_error(call, "AUDIT_WRITE_FAILED", op)
-    evidence_agrees(ctx, view, count, "after the fault")
-    return count, view
+        raise Unjudgeable(f"{op} ({operation.executor}): no answer with {failpoint}=fail armed ({call.message})")
+    if call.kind == "ok" and view["audit_pending"] is False:
+        raise Unjudgeable(
+            f"{op} ({operation.executor}): the failpoint did not fire: {failpoint}=fail is armed, yet the call answered "
+            f"{caller_view(call)} and get_operation shows no audit pending; the window was never tested"
+        )
+    return call, count, view
+
+
+def audit_fault_reported(ctx: Context, call: Call, view: Mapping[str, Any], count: int, op: str, label: str) -> None:
+    """APR-2: the caller is told (AUDIT_WRITE_FAILED, never a success), and the record
+    keeps the owed audit while the step stands. Only an approval rolled back with its
+    audit (P1's ``proposed``) owes nothing."""
+    ctx.check(call.kind != "ok", f"{label}: {op} answered {caller_view(call)} although its audit append failed; the caller must be told (AUDIT_WRITE_FAILED)")
+    refused(ctx, call, "AUDIT_WRITE_FAILED", f"{label}: {op}")
+    if view["state"] != "proposed":
+        ctx.check(view["audit_pending"] is True, f"{label}: the audit append failed and the operation is {view['state']}, yet get_operation says audit_pending false; the record must keep the owed audit")
+    evidence_agrees(ctx, view, count, label)
 
 
 # -- the probes ----------------------------------------------------------------------
@@ -162,10 +194,10 @@ def consumed(ctx: Context) -> None:
     first = ctx.expect_ok(ctx.call("execute", {"operation_id": operation.operation_id}), "first execute").result
     ctx.check(first.get("state") == "succeeded", f"first execute answered state {first.get('state')}, expected succeeded")
     again = ctx.call("execute", {"operation_id": operation.operation_id})
-    ctx.expect_error(again, "APPROVAL_ALREADY_CONSUMED", "execute after success")
+    refused(ctx, again, "APPROVAL_ALREADY_CONSUMED", "execute after success")
     ctx.check(effects(ctx, operation, "after the second execute") == (1, 1), "executing a succeeded operation again must not call the executor")
     ctx.restart()
-    ctx.expect_error(ctx.call("execute", {"operation_id": operation.operation_id}), "APPROVAL_ALREADY_CONSUMED", "execute after a restart")
+    refused(ctx, ctx.call("execute", {"operation_id": operation.operation_id}), "APPROVAL_ALREADY_CONSUMED", "execute after a restart")
     count, _ = effects(ctx, operation, "after the restart")
     ctx.check(count == 1, f"list_effects holds {count} effects after the restart, expected 1")
     view = operation_view(ctx, operation, "after the restart")
@@ -177,7 +209,9 @@ def consumed(ctx: Context) -> None:
 def approval_audit_fault(ctx: Context) -> None:
     ctx.start(failpoints={AUDIT_APPROVED: "fail"})
     operation = proposed(ctx, "plain")
-    count, view = probe_audit_fault(ctx, "P1", operation, "approve", AUDIT_APPROVED)
+    call, count, view = faulted(ctx, operation, "approve", AUDIT_APPROVED, "after the fault")
+    probe_row(ctx, "P1", caller_view(call), view["state"], count)
+    audit_fault_reported(ctx, call, view, count, "approve", "after the fault")
     ctx.check(count == 0, f"approving made {count} effect(s)")
     # The state the runtime reports must be the truth: approved executes, proposed
     # (an approval rolled back with its audit) is refused. The error alone says neither.
@@ -188,107 +222,156 @@ def approval_audit_fault(ctx: Context) -> None:
         ctx.expect_ok(execute, "execute of the operation reported approved, in a new process")
         expected = 1
     else:
-        ctx.expect_error(execute, "NOT_APPROVED", "execute of the operation reported proposed, in a new process")
+        refused(ctx, execute, "NOT_APPROVED", "execute of the operation reported proposed, in a new process")
         expected = 0
     count, _ = effects(ctx, operation, "after execute in a new process")
     ctx.check(count == expected, f"after execute in a new process list_effects holds {count} effects, expected {expected}")
+    after = operation_view(ctx, operation, "after execute in a new process")
+    # execute appends the approval audit it still owes before it runs anything.
+    ctx.check(after["audit_pending"] is False, f"after execute in a new process the operation is {after['state']} with audit_pending true; the owed approval audit must be appended")
 
 
 @scenario("P2-START-AUDIT-FAULT")
 def start_audit_fault(ctx: Context) -> None:
     ctx.start(failpoints={AUDIT_STARTED: "fail"})
     operation = approved(ctx, "plain")
-    count, _ = probe_audit_fault(ctx, "P2", operation, "execute", AUDIT_STARTED)
+    call, count, view = faulted(ctx, operation, "execute", AUDIT_STARTED, "after the fault")
+    probe_row(ctx, "P2", caller_view(call), view["state"], count)
+    audit_fault_reported(ctx, call, view, count, "execute", "after the fault")
     ctx.check(count == 0, f"the start audit failed, yet {count} effect(s) exist: an execution must not go on without its start audit")
     ctx.restart()
     result = recovered(ctx, operation, "recover in a new process")
     count, calls = effects(ctx, operation, "after recovery")
     ctx.check(result["outcome"] == "re_executed", f"the effect of a plain executor is proven absent, so recovery must re-execute; it answered {result['outcome']}")
     ctx.check((count, calls) == (1, 1), f"after recovery: {count} effect(s) from {calls} executor call(s), expected 1 from 1")
-    ctx.check(result["state"] == "succeeded", f"recovery re-executed but left state {result['state']}")
+    after = operation_view(ctx, operation, "after recovery")
+    ctx.check((after["state"], after["audit_pending"]) == ("succeeded", False), f"recovery re-executed, yet the operation is {after['state']} with audit_pending {after['audit_pending']}")
 
 
 @scenario("P3-COMPLETION-AUDIT-FAULT")
 def completion_audit_fault(ctx: Context) -> None:
+    # Both controls in one faulted process: a fail failpoint fires on every append of
+    # its event, and faulted() ends the scenario in error if it did not.
     ctx.start(failpoints={AUDIT_COMPLETED: "fail"})
     controls = {"no dedupe, same digest": approved(ctx, "plain"), "dedupe, same digest": approved(ctx, "dedupe")}
-    faulted: dict[str, tuple[Call, int, Mapping[str, Any]]] = {}
-    for control, operation in controls.items():
-        call = ctx.call("execute", {"operation_id": operation.operation_id})
-        if not call.answered:
-            raise Unjudgeable(f"execute ({operation.executor}): no answer with {AUDIT_COMPLETED}=fail armed ({call.message})")
-        count, _ = effects(ctx, operation, f"{operation.executor}: after the fault")
-        ctx.check(count == 1, f"{operation.executor}: the completion audit follows the effect, yet list_effects holds {count}")
-        faulted[control] = (call, count, operation_view(ctx, operation, f"{operation.executor}: after the fault"))
-    call, count, view = faulted["no dedupe, same digest"]
+    faults = {control: faulted(ctx, operation, "execute", AUDIT_COMPLETED, f"{operation.executor}: after the fault") for control, operation in controls.items()}
+    call, count, view = faults["no dedupe, same digest"]
     probe_row(ctx, "P3", caller_view(call), view["state"], count)
-    for control, (_, count, view) in faulted.items():
-        evidence_agrees(ctx, view, count, f"{controls[control].executor}: after the fault")
 
     ctx.restart()
-    recovered_rows = {}
+    recoveries = {}
     for control, operation in controls.items():
         result = recovered(ctx, operation, f"{operation.executor}: recover in a new process")
         after, calls = effects(ctx, operation, f"{operation.executor}: after recovery")
-        control_row(ctx, control, faulted[control][1], after, calls, result["outcome"])
-        recovered_rows[control] = (result, after)
-    # Judged once both rows are in the evidence, so a failure still shows the table.
+        control_row(ctx, control, faults[control][1], after, calls, result["outcome"])
+        recoveries[control] = (result, after)
+    # Judged once both rows are in the evidence, so a failure still shows the table;
+    # the effect count first, because a second effect is the harm.
     for control, operation in controls.items():
-        result, after = recovered_rows[control]
+        (call, count, view), (result, after) = faults[control], recoveries[control]
+        label = f"{operation.executor}: after the fault"
+        ctx.check(count == 1, f"{operation.executor}: the completion audit follows the effect, yet list_effects holds {count}")
         ctx.check(after == 1, f"{operation.executor}: new-process recovery made the effect count {after}; an audit failure after the effect must never make the operation retry-eligible")
         ctx.check(result["outcome"] == "reconciled", f"{operation.executor}: the effect exists, so recovery must reconcile; it answered {result['outcome']}")
+        audit_fault_reported(ctx, call, view, count, "execute", label)
         repaired = operation_view(ctx, operation, f"{operation.executor}: after recovery")
         ctx.check(
             (repaired["state"], repaired["audit_pending"]) == ("succeeded", False),
-            f"{operation.executor}: reconciled, yet state {repaired['state']} with audit_pending {repaired['audit_pending']}",
+            f"{operation.executor}: reconciled, yet the operation is {repaired['state']} with audit_pending {repaired['audit_pending']}",
         )
-        again = ctx.call("execute", {"operation_id": operation.operation_id})
-        ctx.expect_error(again, "APPROVAL_ALREADY_CONSUMED", f"{operation.executor}: execute after reconciliation")
+        refused(ctx, ctx.call("execute", {"operation_id": operation.operation_id}), "APPROVAL_ALREADY_CONSUMED", f"{operation.executor}: execute after reconciliation")
         ctx.check(effects(ctx, operation, f"{operation.executor}: after execute again")[0] == 1, f"{operation.executor}: a refused execute made an effect")
 
 
 # -- recovery outcomes ---------------------------------------------------------------
 
 
+def changed(operation: Operation) -> dict[str, Any]:
+    """The operation's request as recalculated after the approval: another digest."""
+    return {**operation.request, "ref": operation.request["ref"] + "-recalculated"}
+
+
 @scenario("RECOVERY-STALE-REQUEST")
 def stale_request(ctx: Context) -> None:
-    ctx.start(failpoints={AUDIT_COMPLETED: "fail"})
-    operation = approved(ctx, "plain")
-    ctx.call("execute", {"operation_id": operation.operation_id})
-    after_fault, calls_at_fault = effects(ctx, operation, "after the fault")
-    ctx.check(after_fault == 1, f"the completion audit follows the effect, yet list_effects holds {after_fault}")
+    # Two operations: one stopped before its effect (the start audit failed), one
+    # after it (the completion audit failed). Each fault needs its own process: the
+    # start audit failing would stop the second before its effect.
+    ctx.start(failpoints={AUDIT_STARTED: "fail"})
+    before, after_effect = approved(ctx, "plain"), approved(ctx, "plain")
+    faulted(ctx, before, "execute", AUDIT_STARTED, "no effect: after the fault")
+    ctx.restart(failpoints={AUDIT_COMPLETED: "fail"})
+    _, after_fault, at_fault = faulted(ctx, after_effect, "execute", AUDIT_COMPLETED, "effect: after the fault")
+    calls_at_fault = effects(ctx, after_effect, "effect: after the fault")[1]
     ctx.restart()
-    changed = {**operation.request, "ref": operation.request["ref"] + "-recalculated"}
-    result = recovered(ctx, operation, "recover with a changed request", changed)
-    after, calls = effects(ctx, operation, "after recovery")
+    result = recovered(ctx, after_effect, "effect: recover with a changed request", changed(after_effect))
+    after, calls = effects(ctx, after_effect, "effect: after recovery")
     control_row(ctx, "changed digest", after_fault, after, calls, result["outcome"])
+    ctx.check(after_fault == 1, f"the completion audit follows the effect, yet list_effects holds {after_fault}")
     ctx.check(result["outcome"] == "stale", f"the recalculated request has another digest, so recovery must answer stale; it answered {result['outcome']}")
     ctx.check(calls == calls_at_fault, f"a stale recovery called the executor {calls - calls_at_fault} more time(s)")
     ctx.check(after == 1, f"a stale recovery changed the effect count to {after}")
-    # Nothing may run on the stale approval afterwards, whatever state it now reports.
-    recovered(ctx, operation, "recover again with the original request")
-    ctx.check(effects(ctx, operation, "after a second recovery") == (1, calls_at_fault), "a later recovery ran the stale operation")
+    # A succeeded operation keeps succeeded (its effect is a fact); any other becomes stale.
+    # What the fault left is P3's to judge, not this scenario's.
+    state = operation_view(ctx, after_effect, "effect: after the stale recovery")["state"]
+    expected = "succeeded" if at_fault["state"] == "succeeded" else "stale"
+    ctx.check(state == expected, f"effect: the operation was {at_fault['state']} and recovery found it stale, so it must be {expected}; it is now {state}")
+
+    # The operation with no effect: the request identity is checked before anything runs.
+    result = recovered(ctx, before, "no effect: recover with a changed request", changed(before))
+    ctx.check(result["outcome"] == "stale", f"no effect: the recalculated request has another digest, so recovery must answer stale; it answered {result['outcome']}")
+    ctx.check(result["state"] == "stale", f"no effect: a stale recovery left state {result['state']}, expected stale")
+    ctx.check(effects(ctx, before, "no effect: after recovery") == (0, 0), "no effect: a stale recovery called the executor")
+
+    # Later recoveries with the original request run nothing on either operation.
+    again = recovered(ctx, before, "no effect: recover again with the original request")
+    ctx.check((again["outcome"], again["state"]) == ("stale", "stale"), f"no effect: a stale operation recovered with the original request answered {again['outcome']} ({again['state']}), expected stale")
+    ctx.check(effects(ctx, before, "no effect: after a second recovery") == (0, 0), "no effect: a later recovery ran the stale operation")
+    refused(ctx, ctx.call("execute", {"operation_id": before.operation_id}), "NOT_APPROVED", "no effect: execute of the stale operation")
+    ctx.check(effects(ctx, before, "no effect: after execute") == (0, 0), "no effect: execute ran the stale operation")
+    again = recovered(ctx, after_effect, "effect: recover again with the original request")
+    # A succeeded operation finished consistently; a stale one stays stale.
+    outcome = "nothing_to_do" if expected == "succeeded" else "stale"
+    ctx.check((again["outcome"], again["state"]) == (outcome, expected), f"effect: the {expected} operation recovered with the original request answered {again['outcome']} ({again['state']}), expected {outcome} ({expected})")
+    ctx.check(effects(ctx, after_effect, "effect: after a second recovery") == (1, calls_at_fault), "effect: a later recovery ran the operation again")
 
 
 @scenario("RECOVERY-UNKNOWN-EFFECT")
 def unknown_effect(ctx: Context) -> None:
+    # One crash per executor, each in its own process: SIGKILL ends the process.
     ctx.start(failpoints={AFTER_EFFECT: "crash"})
-    operation = approved(ctx, "opaque")
-    fired(ctx, ctx.call("execute", {"operation_id": operation.operation_id}), AFTER_EFFECT)
+    operations = {executor: approved(ctx, executor) for executor in EXPECTED_AFTER_CRASH}
+    for index, operation in enumerate(operations.values()):
+        if index:
+            ctx.restart(failpoints={AFTER_EFFECT: "crash"})
+        fired(ctx, ctx.call("execute", {"operation_id": operation.operation_id}), AFTER_EFFECT)
     ctx.restart()
-    count, calls = effects(ctx, operation, "after the crash")
-    ctx.check(count == 1, f"the executor's effect was made before the crash, yet list_effects holds {count}")
-    evidence_agrees(ctx, operation_view(ctx, operation, "after the crash"), count, "after the crash")
+    crashed = {executor: (effects(ctx, operation, f"{executor}: after the crash"), operation_view(ctx, operation, f"{executor}: after the crash")) for executor, operation in operations.items()}
+    recoveries = {}
+    for executor, operation in operations.items():
+        result = recovered(ctx, operation, f"{executor}: recover in a new process")
+        after, calls = effects(ctx, operation, f"{executor}: after recovery")
+        table_row(ctx, CRASH_TABLE, CRASH_COLUMNS, [executor, crashed[executor][0][0], after, calls, EXPECTED_AFTER_CRASH[executor], result["outcome"], result["state"]])
+        recoveries[executor] = (result, after, calls)
+    # Judged once every row is in the evidence; the effect count first.
+    for executor, ((count, calls_at_crash), view) in crashed.items():
+        result, after, calls = recoveries[executor]
+        ctx.check(count == 1, f"{executor}: the executor's effect was made before the crash, yet list_effects holds {count}")
+        ctx.check(after == 1, f"{executor}: recovery after a crash following the effect made the effect count {after}, expected 1")
+        outcome = EXPECTED_AFTER_CRASH[executor]
+        ctx.check(result["outcome"] == outcome, f"{executor}: {OUTCOME_REASON[executor]}, so recovery must answer {outcome}; it answered {result['outcome']}")
+        state = "needs_verification" if outcome == "needs_verification" else "succeeded"
+        ctx.check(result["state"] == state, f"{executor}: recovery answered {result['outcome']} with state {result['state']}, expected {state}")
+        if executor == "opaque":
+            ctx.check(calls == calls_at_crash, f"opaque: recovery called the executor {calls - calls_at_crash} more time(s) although the effect is unknown")
+        evidence_agrees(ctx, view, count, f"{executor}: after the crash")
 
-    def needs_verification(attempt: str) -> None:
-        result = recovered(ctx, operation, attempt)
-        ctx.check(result["outcome"] == "needs_verification", f"{attempt}: an opaque effect cannot be confirmed and the executor cannot deduplicate, so recovery must answer needs_verification; it answered {result['outcome']}")
-        ctx.check(result["state"] == "needs_verification", f"{attempt}: answered state {result['state']}, expected needs_verification")
-        ctx.check(effects(ctx, operation, f"after {attempt}") == (1, calls), f"{attempt}: recovery executed although the effect is unknown")
-
-    needs_verification("recover in a new process")
+    opaque = operations["opaque"]
+    calls = recoveries["opaque"][2]
     ctx.restart()
-    needs_verification("recover once more in another process")
-    refused = ctx.call("execute", {"operation_id": operation.operation_id})
-    ctx.check(refused.kind == "fail", f"execute of an operation that needs verification must be refused; got {caller_view(refused)}")
-    ctx.check(effects(ctx, operation, "after execute") == (1, calls), "execute ran an operation that needs verification")
+    # needs_verification persists, and wins over stale while the effect is unknown.
+    for attempt, request in (("recover once more in another process", None), ("recover with a changed request", changed(opaque))):
+        result = recovered(ctx, opaque, f"opaque: {attempt}", request)
+        ctx.check((result["outcome"], result["state"]) == ("needs_verification", "needs_verification"), f"opaque: {attempt}: answered {result['outcome']} ({result['state']}); the effect is still unknown, so it needs verification")
+        ctx.check(effects(ctx, opaque, f"opaque: after {attempt}") == (1, calls), f"opaque: {attempt}: recovery executed although the effect is unknown")
+    refused(ctx, ctx.call("execute", {"operation_id": opaque.operation_id}), "NOT_APPROVED", "opaque: execute of an operation that needs verification")
+    ctx.check(effects(ctx, opaque, "opaque: after execute") == (1, calls), "opaque: execute ran an operation that needs verification")

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from conformance.runner import Options, probe, run
-from conformance.scenarios.approval import CONTROL_TABLE, PROBE_TABLE
+from conformance.scenarios.approval import CONTROL_TABLE, CRASH_TABLE, PROBE_TABLE
 from conformance.writers.markdown import render_markdown
 
 APPROVAL_IDS = (
@@ -79,6 +79,17 @@ def test_the_reference_keeps_every_executor_control_at_one_effect(runs):
     }
 
 
+def test_the_reference_keeps_one_effect_when_any_executor_crashes_after_it(runs):
+    crashes = rows(runs["reference"], CRASH_TABLE)
+    # executor: (effects after crash, after recovery, calls, recovery, state).
+    assert {executor: tuple(row[1:4]) + tuple(row[5:]) for executor, row in crashes.items()} == {
+        "opaque": (1, 1, 1, "needs_verification", "needs_verification"),
+        "plain": (1, 1, 1, "reconciled", "succeeded"),
+        # The dedupe executor is called again under its key and finds its effect.
+        "dedupe": (1, 1, 2, "reconciled", "succeeded"),
+    }
+
+
 def test_the_p3_defect_fails_p3_and_nothing_else(runs):
     finished = runs["faulty"]
     assert statuses(finished) == {**dict.fromkeys(APPROVAL_IDS, "passed"), "P3-COMPLETION-AUDIT-FAULT": "failed"}
@@ -99,5 +110,7 @@ def test_the_markdown_report_merges_each_table_across_scenarios(runs):
     probes = report[report.index(f"## {PROBE_TABLE}") : report.index(f"## {CONTROL_TABLE}")]
     assert "From P0-CONSUMED, P1-APPROVAL-AUDIT-FAULT, P2-START-AUDIT-FAULT, P3-COMPLETION-AUDIT-FAULT." in probes
     assert [line.split("|")[1].strip() for line in probes.splitlines() if line.startswith("| P")] == ["P0", "P1", "P2", "P3"]
-    controls = report[report.index(f"## {CONTROL_TABLE}") : report.index("## Evidence")]
+    controls = report[report.index(f"## {CONTROL_TABLE}") : report.index(f"## {CRASH_TABLE}")]
     assert sum(line.startswith("| ") for line in controls.splitlines()) == 4  # header and three controls
+    crashes = report[report.index(f"## {CRASH_TABLE}") : report.index("## Evidence")]
+    assert sum(line.startswith("| ") for line in crashes.splitlines()) == 4  # header and three executors

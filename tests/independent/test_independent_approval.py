@@ -8,8 +8,13 @@ failed completion audit turns a completed action into ``failed``, and recovery r
 failed operation again), and the kit must fail P3-COMPLETION-AUDIT-FAULT and nothing
 else.
 
-Both kit runs start together as two subprocesses, so the module costs one run's wall
-time (about 6 s on 2 shared cores, measured with ``python -m pytest -q
+``approval_harness/variants.py`` changes one method of the correct runtime per
+variant: each is a hole the vendor's review found the kit passing, and the kit must
+now fail (or, for a fault that never fired, end in error) exactly the scenarios named
+in ``VARIANTS`` below, which are the only ones each run selects.
+
+All kit runs start together as subprocesses, so the module costs about one full run's
+wall time (measured with ``python -m pytest -q
 tests/independent/test_independent_approval.py --durations=0``).
 """
 
@@ -33,20 +38,33 @@ SCENARIOS = (
     "RECOVERY-UNKNOWN-EFFECT",
 )
 MODES = ("correct", "p3-defect")
+VARIANTS_SCRIPT = HERE / "approval_harness" / "variants.py"
+# variant -> the status each scenario it targets must end in (each run selects only these).
+VARIANTS = {
+    # fail fired once per process: P3's second operation never met the fault.
+    "one-shot-fail": {"P3-COMPLETION-AUDIT-FAULT": "error"},
+    "plain-crash-reads-absent": {"RECOVERY-UNKNOWN-EFFECT": "failed"},
+    "dedupe-never-dedupes": {"RECOVERY-UNKNOWN-EFFECT": "failed"},
+    "stale-only-once-dispatched": {"RECOVERY-STALE-REQUEST": "failed"},
+    "audit-pending-never-shown": dict.fromkeys(("P1-APPROVAL-AUDIT-FAULT", "P2-START-AUDIT-FAULT", "P3-COMPLETION-AUDIT-FAULT"), "failed"),
+    "stale-demotes-succeeded": {"RECOVERY-STALE-REQUEST": "failed"},
+}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Run the kit against both modes at once; mode -> (exit code, report.json, output)."""
+    """Run the kit against both modes and every variant at once; name -> (exit code,
+    report.json, output)."""
+    harnesses = {mode: (f"{sys.executable} {HARNESS} --mode {mode}", SCENARIOS) for mode in MODES}
+    harnesses |= {variant: (f"{sys.executable} {VARIANTS_SCRIPT} {variant}", tuple(expected)) for variant, expected in VARIANTS.items()}
     started = {}
-    for mode in MODES:
-        out = tmp_path_factory.mktemp(mode)
+    for name, (harness, only) in harnesses.items():
+        out = tmp_path_factory.mktemp(name)
         command = [
             sys.executable, "-m", "conformance.cli", "run",
-            "--harness", f"{sys.executable} {HARNESS} --mode {mode}",
-            "--only", ",".join(SCENARIOS), "--seed", "1", "--out", str(out), "--format", "json",
+            "--harness", harness, "--only", ",".join(only), "--seed", "1", "--out", str(out), "--format", "json",
         ]
-        started[mode] = (out, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        started[name] = (out, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     results = {}
     for mode, (out, proc) in started.items():
         output, _ = proc.communicate(timeout=240)
@@ -60,11 +78,13 @@ def scenario(report, sid):
     return next(s for s in report["scenarios"] if s["id"] == sid)
 
 
-def test_correct_runtime_passes_all_six_and_is_conformant(runs):
+def test_correct_runtime_passes_all_six_and_nothing_blocks(runs):
+    # A run of six scenarios is partial, so its verdict cannot say conformant; that
+    # none of the six blocks is what the run can say.
     code, report, output = runs["correct"]
     assert {s["id"]: s["status"] for s in report["scenarios"]} == dict.fromkeys(SCENARIOS, "passed"), output
     assert report["implementation"]["name"] == "independent-approval-correct"
-    assert report["verdict"]["conformant"] is True
+    assert report["verdict"]["blocking"] == []
     assert code == 0, output
 
 
@@ -95,6 +115,27 @@ def test_p3_defect_failure_names_the_second_effect(runs):
     assert failed["evidence"]["operations"]["plain: after the fault"]["state"] == "failed"
     assert failed["evidence"]["effects"]["plain: after recovery"]["effects"] == 2
     assert "--mode p3-defect" in failed["reproduce"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_each_one_change_variant_is_caught(runs, variant):
+    code, report, output = runs[variant]
+    assert {s["id"]: s["status"] for s in report["scenarios"]} == VARIANTS[variant], output
+    assert code == 1, output
+
+
+def test_a_fault_that_did_not_fire_is_an_error_not_a_verdict_on_recovery(runs):
+    _, report, _ = runs["one-shot-fail"]
+    reason = scenario(report, "P3-COMPLETION-AUDIT-FAULT")["reason"]
+    assert reason.startswith("execute (dedupe): the failpoint did not fire"), reason
+
+
+def test_the_independent_harness_refuses_a_failpoint_it_cannot_honour(tmp_path):
+    env = {"RETRYPROOF_STATE_DIR": str(tmp_path), "RETRYPROOF_FAILPOINTS": "approval.audit_completed=fail,approval.nowhere=crash"}
+    done = subprocess.run([sys.executable, str(HARNESS), "--mode", "correct"], input="", capture_output=True, text=True, env=env, timeout=30)
+    assert done.returncode != 0
+    assert "approval.nowhere=crash" in done.stderr
+    assert done.stdout == ""
 
 
 def load_harness():

@@ -75,6 +75,39 @@ def test_p1_the_approval_persists_when_its_audit_fails(tmp_path):
     assert effects(restarted) == (1, 1)
 
 
+def test_p1_execute_appends_the_owed_approval_audit_before_it_runs(tmp_path):
+    service = service_on(tmp_path, approval__audit_approved="fail")
+    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
+    rejected(service.approve, {"operation_id": operation_id})
+
+    restarted = service_on(tmp_path)
+    assert restarted.execute({"operation_id": operation_id}) == {"state": "succeeded"}
+    assert audit_events(restarted) == [("approved", True), ("execution_started", False), ("execution_completed", False)]
+    # Each line carries the state its step set, the repaired one included.
+    assert [event["state"] for event in restarted.audit.events()] == ["approved", "executing", "succeeded"]
+    assert restarted.get_operation({"operation_id": operation_id})["audit_pending"] is False
+
+
+def test_p1_execute_runs_nothing_while_the_owed_approval_audit_still_fails(tmp_path):
+    service = service_on(tmp_path, approval__audit_approved="fail")
+    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
+    rejected(service.approve, {"operation_id": operation_id})
+    assert rejected(service.execute, {"operation_id": operation_id}).code == "AUDIT_WRITE_FAILED"
+    assert service.get_operation({"operation_id": operation_id})["state"] == "approved"
+    assert effects(service) == (0, 0)
+
+
+@pytest.mark.parametrize("failpoint", ["audit_started", "audit_completed"])
+def test_approve_outside_proposed_and_approved_answers_the_state_and_changes_nothing(tmp_path, failpoint):
+    service = service_on(tmp_path, **{f"approval__{failpoint}": "fail"})
+    operation_id = approved(service)
+    rejected(service.execute, {"operation_id": operation_id})
+    before = service.store.load(operation_id)
+    events = audit_events(service)
+    assert service.approve({"operation_id": operation_id}) == {"state": before["state"]}
+    assert service.store.load(operation_id) == before and audit_events(service) == events
+
+
 def test_p1_retrying_approve_repairs_the_audit_instead_of_approving_twice(tmp_path):
     service = service_on(tmp_path, approval__audit_approved="fail")
     operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
@@ -156,6 +189,31 @@ def test_a_changed_request_makes_an_unfinished_operation_stale_for_good(tmp_path
     assert restarted.recover({"operation_id": operation_id}) == {"outcome": "stale", "state": "stale"}
     assert rejected(restarted.execute, {"operation_id": operation_id}).code == "NOT_APPROVED"
     assert effects(restarted) == (0, 0)
+
+
+def test_a_succeeded_operation_found_stale_has_nothing_to_do_with_the_original_request(tmp_path):
+    service = service_on(tmp_path)
+    operation_id = approved(service)
+    service.execute({"operation_id": operation_id})
+    changed = dict(REQUEST, branch="release/2.2")
+    assert service.recover({"operation_id": operation_id, "request": changed}) == {"outcome": "stale", "state": "succeeded"}
+    assert service.recover({"operation_id": operation_id}) == {"outcome": "nothing_to_do", "state": "succeeded"}
+    assert service.recover({"operation_id": operation_id, "request": changed}) == {"outcome": "stale", "state": "succeeded"}
+    assert effects(service) == (1, 1)
+
+
+@pytest.mark.parametrize("executor", ["opaque", "dedupe"])
+def test_needs_verification_wins_over_stale_while_the_effect_is_unknown(tmp_path, executor):
+    # As if the process died after the executor was dispatched: the effect is unknown.
+    service = service_on(tmp_path)
+    operation_id = approved(service, executor=executor)
+    record = service.store.load(operation_id)
+    record.update(state="executing", dispatched=True)
+    service.store.save(record)
+    changed = dict(REQUEST, branch="release/2.2")
+    for request in (changed, REQUEST, changed):
+        assert service.recover({"operation_id": operation_id, "request": request}) == {"outcome": "needs_verification", "state": "needs_verification"}
+    assert effects(service, "op-key-1") == (0, 0)
 
 
 def test_the_same_request_in_another_key_order_is_not_stale(tmp_path):

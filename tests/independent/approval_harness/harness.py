@@ -48,6 +48,11 @@ AUDIT_POINTS = {
     "execution_started": "approval.audit_started",
     "execution_completed": "approval.audit_completed",
 }
+# The state each audit event's step set; a repaired line carries it too.
+STEP_STATES = {
+    "approved": "approved", "execution_started": "executing", "execution_completed": "succeeded",
+    "verification_required": "needs_verification", "marked_stale": "stale",
+}
 MAX_SAFE_INTEGER = 2**53 - 1
 
 
@@ -456,7 +461,7 @@ class Runtime:
         """Append one audit line durably; AuditWriteFailed when the append fails."""
         line = json.dumps({
             "event": event, "operation_id": op["operation_id"], "operation_key": op["operation_key"],
-            "request_digest": op["request_digest"], "state": op["state"], "repaired": repaired, "at": time.time(),
+            "request_digest": op["request_digest"], "state": STEP_STATES[event], "repaired": repaired, "at": time.time(),
         }, sort_keys=True) + "\n"
         try:
             if event in AUDIT_POINTS:
@@ -605,6 +610,11 @@ class Runtime:
             recalculated = op["request_digest"]
         repaired = self._repair_audits(op)
         state = op["state"]
+        if state == "needs_verification":
+            return {"outcome": "needs_verification", "state": state}
+        if state in ("executing", "failed") and self._effect_evidence(op) == "unknown" and recalculated != op["request_digest"]:
+            # needs_verification wins over stale while the effect is unknown.
+            return self._verification_required(op)
         if state == "stale" or recalculated != op["request_digest"]:
             if state not in ("stale", "succeeded"):
                 self._save(op, state="stale")
@@ -614,8 +624,6 @@ class Runtime:
             return {"outcome": "nothing_to_do", "state": state}
         if state == "succeeded":
             return {"outcome": "reconciled" if repaired else "nothing_to_do", "state": state}
-        if state == "needs_verification":
-            return {"outcome": "needs_verification", "state": state}
         if state == "failed" and self.mode == "p3-defect":
             # The defect: a failed operation whose approval still stands is run again.
             self._save(op, state="executing")
@@ -634,6 +642,9 @@ class Runtime:
         if op["executor"] == "dedupe":
             already = self._dispatch(op)
             return {"outcome": "reconciled" if already else "re_executed", "state": op["state"]}
+        return self._verification_required(op)
+
+    def _verification_required(self, op):
         self._save(op, state="needs_verification")
         self._audit(op, "verification_required")
         return {"outcome": "needs_verification", "state": op["state"]}
@@ -676,12 +687,13 @@ OP_ARGS = {
 
 
 def parse_failpoints(text):
+    """The armed failpoints; ValueError for an entry this runtime cannot honour (the
+    spec: refuse to start rather than leave a window untested)."""
     armed = {}
     for item in filter(None, (text or "").split(",")):
         name, _, action = item.partition("=")
         if name not in FAILPOINTS or action not in ("crash", "fail"):
-            print(f"ignoring failpoint {item!r}: not one this runtime declares", file=sys.stderr)
-            continue
+            raise ValueError(f"RETRYPROOF_FAILPOINTS entry {item!r}: not a failpoint and action this runtime declares")
         armed[name] = action
     return armed
 
@@ -727,7 +739,12 @@ def main(argv=None):
     if not state_dir or not os.path.isdir(state_dir):
         print("RETRYPROOF_STATE_DIR must name an existing directory", file=sys.stderr)
         return 2
-    runtime = Runtime(os.path.abspath(state_dir), parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS")), options.mode)
+    try:
+        failpoints = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    runtime = Runtime(os.path.abspath(state_dir), failpoints, options.mode)
     for line in sys.stdin.buffer:
         if not line.strip():
             continue
