@@ -7,6 +7,7 @@ Each subcommand lives in its own module and is imported only when used, so
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import sys
@@ -25,13 +26,13 @@ COMMANDS = {
 }
 
 
-def positive_int(text: str) -> int:
+def positive_int(text: str, minimum: int = 1) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{value} must be at least {minimum}")
     return value
 
 
@@ -39,8 +40,16 @@ def id_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument like every other user error: an
+    ``error:`` line, a ``hint:`` line, exit 2 (not a usage dump)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message}\nhint: see '{self.prog} --help'\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="retryproof",
         description="Conformance test kit for retry-safe side effects in agent runtimes.",
     )
@@ -57,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", metavar="DIR", help="report directory (default: reports/<implementation name>/)")
     run.add_argument("--format", type=id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit")
     run.add_argument("--seed", type=int, metavar="N", help="seed for every random choice (default: random, printed)")
-    run.add_argument("--concurrency", type=positive_int, default=8, metavar="N", help="callers in the A4 scenarios")
+    run.add_argument("--concurrency", type=functools.partial(positive_int, minimum=2), default=8, metavar="N", help="callers in the A4 scenarios, at least 2 (one caller cannot race)")
     run.add_argument("--baseline", metavar="FILE", help="expected failures; a listed failure that passes is reported")
     run.add_argument("--call-timeout", type=float, default=10.0, metavar="S", help="seconds to wait for one response")
     run.add_argument("--start-timeout", type=float, default=10.0, metavar="S", help="seconds to wait for the handshake")

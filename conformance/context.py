@@ -10,10 +10,11 @@ import random
 import string
 import threading
 import time
+from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from adapters.connection import Connection, HarnessStartError
+from adapters.connection import Connection, HarnessStartError, Lost, Reply
 from conformance.catalogue import Entry
 from conformance.outcome import Call, classify
 from conformance.validation import result_problem
@@ -64,11 +65,19 @@ ConnectionFactory = Callable[[], Connection]
 class Context:
     """A scenario's handle on the runtime. Created by the runner, one per scenario."""
 
-    def __init__(self, entry: Entry, connect: ConnectionFactory, hello: Mapping[str, Any], seed: int, concurrency: int):
+    def __init__(
+        self, entry: Entry, connect: ConnectionFactory, hello: Mapping[str, Any], seed: int, concurrency: int, call_timeout: float = 10.0
+    ):
         self.entry = entry
         self.hello = hello
         self.seed = seed
         self.concurrency = concurrency
+        #: The run's --call-timeout; ``concurrently`` spends it once per batch.
+        self.call_timeout = call_timeout
+        #: Environment variables a reproduction of this scenario needs (``--only ID``
+        #: alone would not choose the same behaviour); the runner puts them in the
+        #: reproduce line.
+        self.reproduce_env: dict[str, str] = {}
         #: Seeded per scenario, so ``--only ID --seed N`` replays the same choices.
         self.rng = random.Random(f"{seed}/{entry.id}")
         self.evidence: dict[str, Any] = {}
@@ -173,30 +182,53 @@ class Context:
         return self._record(op, args, reply, time.perf_counter() - began, connection)
 
     def concurrently(self, requests: Sequence[tuple[str, Mapping[str, Any]]], *, connection: Connection | None = None) -> list[Call]:
-        """Pipeline all ``requests`` on one connection before reading any answer."""
+        """Pipeline all ``requests`` on one connection before reading any answer.
+        One call timeout covers the whole batch, so a hung harness costs one timeout,
+        not one per call."""
         connection = connection or self.conn
         began = time.perf_counter()
         pending = [(op, dict(args), connection.submit(op, args)) for op, args in requests]
-        replies = [(op, args, connection.wait(future)) for op, args, future in pending]
+        futures.wait([future for _, _, future in pending], timeout=self.call_timeout)
+        replies = [(op, args, self._by_deadline(connection, future)) for op, args, future in pending]
         elapsed = time.perf_counter() - began
         return [self._record(op, args, reply, elapsed, connection) for op, args, reply in replies]
 
+    def _by_deadline(self, connection: Connection, future: futures.Future) -> Reply:
+        """The reply of a batch's call once the batch deadline has passed: its answer,
+        or ``Lost`` (the adapter's own wait would otherwise start a new timeout)."""
+        answered = future.done()
+        reply = connection.wait(future, 0)  # also lets the adapter forget an unanswered call
+        if answered or not isinstance(reply, Lost):
+            return reply
+        return Lost(f"no response within {self.call_timeout:g}s (one deadline for the whole batch)")
+
     def in_parallel(self, connections: Sequence[Connection], op: str, args: Mapping[str, Any]) -> list[Call]:
         """The same call on each connection at once, one thread per connection,
-        released together by a barrier."""
+        released together by a barrier. Every call is judged: a call whose judging
+        raised (a result that violates its schema) ends the scenario as it would
+        on the main thread."""
         barrier = threading.Barrier(len(connections))
         calls: list[Call | None] = [None] * len(connections)
+        raised: list[BaseException | None] = [None] * len(connections)
 
         def one(index: int, connection: Connection) -> None:
-            barrier.wait()
-            calls[index] = self.call(op, args, connection=connection)
+            try:
+                barrier.wait()
+                calls[index] = self.call(op, args, connection=connection)
+            except BaseException as exc:  # re-raised on the scenario's thread below
+                raised[index] = exc
 
         threads = [threading.Thread(target=one, args=pair) for pair in enumerate(connections)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        return [call for call in calls if call is not None]
+        failure = next((exc for exc in raised if exc is not None), None)
+        if failure is not None:
+            raise failure
+        if any(call is None for call in calls):
+            raise RuntimeError(f"in_parallel: {calls.count(None)} of {len(calls)} calls left no result")
+        return list(calls)
 
     def send_line(self, raw: bytes) -> Call:
         """Send a raw line that is not a request; the answer must have id null."""

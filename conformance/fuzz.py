@@ -11,7 +11,7 @@ the evidence (``replay``); the report writers save it beside the report as
 from __future__ import annotations
 
 from conformance.fuzz_machine import run_fuzz
-from conformance.fuzz_profiles import private_storage
+from conformance.fuzz_profiles import ENV_VAR, private_storage
 from conformance.scenarios import Context, scenario
 
 @scenario("FUZZ-MODEL")
@@ -19,6 +19,7 @@ def fuzz_model(ctx: Context) -> None:
     ctx.start()
     with private_storage():
         outcome = run_fuzz(ctx.conn, seed=ctx.seed)
+    ctx.reproduce_env[ENV_VAR] = outcome.profile
     ctx.note(
         "fuzz",
         {

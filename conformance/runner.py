@@ -7,11 +7,12 @@ end every process it started. The runner never writes a report itself.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
@@ -116,17 +117,33 @@ def against_baseline(result: ScenarioResult, baseline: frozenset[str]) -> Scenar
     return result
 
 
-def reproduce_line(options: Options, scenario_id: str) -> str:
-    target = f" {options.target}" if options.target else ""
-    return f"retryproof run --only {scenario_id} --seed {options.seed}{target}"
+#: Options whose value changes what a scenario does, with their flags: a reproduce
+#: line names each one that differs from its default.
+BEHAVIOUR_FLAGS = {"concurrency": "--concurrency", "call_timeout": "--call-timeout", "start_timeout": "--start-timeout"}
+
+
+def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str, str] | None = None) -> str:
+    """The command that runs ``scenario_id`` again the same way: its seed, every
+    behaviour option off its default, the target, and the ``environment`` variables
+    the scenario's behaviour depended on."""
+    defaults = {item.name: item.default for item in fields(Options) if item.name in BEHAVIOUR_FLAGS}
+    words = [f"{name}={shlex.quote(value)}" for name, value in sorted((environment or {}).items())]
+    words += ["retryproof", "run", "--only", scenario_id, "--seed", str(options.seed)]
+    for name, flag in BEHAVIOUR_FLAGS.items():
+        value = getattr(options, name)
+        if value != defaults[name]:
+            words += [flag, format(value, "g")]
+    if options.target:
+        words.append(options.target)
+    return " ".join(words)
 
 
 def run_one(item: Entry, function, options: Options, hello: Mapping[str, Any]) -> ScenarioResult:
     began = time.perf_counter()
-    reproduce = reproduce_line(options, item.id)
 
     def finish(status: str, reason: str | None, context: Context | None = None, **evidence: Any) -> ScenarioResult:
         stderr = None
+        reproduce = reproduce_line(options, item.id, context.reproduce_env if context else None)
         if context is not None:
             evidence = {**context.evidence, **evidence}
             if status in ("failed", "error"):
@@ -140,7 +157,7 @@ def run_one(item: Entry, function, options: Options, hello: Mapping[str, Any]) -
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
     state_dir = tempfile.mkdtemp(prefix=f"retryproof-{item.id.lower()}-")
-    context = Context(item, lambda: _connection(options, state_dir), hello, options.seed, options.concurrency)
+    context = Context(item, lambda: _connection(options, state_dir), hello, options.seed, options.concurrency, options.call_timeout)
     try:
         function(context)
         return finish("passed", None, context)

@@ -28,8 +28,10 @@ class Answer:
 
 @dataclass(frozen=True)
 class Verdict:
-    conformant: bool
+    conformant: bool  # only a complete run can be
     complete: bool  # every catalogue scenario was selected
+    selected: int
+    catalogued: int
     blocking: tuple[tuple[str, str], ...]  # (id, why) of MUST scenarios that keep it from conformant
     warnings: tuple[tuple[str, str], ...]  # SHOULD scenarios that failed or ended in error
     not_covered: tuple[tuple[str, str], ...]  # MUST scenarios for an optional feature the runtime lacks
@@ -40,15 +42,25 @@ class Verdict:
 
     @property
     def headline(self) -> str:
-        word = "CONFORMANT" if self.conformant else "NOT CONFORMANT"
-        return word if self.complete else f"{word} (partial run: not every catalogue scenario was selected)"
+        if self.complete:
+            return "CONFORMANT" if self.conformant else "NOT CONFORMANT"
+        partial = f"partial run: {self.selected} of {self.catalogued} catalogue scenarios selected"
+        if self.blocking:
+            return f"NOT CONFORMANT ({partial})"
+        return f"PARTIAL ({partial}; none of them blocks, conformance is not established)"
 
 
 def applies(result: ScenarioResult) -> bool:
-    """Whether a scenario applies to the runtime: it does, unless it was skipped only
-    for optional features the runtime does not declare."""
-    missing = result.evidence.get("missing", ())
-    return not (result.status == "skipped" and missing and set(missing) <= optional_capabilities())
+    """Whether a scenario applies to the runtime: it does, unless it was skipped for
+    optional features the runtime does not declare, and for nothing else. A missing
+    failpoint belongs to the feature its name is namespaced under (``approval.*`` to
+    ``approval``): a runtime without approval cannot offer approval failpoints either."""
+    missing = set(result.evidence.get("missing", ()))
+    absent = missing & optional_capabilities()
+    if result.status != "skipped" or not absent:
+        return True
+    owned = {need for need in missing if need.startswith("failpoint:") and need[len("failpoint:") :].split(".")[0] in absent}
+    return bool(missing - absent - owned)
 
 
 def _blocking_reason(result: ScenarioResult) -> str | None:
@@ -74,9 +86,13 @@ def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = ()) -> Ve
     stale = tuple(result.entry.id for result in results if result.entry.id in baseline and result.status == "passed")
     unexpected = [scenario_id for scenario_id, _ in blocking if scenario_id not in baseline]
     selected = {result.entry.id for result in results}
+    catalogued = {item.id for item in catalogue()}
+    complete = selected == catalogued
     return Verdict(
-        conformant=not blocking,
-        complete=selected == {item.id for item in catalogue()},
+        conformant=complete and not blocking,
+        complete=complete,
+        selected=len(selected),
+        catalogued=len(catalogued),
         blocking=tuple(blocking),
         warnings=tuple(warnings),
         not_covered=tuple(not_covered),

@@ -49,10 +49,11 @@ def fired(ctx: Context, call: Call, failpoint: str) -> None:
         raise Unjudgeable(f"the runtime declares failpoint {failpoint} but answered instead of crashing ({call.summary()})")
 
 
-def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submission_id: str, what: str) -> None:
+def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submission_id: str, what: str) -> TaskSet:
     """A4's contract: exactly one ``created``, every other call ``reused``, one task_id,
-    and durable state holds exactly that one new task."""
-    ctx.note("dispositions", _tally(calls))
+    and durable state holds exactly that one new task. ``what`` names the race in
+    the evidence (a scenario may run several); returns the tasks after it."""
+    ctx.evidence.setdefault("dispositions", {})[what] = _tally(calls)
     silent = [call for call in calls if not call.answered]
     if silent:
         raise Unjudgeable(f"{what}: {len(silent)} of {len(calls)} calls got no answer ({silent[0].message})")
@@ -67,9 +68,10 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
     ids = {call.task_id for call in calls}
     ctx.check(len(ids) == 1, f"{what}: the calls answered {len(ids)} different task ids: {', '.join(sorted(map(str, ids)))}")
     ctx.check(all(call.result.get("action_taken") is False for call in reused), f"{what}: a reused result says action_taken true")
-    after = ctx.tasks("after")
+    after = ctx.tasks(f"after {what}")
     ctx.check_tasks(before, after, new=1)
-    expect_identity(ctx, created[0].result, after, submission_id, "the created call")
+    expect_identity(ctx, created[0].result, after, submission_id, f"{what}: the created call")
+    return after
 
 
 def stalled_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, TaskSet]:

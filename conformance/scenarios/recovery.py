@@ -16,8 +16,15 @@ def crash_then_retry(ctx: Context, failpoint: str) -> None:
     submission_id, task = ctx.submission_id(), ctx.task()
     fired(ctx, ctx.write_task(submission_id, task), failpoint)
     ctx.restart()
+    # REC-1 is judged against the identity the first attempt left behind, learnt two
+    # ways: diagnose names the reservation (the only way after after_reserve, hence
+    # that scenario needs diagnose), and list_tasks shows the task object once it is
+    # durable (every later failpoint), so no runtime escapes by not offering diagnose.
     reserved = ctx.receipt(submission_id, "after the crash")
+    ctx.check(reserved is None or reserved.get("state") != "absent", f"diagnose says absent after a crash at {failpoint}, where the receipt was durable")
     present = ctx.tasks("after restart").for_submission(submission_id)
+    if failpoint != AFTER_RESERVE:
+        ctx.check(len(present) == 1, f"the task object was durable at {failpoint}, yet list_tasks after the restart holds {len(present)} tasks for the id")
     # Only a crash before the task object is durable leaves the retry anything to
     # write; a runtime may also have finished the creation itself at start-up.
     expected = "created" if failpoint == AFTER_RESERVE and not present else "reused"
@@ -26,11 +33,13 @@ def crash_then_retry(ctx: Context, failpoint: str) -> None:
     after = ctx.tasks("after retry")
     ctx.check_tasks(before, after, new=1)
     expect_identity(ctx, result, after, submission_id, "retry after the crash")
-    if reserved is not None and reserved.get("state") != "absent":
-        ctx.check(
-            (result["task_id"], result["task_path"]) == (reserved.get("task_id"), reserved.get("task_path")),
-            f"the retry answered {result['task_id']} at {result['task_path']}, not the preallocated {reserved.get('task_id')} at {reserved.get('task_path')}",
-        )
+    answered = (result["task_id"], result["task_path"])
+    if present:
+        written = (present[0].get("task_id"), present[0].get("task_path"))
+        ctx.check(answered == written, f"the retry answered {answered[0]} at {answered[1]}, not the task {written[0]} at {written[1]} the first attempt wrote")
+    if reserved is not None:
+        preallocated = (reserved.get("task_id"), reserved.get("task_path"))
+        ctx.check(answered == preallocated, f"the retry answered {answered[0]} at {answered[1]}, not the preallocated {preallocated[0]} at {preallocated[1]}")
     second = ctx.expect_disposition(ctx.write_task(submission_id, task), "reused", "second retry")
     ctx.check(second.get("task_id") == result["task_id"], "the second retry answered another task id")
     ctx.receipt(submission_id, "after retry")

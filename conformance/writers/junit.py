@@ -1,5 +1,7 @@
 """junit.xml for CI: one testcase per scenario. A failure fails the case; error is an
-error; skipped, not_applicable and baseline-expected failures are skipped with the
+error; a MUST scenario skipped for a missing test hook (it blocks the verdict as not
+verified) is a failure too, so junit.xml never shows green for a run that exits 1;
+other skips, not_applicable and baseline-expected failures are skipped with the
 reason; a stale baseline entry (xpass) is a failure, as it is for the exit code."""
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def render_junit(run: RunFinished) -> str:
         ("verdict", run.verdict.headline),
     ):
         ET.SubElement(properties, "property", name=name, value=xml_text(value))
+    blocking = dict(run.verdict.blocking)
     for result in run.results:
         case = ET.SubElement(
             suite, "testcase", classname=f"retryproof.{result.entry.level}", name=result.entry.id, time=f"{result.duration_s:.3f}"
@@ -42,6 +45,10 @@ def render_junit(run: RunFinished) -> str:
             element = ET.SubElement(case, "error", message=reason)
             element.text = xml_text(f"reproduce: {result.reproduce}")
             counts["errors"] += 1
+        elif result.entry.id in blocking:
+            element = ET.SubElement(case, "failure", message=xml_text(blocking[result.entry.id]))
+            element.text = xml_text(f"reproduce: {result.reproduce}")
+            counts["failures"] += 1
         elif result.status in ("skipped", "not_applicable"):
             ET.SubElement(case, "skipped", message=xml_text(f"{result.status}: {result.reason}"))
             counts["skipped"] += 1

@@ -59,5 +59,21 @@ def test_a_misbehaving_harness_is_never_passed(tmp_path, mode, status, evidence)
     assert judged["status"] == status
     assert evidence in judged["reason"]
     assert "passed" not in {s["status"] for s in scenarios.values()} or mode == "double-create"
-    assert judged["reproduce"].startswith("retryproof run --only A2-RESPONSE-LOSS --seed 7 --harness ")
+    # every option that changes the scenario's behaviour is in the reproduce line
+    assert judged["reproduce"].startswith("retryproof run --only A2-RESPONSE-LOSS --seed 7 --call-timeout 1 --start-timeout 2 --harness ")
     assert "Traceback" not in done.stderr
+
+
+def test_a_hung_harness_costs_one_timeout_per_pipelined_batch(tmp_path):
+    """Eight pipelined calls to a harness that never answers: one deadline covers the
+    batch (it used to be one full timeout per call, 8 s here)."""
+    harness = f"{sys.executable} {FAKE} hang-on-write"
+    subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--harness", harness, "--only", "A4-CONCURRENT", "--seed", "7",
+         "--call-timeout", "1", "--out", str(tmp_path), "--format", "json"],
+        capture_output=True, text=True, timeout=60,
+    )
+    judged = json.loads((tmp_path / "report.json").read_text())["scenarios"][0]
+    assert judged["status"] == "error" and "8 calls got no answer" in judged["reason"]
+    assert "one deadline for the whole batch" in judged["reason"]
+    assert judged["duration_s"] < 4  # one 1 s deadline plus start-up, not 8 x 1 s

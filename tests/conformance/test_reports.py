@@ -88,3 +88,13 @@ def test_bad_arguments_exit_2(tmp_path):
         done = run_cli("run", *args, "--out", str(tmp_path))
         assert done.returncode == 2, args
         assert done.stderr.startswith("error:") and "hint:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_reproduce_line_names_every_option_and_variable_that_changes_behaviour():
+    from conformance.runner import Options, reproduce_line
+
+    default = Options(("harness",), "--harness 'node h.js'", 5)
+    assert reproduce_line(default, "WT-CREATE") == "retryproof run --only WT-CREATE --seed 5 --harness 'node h.js'"
+    tuned = Options(("harness",), "", 5, concurrency=3, call_timeout=2.5, start_timeout=10.0)
+    line = reproduce_line(tuned, "FUZZ-MODEL", {"RETRYPROOF_FUZZ_PROFILE": "retryproof-ci"})
+    assert line == "RETRYPROOF_FUZZ_PROFILE=retryproof-ci retryproof run --only FUZZ-MODEL --seed 5 --concurrency 3 --call-timeout 2.5"

@@ -55,6 +55,33 @@ def test_baseline_excuses_listed_failures_but_never_the_verdict():
     assert stale.conformant and stale.exit_code == 1 and stale.stale_baseline == ("A4-CONCURRENT",)
 
 
-def test_partial_run_says_so():
+def test_a_partial_run_is_never_conformant_but_exits_0_when_nothing_selected_blocks():
     verdict = judge([result("WT-CREATE", "passed")])
-    assert verdict.conformant and not verdict.complete and "partial" in verdict.headline
+    assert not verdict.conformant and not verdict.complete and verdict.exit_code == 0
+    assert verdict.headline.startswith("PARTIAL (partial run: 1 of ")
+    failing = judge([result("WT-CREATE", "passed"), result("A2-RESPONSE-LOSS", "failed")])
+    assert failing.exit_code == 1 and failing.headline.startswith("NOT CONFORMANT (partial run: 2 of ")
+
+
+def test_a_runtime_without_approval_is_not_blocked_by_approval_failpoints():
+    """Approval scenarios need approval and approval.* failpoints; a runtime without
+    approval has neither, and the scenarios do not apply to it."""
+    approval_scenarios = [item for item in catalogue() if "approval" in item.capabilities]
+    assert any(item.failpoints for item in approval_scenarios)
+    skipped = {
+        item.id: result(item.id, "skipped", ["approval", *(f"failpoint:{name}" for name in item.failpoints)])
+        for item in approval_scenarios
+    }
+    verdict = judge(all_passed(**skipped))
+    assert verdict.conformant and verdict.exit_code == 0 and verdict.blocking == ()
+    assert {sid for sid, _ in verdict.not_covered} == set(skipped)
+
+
+def test_a_declared_optional_feature_without_its_failpoint_blocks():
+    """Declaring approval but not its failpoint, or lacking another hook besides approval,
+    leaves the scenario applying and unverified."""
+    item = next(item for item in catalogue() if "approval" in item.capabilities and item.failpoints)
+    failpoint = f"failpoint:{item.failpoints[0]}"
+    for missing in ([failpoint], ["approval", failpoint, "tamper"], ["approval", "failpoint:write_task.after_reserve"]):
+        verdict = judge(all_passed(**{item.id: result(item.id, "skipped", missing)}))
+        assert [sid for sid, _ in verdict.blocking] == [item.id], missing

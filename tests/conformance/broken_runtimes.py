@@ -1,0 +1,128 @@
+"""Reference runtimes with one judging-relevant defect each, for the kit's own tests:
+``python broken_runtimes.py DEFECT``.
+
+Unlike ``reference_impl/faulty`` (defects the kit has always caught), each of these once
+slipped through a hole in the kit's judgement; the tests that use them keep the hole
+closed. Several also withhold ``diagnose``, because the hole was that a check ran only
+when the runtime offered it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Iterator, Mapping
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+from reference_impl import durable  # noqa: E402
+from reference_impl.harness import OpGroup, build_handlers, op_groups  # noqa: E402
+from reference_impl.runtime import Runtime, _conflict, _load  # noqa: E402
+from spec.protocol import parse_failpoints, serve  # noqa: E402
+
+
+class RetriesRenumber(Runtime):
+    """Resumes another process's reservation under a fresh task number (REC-1): the
+    preallocated identity is dropped, and a task the first attempt already wrote is
+    re-filed under the new number, so list_tasks never shows two tasks for the id."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._reserved_here: set[str] = set()
+
+    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
+        self._reserved_here.add(submission_id)
+        return super()._reserve(submission_id, digest)
+
+    def _recover_reserved(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
+        if submission_id not in self._reserved_here:
+            old_path = self._state_path(receipt["task_path"])
+            task_id = f"TASK-{self._allocate_number():06d}"
+            receipt = self._advance(receipt, "reserved", task_id=task_id, task_path=f"tasks/{task_id}.json")
+            written = _load(old_path)
+            if written is not None:
+                refiled = self._task_record(task_id, submission_id, written["task"], written["request_digest"])
+                durable.create_new(self._state_path(receipt["task_path"]), durable.dump(refiled), self._fsync_directory)
+                os.unlink(old_path)
+        return super()._recover_reserved(submission_id, task, digest, receipt)
+
+
+class RemovesForeignObject(Runtime):
+    """Answers task_path_occupied as it should, but first deletes the foreign object it
+    found at the reserved path (REC-4: nothing is overwritten or removed)."""
+
+    def _recover_reserved(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
+        if receipt.get("quarantined"):
+            return _conflict("task_path_occupied", digest, receipt)
+        path = self._state_path(receipt["task_path"])
+        record = _load(path)
+        if record is not None and not self._task_matches(record, receipt):
+            os.unlink(path)
+            self._advance(receipt, "reserved", quarantined=True)
+            return _conflict("task_path_occupied", digest, receipt)
+        return super()._recover_reserved(submission_id, task, digest, receipt)
+
+
+class SometimesUnlocked(Runtime):
+    """Takes the per-id lock, except on the rare call where its lock helper gives up
+    early (here: one call in eight, at random) and goes on unlocked, overwriting a
+    reservation it raced with. A single race of eight callers often misses it."""
+
+    def _acquire(self, submission_id: str) -> Iterator[None]:
+        if os.urandom(1)[0] < 32:
+            return contextlib.nullcontext()
+        return super()._acquire(submission_id)
+
+    def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
+        path = self._confined("receipts", receipt["client_submission_id"] + ".json")
+        durable.replace(path, durable.dump(receipt), self._fsync_directory)
+
+
+class UnlockedAfterFirstId(SometimesUnlocked):
+    """Locks the first id it ever sees and no later one (a lock table warmed once):
+    one race per scenario passes it every time, a second race with a fresh id fails it."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._first_id: str | None = None
+
+    def _acquire(self, submission_id: str) -> Iterator[None]:
+        self._first_id = self._first_id or submission_id
+        return Runtime._acquire(self, submission_id) if submission_id == self._first_id else contextlib.nullcontext()
+
+
+def reuse_without_idempotent(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A reuse answer that drops ``idempotent`` (its schema requires it)."""
+    if result.get("disposition") == "reused":
+        return {key: value for key, value in result.items() if key != "idempotent"}
+    return result
+
+
+# defect -> (runtime class, ops withheld from hello and the handler table, rewrite of write_task results)
+DEFECTS = {
+    "reuse-without-idempotent": (Runtime, (), reuse_without_idempotent),
+    "renumber-without-diagnose": (RetriesRenumber, ("diagnose",), None),
+    "renumber": (RetriesRenumber, (), None),
+    "sometimes-unlocked": (SometimesUnlocked, (), None),
+    "unlocked-after-first-id": (UnlockedAfterFirstId, (), None),
+    "removes-foreign": (RemovesForeignObject, (), None),
+    "removes-foreign-without-diagnose": (RemovesForeignObject, ("diagnose",), None),
+}
+
+
+def main() -> None:
+    runtime_class, withheld, rewrite = DEFECTS[sys.argv[1]]
+    runtime = runtime_class(os.environ["RETRYPROOF_STATE_DIR"], parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS")), wait_timeout_s=5.0)
+    groups = []
+    for group in op_groups(runtime):
+        handlers = {op: handler for op, handler in group.handlers.items() if op not in withheld}
+        if rewrite and "write_task" in handlers:
+            write_task = handlers["write_task"]
+            handlers["write_task"] = lambda args, write_task=write_task: rewrite(write_task(args))
+        capabilities = tuple(name for name in group.capabilities if name not in withheld)
+        groups.append(OpGroup(handlers, capabilities, group.failpoints))
+    serve(build_handlers(groups, f"broken-{sys.argv[1]}"))
+
+
+main()

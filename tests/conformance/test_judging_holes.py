@@ -1,0 +1,75 @@
+"""Holes the kit's judgement once had, each kept closed by a runtime that used to slip
+through it (``broken_runtimes.py``): before the fix each of these runs PASSED.
+
+- a call whose result broke its schema on one of A4-MULTIPROCESS's threads was dropped
+  from the judgement instead of failing it;
+- REC-1 and REC-4 were checked only when the runtime offered ``diagnose``;
+- one race per A4 scenario let a runtime whose lock only sometimes holds pass.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
+
+
+def run_kit(tmp_path, defect, only):
+    done = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--harness", f"{sys.executable} {BROKEN} {defect}", "--only", only,
+         "--seed", "3", "--out", str(tmp_path), "--format", "json,junit"],
+        capture_output=True, text=True, timeout=120,
+    )
+    report = json.loads((tmp_path / "report.json").read_text())
+    return done, report, {s["id"]: s for s in report["scenarios"]}
+
+
+def test_a_schema_violation_on_a_parallel_thread_fails_the_scenario(tmp_path):
+    done, _, scenarios = run_kit(tmp_path, "reuse-without-idempotent", "A4-MULTIPROCESS")
+    judged = scenarios["A4-MULTIPROCESS"]
+    assert judged["status"] == "failed" and "'idempotent' is a required property" in judged["reason"]
+    assert done.returncode == 1
+    assert "Exception in thread" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "defect, only, expected",
+    [
+        # after_task_write: list_tasks shows the task the first attempt wrote; the re-filed retry is caught without diagnose
+        ("renumber-without-diagnose", "CRASH-AFTER-TASK-WRITE", {"CRASH-AFTER-TASK-WRITE": ("failed", "not the task TASK-000001")}),
+        # with diagnose, both crash points catch the renumbering (the control)
+        ("renumber", "CRASH-AFTER-RESERVE,CRASH-AFTER-TASK-WRITE",
+         {"CRASH-AFTER-RESERVE": ("failed", "not the preallocated"), "CRASH-AFTER-TASK-WRITE": ("failed", "not the task")}),
+        ("removes-foreign", "PATH-OCCUPIED-CONFLICT", {"PATH-OCCUPIED-CONFLICT": ("failed", "overwritten or removed")}),
+        # after_reserve and a foreign object: only diagnose can tell, so without it they are not verified, and block
+        ("renumber-without-diagnose", "CRASH-AFTER-RESERVE", {"CRASH-AFTER-RESERVE": ("skipped", "diagnose")}),
+        ("removes-foreign-without-diagnose", "PATH-OCCUPIED-CONFLICT", {"PATH-OCCUPIED-CONFLICT": ("skipped", "diagnose")}),
+    ],
+)
+def test_recovery_identity_is_judged_with_or_without_diagnose(tmp_path, defect, only, expected):
+    done, report, scenarios = run_kit(tmp_path, defect, only)
+    assert {sid: s["status"] for sid, s in scenarios.items()} == {sid: status for sid, (status, _) in expected.items()}
+    for sid, (_, why) in expected.items():
+        assert why in scenarios[sid]["reason"], scenarios[sid]["reason"]
+    assert {entry["id"] for entry in report["verdict"]["blocking"]} == set(expected)
+    assert done.returncode == 1
+    # a not-verified MUST scenario is a junit failure, never a green skip
+    junit = (tmp_path / "junit.xml").read_text()
+    assert f'failures="{len(expected)}"' in junit and 'skipped="0"' in junit
+
+
+def test_every_a4_round_is_judged(tmp_path):
+    """The runtime locks only the first id it sees: the first race passes, the second fails."""
+    done, _, scenarios = run_kit(tmp_path, "unlocked-after-first-id", "A4-CONCURRENT,A4-MULTIPROCESS")
+    for judged in scenarios.values():
+        assert judged["status"] == "failed" and judged["reason"].startswith("round 2: "), judged["reason"]
+        assert list(judged["evidence"]["dispositions"])[0].startswith("round 1: ")
+    assert done.returncode == 1
+
+
+def test_concurrency_below_two_is_a_user_error():
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--concurrency", "1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "must be at least 2" in done.stderr
