@@ -5,10 +5,16 @@ from __future__ import annotations
 import sys
 from typing import IO, Iterable
 
-from spec.digest import ContractError, canonical_json, request_digest
+from spec.digest import ARRAY_FIELDS, SCALAR_FIELDS, ContractError, canonical_json, request_digest
 from spec.jcs import DuplicateKeyError, loads_strict
 
 from conformance.errors import KitError
+
+
+TASK_HINT = (
+    f"a task is one JSON object (UTF-8, no duplicate keys) with only these fields: {', '.join(SCALAR_FIELDS)} "
+    f"(each a string or null) and {', '.join(ARRAY_FIELDS)} (each an array of strings, or null)"
+)
 
 
 def _open_input(path: str) -> IO[bytes]:
@@ -63,6 +69,5 @@ def main(args) -> int:
         try:
             print(digest_one(source.read(), args.canonical))
         except ContractError as exc:
-            print(f"error: {exc.code}: {exc.field}: {exc.detail}", file=sys.stderr)
-            return 2
+            raise KitError(f"{exc.code}: {exc.field}: {exc.detail}", TASK_HINT) from None
     return 0

@@ -44,12 +44,13 @@ def test_canonical_prints_the_hashed_text():
         (b'{"subject": "\\ud800"}', "task.subject"),
     ],
 )
-def test_invalid_single_input_is_one_stderr_line_and_exit_2(text, field):
+def test_invalid_single_input_is_an_error_and_a_hint_and_exit_2(text, field):
     done = retryproof("digest", stdin=text)
     assert done.returncode == 2
     assert done.stdout == b""
-    lines = done.stderr.decode().splitlines()
-    assert len(lines) == 1 and field in lines[0] and "invalid_request" in lines[0]
+    error, hint = done.stderr.decode().splitlines()
+    assert error.startswith("error: ") and field in error and "invalid_request" in error
+    assert hint.startswith("hint: ")
 
 
 def test_jsonl_answers_every_line_even_after_a_bad_one(tmp_path):
