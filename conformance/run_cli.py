@@ -13,14 +13,14 @@ from typing import Any
 import yaml
 from tabulate import tabulate
 
-import spec
 from adapters.python_host import host_command
 from conformance.catalogue import catalogue
 from conformance.errors import KitError
+from conformance.report_check import MAX_PROBLEMS, report_problems
 from conformance.runner import Options, probe, run as run_catalogue
 from conformance.scenarios import registry
 from conformance.writers.console import ConsoleWriter
-from conformance.writers.files import FORMATS, ReplayFileWriter, ReportFileWriter
+from conformance.writers.files import FORMATS, ReplayFileWriter, ReportFileWriter, prepare_directory
 
 REFERENCE_COMMAND = (sys.executable, "-m", "reference_impl")
 
@@ -50,6 +50,8 @@ def load_baseline(path: str) -> frozenset[str]:
             document = yaml.safe_load(handle)
     except OSError as exc:
         raise KitError(f"cannot read baseline {path}: {exc.strerror}", "pass a readable YAML or JSON file") from None
+    except UnicodeDecodeError as exc:
+        raise KitError(f"baseline {path} is not UTF-8 text ({exc.reason} at byte {exc.start})", "expected a YAML or JSON file: {expected_failures: [ids]}") from None
     except yaml.YAMLError as exc:
         raise KitError(f"baseline {path} is not YAML or JSON: {str(exc).splitlines()[0]}", "expected {expected_failures: [ids]}") from None
     entries = document.get("expected_failures") if isinstance(document, dict) else None
@@ -91,8 +93,12 @@ def run(args) -> int:
     if unknown:
         raise KitError(f"unknown report format(s): {', '.join(unknown)}", f"choose from {','.join(FORMATS)}")
     options = run_options(args)
+    if args.out:
+        prepare_directory(args.out)  # a report that cannot be written is known before the harness starts
     hello = probe(options)
     out = args.out or os.path.join("reports", _slug(hello.get("implementation", {}).get("name")))
+    if not args.out:
+        prepare_directory(out)
     writers = [ReportFileWriter(out, fmt) for fmt in formats]
     replays = ReplayFileWriter(out)
     finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays])
@@ -119,12 +125,11 @@ def validate_report(args) -> int:
         raise KitError(f"cannot read {args.file}: {exc.strerror}", "pass the report.json of a run") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise KitError(f"{args.file} is not JSON: {exc}", "pass the report.json of a run (not report.md)") from None
-    errors = sorted(spec.validator("report").iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
-    if errors:
-        for error in errors[:20]:
-            where = "/".join(str(part) for part in error.absolute_path) or "(document)"
-            print(f"{args.file}: {where}: {error.message[:300]}", file=sys.stderr)
-        print(f"{args.file}: INVALID ({len(errors)} problem(s))", file=sys.stderr)
+    problems = report_problems(document)
+    if problems:
+        for problem in problems[:MAX_PROBLEMS]:
+            print(f"{args.file}: {problem}", file=sys.stderr)
+        print(f"{args.file}: INVALID ({len(problems)} problem(s))", file=sys.stderr)
         return 1
     print(f"{args.file}: valid report ({document['verdict']['headline']})")
     return 0

@@ -30,6 +30,7 @@ from tabulate import tabulate
 
 from conformance.catalogue import catalogue
 from conformance.errors import KitError
+from conformance.writers.files import prepare_directory
 
 REFERENCE = "reference"
 # The cell of each status in the matrix; "killed" marks a declared killer that failed.
@@ -173,6 +174,7 @@ def run_all(runtimes: list[Runtime], seed: int, only_killers: bool = False) -> d
 
 
 def main(args) -> int:
+    prepare_directory(args.out)  # before minutes of runs, not after
     runtimes = bundled_runtimes()
     began = time.perf_counter()
     outcomes = run_all(runtimes, args.seed)

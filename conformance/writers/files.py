@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Callable
 
+from conformance.errors import KitError
 from conformance.events import Event, RunFinished, ScenarioFinished
 from conformance.fuzz import replay_file_name
 from conformance.writers.document import report_document
@@ -51,6 +53,17 @@ class ReplayFileWriter:
             path = os.path.join(self.folder, replay_file_name(document))
             write_atomically(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
             self.paths.append(path)
+
+
+def prepare_directory(path: str) -> None:
+    """Create ``path`` and prove a file can be written in it, so that a run which could
+    not keep its reports stops before it starts, not after minutes of work."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise KitError(f"cannot write reports to {path}: {exc.strerror or exc}", "choose an --out directory you can create and write to") from None
 
 
 def write_atomically(path: str, text: str) -> None:

@@ -1,0 +1,98 @@
+"""What ``retryproof validate-report`` finds wrong with a report.json.
+
+First the shape (``spec/schemas/report.json``); then, for a well-shaped report, that its
+summary agrees with its own scenario list: the counts with the statuses, and the
+verdict and checklist with what ``conformance.verdict`` makes of those statuses. A
+report edited by hand (a failure turned into a pass, a count raised) is caught even
+when each part alone has a valid shape. Problems are plain sentences with JSON values,
+never Python reprs.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+import spec
+from conformance.catalogue import entry
+from conformance.events import STATUSES, ScenarioResult
+from conformance.verdict import Verdict, judge
+
+#: Problems printed at most; a report broken everywhere needs no thousand lines.
+MAX_PROBLEMS = 20
+
+
+def report_problems(document: Any) -> list[str]:
+    """Every problem found, as ``<where>: <what>`` lines (empty: a valid report)."""
+    shape = sorted(spec.validator("report").iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
+    if shape:
+        return [f"{'/'.join(map(str, error.absolute_path)) or '(document)'}: {_schema_message(error)}" for error in shape]
+    try:
+        results = [_result(scenario) for scenario in document["scenarios"]]
+    except KeyError as exc:
+        return [f"scenarios: {json.dumps(exc.args[0])} is not a scenario of this kit's catalogue (a report of another kit version?)"]
+    return [*_count_problems(document["counts"], results), *_verdict_problems(document, results)]
+
+
+def _json(value: Any) -> str:
+    shown = json.dumps(value, ensure_ascii=False)
+    return shown if len(shown) <= 120 else shown[:119] + "…"
+
+
+def _schema_message(error: Any) -> str:
+    """What a schema error means, with values as (short) JSON, never Python reprs."""
+    value, rule = error.instance, error.validator_value
+    if error.validator == "type":
+        return f"{_json(value)} is not of type {' or '.join(rule) if isinstance(rule, list) else rule}"
+    if error.validator == "const":
+        return f"{_json(value)} where the report format requires {_json(rule)}"
+    if error.validator == "required":
+        missing = next((name for name in rule if error.message.startswith(repr(name))), None)
+        return f"{_json(missing)} is missing"
+    if error.validator == "enum":
+        return f"{_json(value)} is not one of {', '.join(map(_json, rule))}"
+    if error.validator in ("minItems", "maxItems") and isinstance(value, list):
+        bound = "at least" if error.validator == "minItems" else "at most"
+        return f"{len(value)} item(s) where the report format requires {bound} {rule}: {_json(value)}"
+    # Other validators: jsonschema's sentence, its reprs turned into JSON.
+    return error.message.replace(repr(value), _json(value)).replace(repr(rule), _json(rule))[:300]
+
+
+def _result(scenario: dict[str, Any]) -> ScenarioResult:
+    return ScenarioResult(
+        entry(scenario["id"]), scenario["status"], scenario["reason"], scenario["duration_s"], scenario["reproduce"],
+        scenario["evidence"], tuple(scenario["calls"]), scenario["stderr"], scenario["baseline"],
+    )
+
+
+def _count_problems(counts: dict[str, int], results: list[ScenarioResult]) -> list[str]:
+    actual = {status: sum(result.status == status for result in results) for status in STATUSES}
+    return [
+        f"counts/{status}: says {counts.get(status, 0)}, but {actual.get(status, 0)} scenario(s) in the list are {status}"
+        for status in sorted(set(counts) | set(actual), key=lambda s: (s not in STATUSES, s))
+        if counts.get(status, 0) != actual.get(status, 0)
+    ]
+
+
+def _ids(items: Iterable[Any]) -> str:
+    listed = [item["id"] if isinstance(item, dict) else item[0] if isinstance(item, tuple) else item for item in items]
+    return ", ".join(listed) or "none"
+
+
+def _verdict_problems(document: dict[str, Any], results: list[ScenarioResult]) -> list[str]:
+    # The baseline's entries are exactly the scenarios marked xfail or xpass.
+    verdict: Verdict = judge(results, {result.entry.id for result in results if result.baseline})
+    stated = document["verdict"]
+    problems = [
+        f"verdict/{key}: says {json.dumps(stated[key])}, but the scenario statuses give {json.dumps(getattr(verdict, key))}"
+        for key in ("conformant", "complete", "exit_code", "headline")
+        if key in stated and stated[key] != getattr(verdict, key)
+    ]
+    for key in ("blocking", "warnings", "not_covered", "expected_failures", "stale_baseline"):
+        if key in stated and _ids(stated[key]) != _ids(getattr(verdict, key)):
+            problems.append(f"verdict/{key}: lists {_ids(stated[key])}, but the scenario statuses give {_ids(getattr(verdict, key))}")
+    derived = {answer.question: answer.answer for answer in verdict.checklist}
+    for item in document["checklist"]:
+        if item["id"] in derived and item["answer"] != derived[item["id"]]:
+            problems.append(f"checklist/{item['id']}: answers {json.dumps(item['answer'])}, but its scenarios give {json.dumps(derived[item['id']])}")
+    return problems

@@ -1,0 +1,192 @@
+"""User mistakes meet an ``error:``/``hint:`` pair and exit 2, never a traceback, and
+lose nothing: a corrupt baseline, an unwritable --out, a closed stdout, a hand-edited
+replay file, a forged report, a harness that exits at once."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conformance import fuzz_model
+from conformance.fuzz_model import REPLAY_FORMAT
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_cli(*args, cwd=None, stdin=None):
+    return subprocess.run(
+        [sys.executable, "-m", "conformance.cli", *args],
+        capture_output=True, text=True, timeout=120, cwd=cwd, input=stdin,
+        env={**os.environ, "PYTHONPATH": REPO},
+    )
+
+
+def assert_user_error(done, *words):
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("error: ") and any(line.startswith("hint: ") for line in lines), done.stderr
+    for word in words:
+        assert word in done.stderr, (word, done.stderr)
+
+
+def marker_harness(tmp_path):
+    """A harness command that leaves a file behind if it is ever started."""
+    return f"touch {tmp_path / 'harness-started'}", tmp_path / "harness-started"
+
+
+def test_a_baseline_that_is_not_text_is_a_user_error(tmp_path):
+    baseline = tmp_path / "corrupt.yaml"
+    baseline.write_bytes(b"\x00\xff\xfe\x80 expected_failures")
+    assert_user_error(run_cli("run", "--baseline", str(baseline), "--out", str(tmp_path / "out")), str(baseline))
+
+
+@pytest.mark.parametrize("where", ["file/sub", "/proc/retryproof-nope"])
+def test_an_unwritable_out_is_refused_before_the_harness_starts(tmp_path, where):
+    (tmp_path / "file").write_text("a file, not a directory")
+    out = where if where.startswith("/") else str(tmp_path / where)
+    harness, started = marker_harness(tmp_path)
+    assert_user_error(run_cli("run", "--harness", harness, "--out", out), out)
+    assert not started.exists()
+
+
+def test_a_closed_stdout_still_finishes_the_run_and_writes_the_reports(tmp_path):
+    with open(tmp_path / "stderr", "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "conformance.cli", "run", "--only", "WT-CREATE", "--out", str(tmp_path / "out")],
+            stdout=subprocess.PIPE, stderr=stderr, cwd=REPO,
+        )
+        process.stdout.close()  # the reader is gone before the first line
+        status = process.wait(120)
+    assert "Traceback" not in (tmp_path / "stderr").read_text()
+    assert status == 0  # the verdict's exit code, not a pipe error
+    assert sorted(os.listdir(tmp_path / "out")) == ["junit.xml", "report.json", "report.md"]
+
+
+def test_a_fuzz_run_leaves_the_working_directory_untouched(tmp_path):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    done = run_cli("run", "--only", "FUZZ-MODEL", "--seed", "1", "--out", str(tmp_path / "out"), cwd=cwd)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert os.listdir(cwd) == []  # no .hypothesis/ example database: the replay file is the persistence
+
+
+def test_the_kit_profiles_keep_no_example_database():
+    from hypothesis import settings
+
+    from conformance.fuzz_profiles import PROFILES, register_profiles
+
+    register_profiles()
+    for name in PROFILES:
+        assert settings.get_profile(name).database is None, name
+
+
+# -- replay files --------------------------------------------------------------
+
+GOOD_STEP = {"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "nfd", "burst": 2}
+
+
+@pytest.mark.parametrize(
+    "step, field",
+    [
+        ({**GOOD_STEP, "task": 99}, "task"),
+        ({**GOOD_STEP, "variant_kind": "zzz"}, "variant_kind"),
+        ({**GOOD_STEP, "burst": True}, "burst"),
+        ({**GOOD_STEP, "burst": 0}, "burst"),
+        ({**GOOD_STEP, "id": "fz-z"}, "id"),
+        ({**GOOD_STEP, "colour": "red"}, "colour"),
+        ({"step": "submit", "task": 0}, "id"),
+        ({"step": "teleport"}, "step"),
+        ({"step": "crash", "failpoint": "approval.after_effect", "id": "fz-a", "task": 0}, "failpoint"),
+        ({"step": "kill", "id": "fz-a", "task": 0, "delay_ms": -1}, "delay_ms"),
+        ({"step": "restart", "graceful": "yes"}, "graceful"),
+    ],
+)
+def test_replay_steps_outside_the_step_language_are_named_by_index_and_field(step, field):
+    with pytest.raises(ValueError) as caught:
+        fuzz_model.validate_steps([GOOD_STEP, {"step": "restart", "graceful": False}, step])
+    assert "step 2" in str(caught.value) and repr(field) not in str(caught.value) and field in str(caught.value)
+
+
+def test_the_step_language_accepts_every_kind_of_step():
+    fuzz_model.validate_steps(
+        [
+            GOOD_STEP,
+            {"step": "submit", "id": "fz-d", "task": 2},
+            {"step": "conflict", "id": "fz-a"},
+            {"step": "legacy"},
+            {"step": "crash", "failpoint": "write_task.after_reserve", "id": "fz-b", "task": 1},
+            {"step": "kill", "id": "fz-c", "task": 0, "delay_ms": 25},
+            {"step": "restart", "graceful": True},
+        ]
+    )
+
+
+def test_replay_refuses_a_bad_step_before_running_any(tmp_path):
+    replay = tmp_path / "r2.json"
+    steps = [{"step": "submit", "id": "fz-a", "task": 0}, {"step": "submit", "id": "fz-a", "task": 99, "variant_kind": "zzz"}]
+    replay.write_text(json.dumps({"format": REPLAY_FORMAT, "seed": 1, "steps": steps}))
+    harness, started = marker_harness(tmp_path)
+    assert_user_error(run_cli("replay", str(replay), "--harness", harness), "step 1", "task")
+    assert not started.exists()
+
+
+def test_replay_refuses_steps_the_harness_cannot_take(tmp_path):
+    replay = tmp_path / "r.json"
+    steps = [{"step": "crash", "failpoint": "write_task.after_reserve", "id": "fz-a", "task": 0}]
+    replay.write_text(json.dumps({"format": REPLAY_FORMAT, "seed": 1, "steps": steps}))
+    fake = os.path.join(REPO, "tests", "conformance", "fake_harness.py")
+    assert_user_error(run_cli("replay", str(replay), "--harness", f"{sys.executable} {fake} honest"), "step 0", "write_task.after_reserve")
+
+
+# -- validate-report -------------------------------------------------------------
+
+
+def a_report(tmp_path, change):
+    """The report.json of a real (small) run, changed by ``change``."""
+    out = tmp_path / "out"
+    assert run_cli("run", "--only", "WT-CREATE,A2-RESPONSE-LOSS", "--seed", "3", "--out", str(out), "--format", "json").returncode == 0
+    document = json.loads((out / "report.json").read_text())
+    change(document)
+    path = tmp_path / "changed.json"
+    path.write_text(json.dumps(document))
+    return run_cli("validate-report", str(path))
+
+
+def test_validate_report_cross_checks_counts_against_the_scenarios(tmp_path):
+    done = a_report(tmp_path, lambda document: document["counts"].update(passed=30))
+    assert done.returncode == 1 and "INVALID" in done.stderr
+    assert "counts/passed" in done.stderr and "30" in done.stderr and "2" in done.stderr
+
+
+def test_validate_report_cross_checks_the_verdict_and_prints_it_readably(tmp_path):
+    def forge(document):
+        document["scenarios"][0]["status"] = "failed"
+        document["scenarios"][0]["reason"] = "the runtime lost a task"
+
+    done = a_report(tmp_path, forge)
+    assert done.returncode == 1 and "INVALID" in done.stderr
+    assert "verdict/blocking" in done.stderr and "WT-CREATE" in done.stderr
+    assert "[(" not in done.stderr and "{'" not in done.stderr  # no Python reprs
+
+
+def test_an_untouched_report_still_validates(tmp_path):
+    done = a_report(tmp_path, lambda document: None)
+    assert done.returncode == 0, done.stderr
+
+
+# -- smaller messages --------------------------------------------------------------
+
+
+def test_a_harness_that_exits_at_once_is_described_by_its_exit_status(tmp_path):
+    assert_user_error(run_cli("run", "--harness", "true", "--out", str(tmp_path / "out")), "exited with status 0 before answering hello")
+
+
+def test_a_bad_option_value_has_a_hint(tmp_path):
+    assert_user_error(run_cli("run", "--concurrency", "0", "--out", str(tmp_path / "out")), "--concurrency")
+
+
+def test_an_invalid_task_for_digest_has_a_hint():
+    assert_user_error(run_cli("digest", stdin='{"title": "x"}'), "invalid_request", "task.title")
