@@ -18,8 +18,8 @@ from conformance.scenarios import scenario
 from conformance.scenarios.common import fired
 
 PROBE_TABLE = "Approval probes P0-P3"
-PROBE_COLUMNS = ["probe", "fault", "caller (seed)", "caller", "state (seed)", "state", "effects (seed)", "effects"]
-# probe -> (fault location, caller's view, persisted state, effects): the seed's figures.
+PROBE_COLUMNS = ["probe", "fault", "caller (field report)", "caller", "state (field report)", "state", "effects (field report)", "effects"]
+# probe -> (fault location, caller's view, persisted state, effects): the field report's figures.
 PROBES_SEED = {
     "P0": ("execute again after success", "APPROVAL_ALREADY_CONSUMED", "succeeded", 1),
     "P1": ("approval audit append fails", "error", "approved", 0),
@@ -29,13 +29,13 @@ PROBES_SEED = {
 CONTROL_TABLE = "Executor controls: fault, then recovery in a new process"
 CONTROL_COLUMNS = [
     "control",
-    "effects after fault (seed)",
+    "effects after fault (field report)",
     "effects after fault",
-    "after recovery (seed)",
+    "after recovery (field report)",
     "after recovery",
-    "calls (seed)",
+    "calls (field report)",
     "calls",
-    "recovery (seed)",
+    "recovery (field report)",
     "recovery",
 ]
 # control -> (effects after fault, after recovery, executor calls, recovery result).

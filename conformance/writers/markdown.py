@@ -14,9 +14,11 @@ from conformance.writers.escape import md_block, md_inline
 CALL_COLUMNS = ("op", "process", "client_submission_id", "kind", "disposition", "action_taken", "task_id", "conflict_reason", "error", "message")
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A GitHub table whose every cell is escaped (cells may hold harness text)."""
-    cells = [[md_inline("" if cell is None else cell, 300) for cell in row] for row in rows]
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], limit: int | None = 300) -> str:
+    """A GitHub table whose every cell is escaped (cells may hold harness text) and
+    cut at ``limit`` characters; ``None`` for cells that are evidence lists, which a
+    reviewer must see whole."""
+    cells = [[md_inline("" if cell is None else cell, limit) for cell in row] for row in rows]
     return tabulate(cells, headers=[md_inline(h) for h in headers], tablefmt="github", disable_numparse=True)
 
 
@@ -65,6 +67,7 @@ def render_markdown(run: RunFinished) -> str:
         _table(
             ("", "question", "answer", "scenarios behind the answer"),
             [(a.question, a.text, a.answer, ", ".join(f"{sid} ({status})" for sid, status in a.scenarios)) for a in verdict.checklist],
+            limit=None,
         )
     )
     out += ["", "## Scenarios", ""]
@@ -108,7 +111,7 @@ def _evidence(result: ScenarioResult) -> list[str]:
     evidence = dict(result.evidence)
     tasks = evidence.pop("tasks", None)
     if tasks:
-        out += [_table(("snapshot (list_tasks)", "count", "task ids"), [(label, s["count"], ", ".join(s["task_ids"][:20])) for label, s in tasks.items()]), ""]
+        out += [_table(("snapshot (list_tasks)", "count", "task ids"), [(label, s["count"], ", ".join(map(str, s["task_ids"]))) for label, s in tasks.items()], limit=None), ""]
     receipts = evidence.pop("receipts", None)
     if receipts:
         keys = ("state", "task_id", "task_exists", "digest_matches", "stalled", "age_s")
@@ -117,7 +120,12 @@ def _evidence(result: ScenarioResult) -> list[str]:
         out += [f"{md_inline(table['title'])}:", "", _table(table["columns"], table["rows"]), ""]
     trace = evidence.pop("traceback", None)
     for key, value in evidence.items():
-        out.append(f"- {md_inline(key)}: {md_inline(json.dumps(value, ensure_ascii=False), 600)}")
+        if isinstance(value, list) and value:
+            # A list (a minimal history, a set of ids) is listed item by item, never cut.
+            out.append(f"- {md_inline(key)}:")
+            out += [f"  - {md_inline(item if isinstance(item, str) else json.dumps(item, ensure_ascii=False))}" for item in value]
+        else:
+            out.append(f"- {md_inline(key)}: {md_inline(json.dumps(value, ensure_ascii=False))}")
     if evidence:
         out.append("")
     if result.calls:

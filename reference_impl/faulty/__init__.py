@@ -48,8 +48,9 @@ VARIANTS: dict[str, type[Runtime]] = {
 
 
 def describe(name: str) -> str:
-    """The first line of the variant's docstring: its defect in one sentence."""
-    return (VARIANTS[name].__doc__ or "").strip().splitlines()[0]
+    """The first paragraph of the variant's docstring: its defect in one sentence
+    (which may wrap over several lines)."""
+    return " ".join((VARIANTS[name].__doc__ or "").strip().split("\n\n")[0].split())
 
 
 def killed_by(name: str) -> tuple[str, ...]:

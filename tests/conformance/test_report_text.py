@@ -1,0 +1,77 @@
+"""What a reader sees is whole: the console keeps a failure's replay path, report.md
+lists every scenario behind a checklist answer and every item of an evidence list,
+and the kill matrix states each defect in full."""
+
+import io
+
+from conformance.catalogue import catalogue, entry
+from conformance.events import RunFinished, RunInfo, ScenarioFinished, ScenarioResult
+from conformance.verdict import judge
+from conformance.writers.console import ConsoleWriter
+from conformance.writers.markdown import render_markdown
+
+REPLAY_HINT = "re-run it with: retryproof replay <report dir>/replays/fuzz-model-some-runtime-with-a-long-name-seed1234567890.json --harness CMD"
+
+
+def result(scenario_id, status="passed", reason=None, evidence=None):
+    return ScenarioResult(entry(scenario_id), status, reason, 0.1, f"retryproof run --only {scenario_id} --seed 7", evidence or {})
+
+
+def a_run(results):
+    info = RunInfo("0.1.0", "1.0.0", "retryproof-harness/1", {"name": "r", "version": "1", "language": "x"}, "", ("write_task",), (), 7, 8, "2026-01-01T00:00:00+00:00")
+    return RunFinished(info, tuple(results), judge(results), 1.0)
+
+
+def test_the_console_keeps_a_failures_replay_path_whole():
+    reason = "2 tasks under one submission id h1.fz-a: T-1, T-2; minimal history of 3 step(s) saved beside the report; " + REPLAY_HINT
+    stream = io.StringIO()
+    ConsoleWriter(stream).handle(ScenarioFinished(result("FUZZ-MODEL", "failed", reason), 1, 1))
+    assert REPLAY_HINT in stream.getvalue()
+
+
+def test_the_console_stops_writing_quietly_when_its_reader_is_gone():
+    class ClosedPipe(io.StringIO):
+        writes = 0
+
+        def write(self, text):
+            ClosedPipe.writes += 1
+            raise BrokenPipeError(32, "Broken pipe")
+
+    writer = ConsoleWriter(ClosedPipe())
+    for index in (1, 2):
+        writer.handle(ScenarioFinished(result("WT-CREATE", "failed", "why"), index, 2))  # no exception
+    assert ClosedPipe.writes == 1  # after the first failure it does not try again
+
+
+def test_the_checklist_lists_every_scenario_behind_an_answer():
+    text = render_markdown(a_run([result(item.id) for item in catalogue()]))
+    checklist = text.split("## The seven checklist questions")[1].split("## Scenarios")[0]
+    assert "…" not in checklist
+    for item in catalogue():
+        for question in item.checklist:
+            row = next(line for line in checklist.splitlines() if line.startswith(f"| {question} "))
+            assert item.id in row, (question, item.id)
+
+
+def test_evidence_lists_are_not_cut():
+    history = [f"submit h1.fz-a (nfd): created TASK-{n:04d}" for n in range(60)]
+    text = render_markdown(a_run([result("FUZZ-MODEL", "failed", "why", {"minimal_history": history, "tasks": {"after": {"count": 45, "task_ids": [f"T-{n}" for n in range(45)]}}})]))
+    assert "…" not in text.split("## Evidence")[1]
+    for line in history:
+        assert line in text
+    assert "T-44" in text
+
+
+def test_the_field_report_figures_are_not_called_seed():
+    from conformance.scenarios.approval import CONTROL_COLUMNS, PROBE_COLUMNS
+
+    assert not any("(seed)" in column for column in PROBE_COLUMNS + CONTROL_COLUMNS)
+
+
+def test_every_defect_in_the_kill_matrix_is_a_whole_sentence():
+    from conformance.selftest import REFERENCE, bundled_runtimes
+
+    faulty = [runtime for runtime in bundled_runtimes() if runtime.name != REFERENCE]
+    assert faulty
+    for runtime in faulty:
+        assert runtime.defect.endswith("."), runtime
