@@ -140,7 +140,7 @@ def invalid_input(ctx: Context) -> None:
     task = ctx.task()
     for bad_id in BAD_SUBMISSION_IDS:
         call = ctx.call("write_task", {"client_submission_id": bad_id, "task": task})
-        ctx.expect_error(call, "invalid_submission_id", f"client_submission_id {bad_id!r}")
+        ctx.expect_error(call, "invalid_submission_id", f"client_submission_id {json.dumps(bad_id, ensure_ascii=False)}")
     submission_id = ctx.submission_id()
     for name, bad_task in BAD_TASKS.items():
         ctx.expect_error(ctx.write_task(submission_id, bad_task), "invalid_request", f"task with {name}")

@@ -190,3 +190,33 @@ def test_a_bad_option_value_has_a_hint(tmp_path):
 
 def test_an_invalid_task_for_digest_has_a_hint():
     assert_user_error(run_cli("digest", stdin='{"title": "x"}'), "invalid_request", "task.title")
+
+
+NULL_AS_LEGACY = '''
+import sys
+sys.path.insert(0, {repo!r})
+from spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
+from spec.protocol import PROTOCOL, serve
+
+def hello(args):
+    return {{"protocol": PROTOCOL, "implementation": {{"name": "null-as-legacy", "version": "0", "language": "python"}},
+            "capabilities": ["write_task"], "failpoints": [], "digest_schema_version": DIGEST_SCHEMA_VERSION}}
+
+def write_task(args):
+    if args.get("client_submission_id", "") is None:  # the defect: null taken for absent
+        return {{"disposition": "created", "action_taken": True, "task_id": "T-1", "task_path": "tasks/T-1.json",
+                "client_submission_id": None, "request_digest": request_digest(args["task"]),
+                "digest_schema_version": DIGEST_SCHEMA_VERSION, "idempotent": False}}
+    check_submission_id(args["client_submission_id"])
+    raise RuntimeError("only bad ids reach this harness")
+
+serve({{"hello": hello, "write_task": write_task, "list_tasks": lambda args: {{"tasks": []}}}})
+'''
+
+
+def test_a_failed_expectation_names_the_value_as_json(tmp_path):
+    harness = tmp_path / "null_as_legacy.py"
+    harness.write_text(NULL_AS_LEGACY.format(repo=REPO))
+    done = run_cli("run", "--only", "INVALID-INPUT", "--harness", f"{sys.executable} {harness}", "--out", str(tmp_path / "out"), "--format", "json")
+    reason = json.loads((tmp_path / "out" / "report.json").read_text())["scenarios"][0]["reason"]
+    assert done.returncode == 1 and "client_submission_id null:" in reason and "None" not in reason, reason
