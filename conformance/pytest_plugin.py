@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import pytest
 
 # Both are small: the plugin's import cost in a session that never names a target.
-from conformance.cli import id_list, positive_int
+from conformance.cli import id_list, racing_callers
 from conformance.errors import KitError
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--retryproof-only", type=id_list, metavar="IDS", help="comma-separated scenario ids to run")
     group.addoption("--retryproof-skip", type=id_list, metavar="IDS", help="comma-separated scenario ids to leave out")
     group.addoption("--retryproof-seed", type=int, metavar="N", help="seed for every random choice (default: random, in the header)")
-    group.addoption("--retryproof-concurrency", type=positive_int, metavar="N", help="callers in the A4 scenarios (default 8)")
+    group.addoption("--retryproof-concurrency", type=racing_callers, metavar="N", help="callers in the A4 scenarios, at least 2 (default 8)")
     group.addoption("--retryproof-baseline", metavar="FILE", help="expected failures: listed failures xfail, listed passes fail as stale")
     group.addoption("--retryproof-out", metavar="DIR", help="also write the kit's reports (report.md, report.json, junit.xml) into DIR")
     group.addoption("--retryproof-call-timeout", type=float, metavar="S", help="seconds to wait for one response (default 10)")
@@ -262,7 +262,7 @@ class RetryproofRun:
         scenario ids, the baseline file. A ``KitError`` here is a usage error."""
         from conformance.run_cli import run_options
         from conformance.runner import select
-        from conformance.writers.files import FORMATS, ReplayFileWriter, ReportFileWriter
+        from conformance.writers.files import FORMATS, ReplayFileWriter, ReportFileWriter, prepare_directory
 
         given = {dest: config.getoption(dest) for dest in SETTINGS}
         arguments = argparse.Namespace(
@@ -274,6 +274,7 @@ class RetryproofRun:
         entries = tuple(select(options.only, options.skip))
         if not arguments.out:
             return cls(options, entries, [], None)
+        prepare_directory(arguments.out)
         return cls(options, entries, [ReportFileWriter(arguments.out, fmt) for fmt in FORMATS], ReplayFileWriter(arguments.out))
 
     @property
