@@ -381,6 +381,9 @@ class Context:
 
 def _describe(call: Call) -> str:
     if call.result is not None:
+        if call.disposition is None:  # not a creation result: say what the success held
+            state = call.result.get("state") or call.result.get("outcome")
+            return "ok" + (f" ({state})" if isinstance(state, str) else "")
         reason = (call.result.get("conflict") or {}).get("reason") if isinstance(call.result.get("conflict"), Mapping) else None
         return f"disposition {call.disposition}" + (f" ({reason})" if reason else "")
     if call.code is not None:

@@ -44,7 +44,7 @@ def expect_identity(ctx: Context, result: Mapping[str, Any], state: TaskSet, sub
 def fired(ctx: Context, call: Call, failpoint: str) -> None:
     """The call armed with a ``crash`` failpoint must end without an answer (``info``);
     an answer means the declared failpoint never fired, so the window was not tested."""
-    ctx.note("crashed_call", call.summary())
+    ctx.evidence.setdefault("crashed_calls", []).append(call.summary())
     if call.answered:
         raise Unjudgeable(f"the runtime declares failpoint {failpoint} but answered instead of crashing ({call.summary()})")
 
