@@ -41,7 +41,10 @@ Each scenario gets a fresh state directory, the same one across its restarts.
   ``ctx.send_line(raw)`` sends a line that is not a request.
 - Seeded data: ``ctx.submission_id()``, ``ctx.task(**overrides)``, ``ctx.rng``
   (``random.Random`` seeded with the run seed and the scenario id, so ``--only ID
-  --seed N`` replays the same choices); ``ctx.concurrency`` is ``--concurrency``.
+  --seed N`` replays the same choices); ``ctx.concurrency`` is ``--concurrency`` and
+  ``ctx.call_timeout`` is ``--call-timeout`` (one deadline covers a whole pipelined
+  batch). A scenario whose outcome depends on the environment (FUZZ-MODEL's profile)
+  records it in ``ctx.reproduce_env``, so the reproduce line sets it again.
 
 Outcomes and judging
 --------------------
