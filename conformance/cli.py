@@ -18,7 +18,7 @@ from conformance.errors import KitError
 COMMANDS = {
     "run": ("conformance.run_cli", "run"),
     "list": ("conformance.run_cli", "list_scenarios"),
-    "validate-report": ("conformance.run_cli", "validate_report"),
+    "validate-report": ("conformance.report_check", "validate_report"),
     "digest": ("conformance.digest_cli", "main"),
     "selftest": ("conformance.selftest", "main"),
     "replay": ("conformance.fuzz_replay", "main"),

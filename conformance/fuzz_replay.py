@@ -16,7 +16,7 @@ from typing import Any
 
 from adapters.connection import HarnessStartError
 from adapters.process import ProcessConnection
-from conformance.errors import KitError
+from conformance.errors import KitError, load_user_file
 from conformance.fuzz_model import REPLAY_FORMAT, ModelViolation, StepError, run_steps, validate_steps
 
 _STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore that step, or take the file again from replays/ beside the report"
@@ -24,13 +24,7 @@ _STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore 
 
 def load_replay(path: str) -> dict[str, Any]:
     """The replay document at ``path``, or a ``KitError`` saying what is wrong."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except OSError as exc:
-        raise KitError(f"cannot read replay file {path}: {exc.strerror}", "pass the file a FUZZ-MODEL failure wrote (replays/ beside its report)") from None
-    except ValueError as exc:
-        raise KitError(f"replay file {path} is not JSON: {exc}", "pass the file a FUZZ-MODEL failure wrote (replays/ beside its report)") from None
+    document = load_user_file(path, "replay file", json.load, "JSON", "pass the file a FUZZ-MODEL failure wrote (replays/ beside its report)")
     if not isinstance(document, dict) or document.get("format") != REPLAY_FORMAT:
         raise KitError(f"{path} is not a replay file", f'expected an object with "format": "{REPLAY_FORMAT}"')
     steps = document.get("steps")

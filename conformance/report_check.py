@@ -1,4 +1,4 @@
-"""What ``retryproof validate-report`` finds wrong with a report.json.
+"""``retryproof validate-report``: what it finds wrong with a report.json.
 
 First the shape (``spec/schemas/report.json``); then, for a well-shaped report, that its
 summary agrees with its own scenario list: the counts with the statuses, and the
@@ -11,10 +11,12 @@ never Python reprs.
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, Iterable
 
 import spec
 from conformance.catalogue import entry
+from conformance.errors import load_user_file
 from conformance.events import STATUSES, ScenarioResult
 from conformance.verdict import Verdict, judge
 
@@ -32,6 +34,19 @@ def report_problems(document: Any) -> list[str]:
     except KeyError as exc:
         return [f"scenarios: {json.dumps(exc.args[0])} is not a scenario of this kit's catalogue (a report of another kit version?)"]
     return [*_count_problems(document["counts"], results), *_verdict_problems(document, results)]
+
+
+def validate_report(args) -> int:
+    """Exit 0 for a valid report, 1 for an invalid one (problems on stderr)."""
+    document = load_user_file(args.file, "report", json.load, "JSON", "pass the report.json of a run (not report.md)")
+    problems = report_problems(document)
+    if problems:
+        for problem in problems[:MAX_PROBLEMS]:
+            print(f"{args.file}: {problem}", file=sys.stderr)
+        print(f"{args.file}: INVALID ({len(problems)} problem(s))", file=sys.stderr)
+        return 1
+    print(f"{args.file}: valid report ({document['verdict']['headline']})")
+    return 0
 
 
 def _json(value: Any) -> str:

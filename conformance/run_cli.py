@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -15,8 +14,7 @@ from tabulate import tabulate
 
 from adapters.python_host import host_command
 from conformance.catalogue import catalogue
-from conformance.errors import KitError
-from conformance.report_check import MAX_PROBLEMS, report_problems
+from conformance.errors import KitError, load_user_file
 from conformance.runner import Options, probe, run as run_catalogue
 from conformance.scenarios import registry
 from conformance.writers.console import ConsoleWriter
@@ -45,15 +43,7 @@ def harness_target(harness: str | None, python: str | None) -> tuple[tuple[str, 
 
 def load_baseline(path: str) -> frozenset[str]:
     """The expected-failure ids of a baseline file (``spec verdict.baseline.format``)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = yaml.safe_load(handle)
-    except OSError as exc:
-        raise KitError(f"cannot read baseline {path}: {exc.strerror}", "pass a readable YAML or JSON file") from None
-    except UnicodeDecodeError as exc:
-        raise KitError(f"baseline {path} is not UTF-8 text ({exc.reason} at byte {exc.start})", "expected a YAML or JSON file: {expected_failures: [ids]}") from None
-    except yaml.YAMLError as exc:
-        raise KitError(f"baseline {path} is not YAML or JSON: {str(exc).splitlines()[0]}", "expected {expected_failures: [ids]}") from None
+    document = load_user_file(path, "baseline", yaml.safe_load, "YAML or JSON", "expected a YAML or JSON file: {expected_failures: [SCENARIO-ID, ...]}")
     entries = document.get("expected_failures") if isinstance(document, dict) else None
     if not isinstance(entries, (list, dict)) or not all(isinstance(item, str) for item in entries):
         raise KitError(f"baseline {path} has no list of expected_failures", "expected {expected_failures: [SCENARIO-ID, ...]}")
@@ -114,22 +104,4 @@ def list_scenarios(args) -> int:
         for item in catalogue()
     ]
     print(tabulate(rows, headers=("id", "level", "checks", "answers", "needs", "implemented", "title"), tablefmt="github"))
-    return 0
-
-
-def validate_report(args) -> int:
-    try:
-        with open(args.file, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except OSError as exc:
-        raise KitError(f"cannot read {args.file}: {exc.strerror}", "pass the report.json of a run") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise KitError(f"{args.file} is not JSON: {exc}", "pass the report.json of a run (not report.md)") from None
-    problems = report_problems(document)
-    if problems:
-        for problem in problems[:MAX_PROBLEMS]:
-            print(f"{args.file}: {problem}", file=sys.stderr)
-        print(f"{args.file}: INVALID ({len(problems)} problem(s))", file=sys.stderr)
-        return 1
-    print(f"{args.file}: valid report ({document['verdict']['headline']})")
     return 0
