@@ -219,5 +219,6 @@ def serve(
 
 def crash_now() -> None:
     """What a ``crash`` failpoint does: the process SIGKILLs itself, skipping every
-    cleanup handler, exactly as a power cut would look to the caller."""
+    cleanup handler, as an abrupt process death looks to the caller. (The kernel's
+    page cache survives it, unlike a power cut: DURABILITY-TRACE covers that gap.)"""
     os.kill(os.getpid(), signal.SIGKILL)
