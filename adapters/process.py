@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import threading
@@ -69,6 +70,10 @@ class _Process:
         self.closed = False
         self.killed_by_kit = False
         self.threads: list[threading.Thread] = []
+        # Lines for the harness's stdin, written by one writer thread: a harness that
+        # stops reading fills the pipe and blocks that thread, never a caller (whose
+        # wait is bounded by its timeout) or the reader threads.
+        self.outbox: queue.SimpleQueue[tuple[Future, bytes] | None] = queue.SimpleQueue()
 
     def in_flight(self) -> list[Future]:
         return [*self.pending.values(), *self.raw_waiters]
@@ -139,7 +144,7 @@ class ProcessConnection(Connection):
             raise HarnessStartError(f"cannot run harness {self.command[0]!r}: {exc.strerror or exc}") from None
         process = _Process(popen)
         self._processes.append(process)
-        for target in (self._read_stdout, self._read_stderr):
+        for target in (self._read_stdout, self._read_stderr, self._write_stdin):
             thread = threading.Thread(target=target, args=(process,), daemon=True, name=f"harness-{target.__name__}")
             thread.start()
             process.threads.append(thread)
@@ -228,13 +233,20 @@ class ProcessConnection(Connection):
                 process.raw_waiters.append(future)
             else:
                 process.pending[request_id] = future
+            process.outbox.put((future, line))  # under the lock: lines keep their order
+        return future
+
+    def _write_stdin(self, process: _Process) -> None:
+        while (item := process.outbox.get()) is not None:
+            future, line = item
             try:
                 process.popen.stdin.write(line)
                 process.popen.stdin.flush()
             except (OSError, ValueError):
-                self._forget(process, future)
-                future.set_result(Lost("the harness closed its input"))
-        return future
+                with process.lock:
+                    self._forget(process, future)
+                if not future.done():
+                    future.set_result(Lost("the harness closed its input"))
 
     def wait(self, pending: Future, timeout: float | None = None) -> Reply:
         limit = self.call_timeout if timeout is None else timeout
@@ -323,6 +335,7 @@ class ProcessConnection(Connection):
             flight = process.in_flight()
             process.pending.clear()
             process.raw_waiters.clear()
+            process.outbox.put(None)  # the writer thread ends after what is queued
         for future in flight:
             if not future.done():
                 future.set_result(Lost(reason))
