@@ -221,6 +221,11 @@ def check_directory_fsyncs(events: list[Event], state_dir: str) -> tuple[int, li
 # -- the scenario ----------------------------------------------------------------------
 
 
+#: Under ``strace -f`` every system call stops at the tracer, so the traced harness
+#: gets this many times the run's call timeout (60 s at the default 10 s).
+STRACE_SLOWDOWN = 6
+
+
 @scenario("DURABILITY-TRACE")
 def durability_trace(ctx: Context) -> None:
     strace = shutil.which("strace")
@@ -236,8 +241,8 @@ def durability_trace(ctx: Context) -> None:
         traced = ProcessConnection(
             [strace, "-f", "-y", "-qq", "-e", "trace=" + ",".join(TRACED_SYSCALLS), "-o", trace_file, "--", *command],
             state_dir,
-            call_timeout=60.0,
-            start_timeout=60.0,
+            call_timeout=ctx.call_timeout * STRACE_SLOWDOWN,
+            start_timeout=ctx.call_timeout * STRACE_SLOWDOWN,
         )
         ctx.connections.append(traced)
         try:
