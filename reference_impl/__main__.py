@@ -14,7 +14,7 @@ import os
 import sys
 
 from reference_impl.harness import build_handlers, op_groups
-from reference_impl.runtime import Runtime
+from reference_impl.runtime import WAIT_TIMEOUT_S, Runtime
 from spec.protocol import parse_failpoints, serve
 
 
@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--wait-timeout",
         type=float,
-        default=5.0,
+        default=WAIT_TIMEOUT_S,
         metavar="S",
-        help="seconds a call waits for another holder of its id before in_progress (default 5, below the kit's call timeout)",
+        help="seconds a call waits for another holder of its id before in_progress (default %(default)s, below the kit's call timeout)",
     )
     options = parser.parse_args(argv)
     try:

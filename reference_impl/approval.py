@@ -8,7 +8,9 @@ facts (the second field report). So the record never infers one from another:
   proves the effect absent;
 - ``effect_id`` is written as soon as the executor answers, so an audit failure
   afterwards leaves a record that still says the effect happened;
-- ``audit_pending`` lists audit events the record owes, which recovery appends.
+- ``audit_pending`` lists audit events the record owes, which recovery appends. An
+  event is owed in the same save that makes its step happen, and cleared only once
+  appended (write-ahead): a crash in between repeats a line, never loses one.
 
 Recovery then combines request identity, effect evidence and the executor's dedupe
 capability (``spec/retryproof.yaml``, ``approval``).
@@ -104,7 +106,7 @@ class ApprovalService:
         self.store = OperationStore(root)
         self.audit = AuditLog(root)
         self.effects = EffectsDir(root)
-        self.failpoints = dict(failpoints or {})
+        self.armed_failpoints = dict(failpoints or {})
 
     def handlers(self) -> dict[str, Handler]:
         """The protocol ops this service serves, for the harness's op table. Args are
@@ -156,9 +158,7 @@ class ApprovalService:
     def approve(self, args: Mapping[str, Any]) -> dict[str, Any]:
         with self._locked_record(args) as record:
             if record["state"] == "proposed":
-                record["state"] = "approved"
-                self.store.save(record)
-                self._audit(record, "approved")
+                self._step(record, "approved", state="approved")
             elif record["state"] == "approved":
                 # A caller retrying after AUDIT_WRITE_FAILED: the approval stands; its audit
                 # is appended now if it is still owed.
@@ -235,9 +235,7 @@ class ApprovalService:
 
     def _run(self, record: dict[str, Any]) -> bool:
         """One execution attempt; answers whether the executor deduplicated."""
-        record.update(state="executing", dispatched=False)
-        self.store.save(record)
-        self._audit(record, "execution_started")
+        self._step(record, "execution_started", state="executing", dispatched=False)
         # Write-ahead: from here on the effect may exist, so "absent" needs evidence.
         record["dispatched"] = True
         self.store.save(record)
@@ -251,9 +249,7 @@ class ApprovalService:
     def _complete(self, record: dict[str, Any], effect_id: str, repaired: bool = False) -> None:
         # The effect is recorded before its audit: an audit failure from here on
         # leaves a record that says "succeeded, audit pending", never "failed".
-        record.update(state="succeeded", effect_id=effect_id)
-        self.store.save(record)
-        self._audit(record, "execution_completed", repaired=repaired)
+        self._step(record, "execution_completed", repaired=repaired, state="succeeded", effect_id=effect_id)
 
     def _resume(self, record: dict[str, Any]) -> str:
         evidence = self._evidence(record)
@@ -271,18 +267,14 @@ class ApprovalService:
         return self._require_verification(record)
 
     def _require_verification(self, record: dict[str, Any]) -> str:
-        record["state"] = "needs_verification"
-        self.store.save(record)
-        self._audit(record, "verification_required")
+        self._step(record, "verification_required", state="needs_verification")
         return "needs_verification"
 
     def _mark_stale(self, record: dict[str, Any]) -> str:
         # A succeeded operation keeps its state: its effect is a fact, and a consumed
         # approval cannot run again anyway.
         if record["state"] not in ("stale", "succeeded"):
-            record["state"] = "stale"
-            self.store.save(record)
-            self._audit(record, "marked_stale")
+            self._step(record, "marked_stale", state="stale")
         return "stale"
 
     def _evidence(self, record: dict[str, Any]) -> str:
@@ -294,18 +286,31 @@ class ApprovalService:
 
     # -- audit -------------------------------------------------------------------
 
-    def _audit(self, record: dict[str, Any], event: str, repaired: bool = False) -> None:
-        """Append one audit event; on failure the record owes it and the caller is told."""
+    def _step(self, record: dict[str, Any], event: str, repaired: bool = False, **changes: Any) -> None:
+        """Make one step durable together with the audit event it owes, then append it.
+
+        Write-ahead: the save that changes the state also lists ``event`` as owed, so
+        a SIGKILL before the append leaves it pending for the next repair. On an append
+        failure the record keeps owing it and the caller is told.
+        """
+        record.update(changes)
+        if event not in record["audit_pending"]:
+            record["audit_pending"].append(event)
+        self.store.save(record)
         try:
             self._append(record, event, repaired)
         except OSError as exc:
-            record["audit_pending"].append(event)
-            self.store.save(record)
             raise ProtocolError(
                 "AUDIT_WRITE_FAILED",
                 f"the {event} audit append failed ({type(exc).__name__}: {exc.strerror}); "
                 f"operation {record['operation_id']} is {record['state']} and the event is pending",
             ) from None
+        self._settle(record, event)
+
+    def _settle(self, record: dict[str, Any], event: str) -> None:
+        """The appended ``event`` is owed no more; a crash before this save repeats the line."""
+        record["audit_pending"].remove(event)
+        self.store.save(record)
 
     def _repair_audit(self, record: dict[str, Any]) -> bool:
         """Append the events the record owes; answers whether there were any."""
@@ -315,13 +320,12 @@ class ApprovalService:
                 self._append(record, event, repaired=True)
             except OSError as exc:
                 raise ProtocolError("AUDIT_WRITE_FAILED", f"repairing the {event} audit failed ({type(exc).__name__}: {exc.strerror}); still pending") from None
-            record["audit_pending"].remove(event)
-            self.store.save(record)
+            self._settle(record, event)
         return bool(owed)
 
     def _failpoint(self, name: str) -> str | None:
         """Crash here if asked to; otherwise answer the action (``fail`` or None)."""
-        action = self.failpoints.get(name)
+        action = self.armed_failpoints.get(name)
         if action == "crash":
             crash_now()
         return action
@@ -343,10 +347,10 @@ class ApprovalService:
 
 
 def op_group(runtime: Any) -> dict[str, Any]:
-    """The harness's approval op group for ``runtime`` (its state dir and failpoints).
+    """The harness's approval op group for ``runtime`` (its state dir and armed failpoints).
 
     A runtime class may name another service class in ``approval_service``: that is
     how a bundled faulty variant swaps in its defect.
     """
-    service = getattr(runtime, "approval_service", ApprovalService)(runtime.state_dir, runtime.failpoints)
+    service = getattr(runtime, "approval_service", ApprovalService)(runtime.state_dir, runtime.armed_failpoints)
     return {"handlers": service.handlers(), "capabilities": (CAPABILITY,), "failpoints": FAILPOINTS}

@@ -16,12 +16,11 @@ from typing import Any, Iterator
 
 from reference_impl import durable
 from reference_impl.locking import LockTimeout, hold
+from reference_impl.runtime import WAIT_TIMEOUT_S
 from spec.protocol import ProtocolError
 
 __all__ = ["AuditLog", "OperationStore", "append_line"]
 
-# Every step under a lock is a few file writes; waiting longer means a stuck holder.
-_LOCK_TIMEOUT_S = 5.0
 
 
 def append_line(path: Path, value: Any) -> None:
@@ -40,7 +39,7 @@ def append_line(path: Path, value: Any) -> None:
 @contextlib.contextmanager
 def _hold(path: Path, what: str) -> Iterator[None]:
     try:
-        with hold(str(path), _LOCK_TIMEOUT_S):
+        with hold(str(path), WAIT_TIMEOUT_S):
             yield
     except LockTimeout as exc:
         raise ProtocolError("in_progress", f"another call holds {what}: {exc}") from None
@@ -76,6 +75,25 @@ class AuditLog:
     def __init__(self, root: Path):
         self.path = root / "audit.jsonl"
         self._lock = root / "audit.lock"
+        self._aside = self.path.with_name(self.path.name + ".aside")
+        with _hold(self._lock, "the audit log"):
+            self._undo_fault()
+
+    def _undo_fault(self) -> None:
+        """Put back what a process killed inside ``_replaced_by_directory`` left.
+
+        Without this the log would stay a directory for good, and every later append,
+        repairs included, would fail. The order of the steps there makes the leftover
+        unambiguous: a directory at the path is always the fault's, and ``.aside`` is
+        the log until it is moved back.
+        """
+        if not self.path.is_dir() and not self._aside.exists():
+            return
+        if self.path.is_dir():
+            os.rmdir(self.path)
+        if self._aside.exists():
+            os.replace(self._aside, self.path)
+        durable.fsync_directory(str(self.path.parent))
 
     def append(self, event: dict[str, Any], fail: bool = False) -> None:
         """Append ``event``; with ``fail``, the real append meets a directory.
@@ -93,17 +111,16 @@ class AuditLog:
 
     @contextlib.contextmanager
     def _replaced_by_directory(self) -> Iterator[None]:
-        aside = self.path.with_name(self.path.name + ".aside")
         had_file = self.path.exists()
         if had_file:
-            os.replace(self.path, aside)
+            os.replace(self.path, self._aside)
         os.mkdir(self.path)
         try:
             yield
         finally:
             os.rmdir(self.path)
             if had_file:
-                os.replace(aside, self.path)
+                os.replace(self._aside, self.path)
             durable.fsync_directory(str(self.path.parent))
 
     def events(self) -> list[dict[str, Any]]:

@@ -36,7 +36,7 @@ from reference_impl.numbering import Numbering
 from spec.digest import DIGEST_SCHEMA_VERSION, ContractError, check_submission_id, request_digest
 from spec.protocol import ProtocolError, crash_now
 
-__all__ = ["WRITE_TASK_FAILPOINTS", "Runtime"]
+__all__ = ["WAIT_TIMEOUT_S", "WRITE_TASK_FAILPOINTS", "Runtime"]
 
 WRITE_TASK_FAILPOINTS = (
     "write_task.after_reserve",
@@ -44,6 +44,10 @@ WRITE_TASK_FAILPOINTS = (
     "write_task.after_task_created",
     "write_task.after_commit",
 )
+# How long a call waits for another holder of its id (or operation) before in_progress:
+# well inside the kit's 10 s call timeout (protocol_spec.decisions), or a wait that would
+# have ended in reuse reads as no answer.
+WAIT_TIMEOUT_S = 5.0
 TASK_ID_PATTERN = re.compile(r"TASK-[0-9]{6,}")
 _DIRECTORIES = ("tasks", "task-numbers", "receipts", "receipt-locks", "reports", "report-numbers")
 
@@ -89,11 +93,11 @@ class Runtime:
     answering ``in_progress``.
     """
 
-    def __init__(self, state_dir: str | os.PathLike[str], failpoints: Mapping[str, str] | None = None, wait_timeout_s: float = 10.0):
+    def __init__(self, state_dir: str | os.PathLike[str], failpoints: Mapping[str, str] | None = None, wait_timeout_s: float = WAIT_TIMEOUT_S):
         self.state_dir = os.path.abspath(state_dir)
         if not os.path.isdir(self.state_dir):
             raise NotADirectoryError(errno.ENOTDIR, "state directory does not exist or is not a directory", str(state_dir))
-        self.failpoints = dict(failpoints or {})
+        self.armed_failpoints = dict(failpoints or {})
         self.wait_timeout_s = wait_timeout_s
         self._dirs = {name: os.path.join(self.state_dir, name) for name in _DIRECTORIES}
         made = False
@@ -392,7 +396,7 @@ class Runtime:
     # ------------------------------------------------------------------ helpers
 
     def _failpoint(self, name: str) -> None:
-        action = self.failpoints.get(name)
+        action = self.armed_failpoints.get(name)
         if action == "crash":
             crash_now()
         elif action == "fail":

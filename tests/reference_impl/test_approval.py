@@ -4,6 +4,10 @@ markers (never from what a call answered)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 import pytest
 
 from reference_impl.approval import ApprovalService
@@ -352,3 +356,74 @@ def test_concurrent_executes_of_one_operation_make_one_effect(state_dir, start):
     codes = sorted(getattr(answer, "code", "ok") for answer in answers)
     assert codes == ["APPROVAL_ALREADY_CONSUMED"] * 7 + ["ok"]
     assert effects(service_on(state_dir)) == (1, 1)
+
+
+# -- the audit is written ahead: a crash leaves a repeated line, never a missing one ----
+
+# Runs the service in a child process that SIGKILLs itself right after the save that
+# gives the record ``state``: the step is durable and its audit line is not yet
+# appended. A test-only seam around the store, so the protocol gains no failpoint.
+_KILLED_AFTER_SAVE = """
+import sys
+from reference_impl.approval import ApprovalService
+from spec.protocol import crash_now
+
+state_dir, op, operation_id, state = sys.argv[1:]
+service = ApprovalService(state_dir)
+save = service.store.save
+
+def save_then_die(record):
+    save(record)
+    if record["state"] == state:
+        crash_now()
+
+service.store.save = save_then_die
+getattr(service, op)({"operation_id": operation_id})
+"""
+
+
+@pytest.mark.parametrize(
+    ("op", "state", "event", "repair"),
+    [("approve", "approved", "approved", "approve"), ("execute", "executing", "execution_started", "recover")],
+)
+def test_a_kill_right_after_a_step_is_saved_leaves_its_audit_owed_and_repaired(tmp_path, op, state, event, repair):
+    service = service_on(tmp_path)
+    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
+    if op == "execute":
+        service.approve({"operation_id": operation_id})
+    done = subprocess.run([sys.executable, "-c", _KILLED_AFTER_SAVE, str(tmp_path), op, operation_id, state], capture_output=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    after = service_on(tmp_path)
+    assert after.get_operation({"operation_id": operation_id})["state"] == state
+    assert event not in [name for name, _ in audit_events(after)]
+    assert after.get_operation({"operation_id": operation_id})["audit_pending"] is True
+    getattr(after, repair)({"operation_id": operation_id})
+    assert (event, True) in audit_events(after)
+    assert after.get_operation({"operation_id": operation_id})["audit_pending"] is False
+
+
+# A child that SIGKILLs itself inside the audit fault's window: the log is moved aside
+# and a directory stands in its place.
+_KILLED_INSIDE_AUDIT_FAULT = """
+import sys
+from reference_impl import approval_store
+from reference_impl.approval import ApprovalService
+from spec.protocol import crash_now
+
+state_dir, operation_id = sys.argv[1:]
+approval_store.append_line = lambda path, value: crash_now()
+ApprovalService(state_dir, {"approval.audit_started": "fail"}).execute({"operation_id": operation_id})
+"""
+
+
+def test_a_kill_inside_an_audit_fault_is_undone_at_the_next_start(tmp_path):
+    service = service_on(tmp_path)
+    operation_id = approved(service)
+    done = subprocess.run([sys.executable, "-c", _KILLED_INSIDE_AUDIT_FAULT, str(tmp_path), operation_id], capture_output=True, timeout=60)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert service.audit.path.is_dir()
+    after = service_on(tmp_path)
+    assert after.audit.path.is_file() and not after.audit.path.with_name("audit.jsonl.aside").exists()
+    assert audit_events(after) == [("approved", False)]
+    assert after.recover({"operation_id": operation_id}) == {"outcome": "re_executed", "state": "succeeded"}
+    assert [name for name, _ in audit_events(after)] == ["approved", "execution_started", "execution_started", "execution_completed"]

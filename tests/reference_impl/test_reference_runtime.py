@@ -201,3 +201,17 @@ def test_the_failpoint_names_are_the_spec_ones():
     from spec import load_spec
 
     assert set(WRITE_TASK_FAILPOINTS) == {name for name in load_spec()["protocol_spec"]["failpoints"] if name.startswith("write_task.")}
+
+
+def test_one_bounded_wait_inside_the_kits_call_timeout(state_dir):
+    # The API, the command line and the approval locks share it; the spec's decision
+    # names 5 s for the reference, half the kit's default call timeout.
+    import subprocess
+    import sys
+
+    from reference_impl.runtime import WAIT_TIMEOUT_S
+
+    assert WAIT_TIMEOUT_S == 5.0
+    assert Runtime(state_dir).wait_timeout_s == WAIT_TIMEOUT_S
+    usage = subprocess.run([sys.executable, "-m", "reference_impl", "--help"], capture_output=True, text=True, check=True).stdout
+    assert f"(default {WAIT_TIMEOUT_S}," in " ".join(usage.split())
