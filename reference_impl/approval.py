@@ -119,6 +119,7 @@ class ApprovalService:
             "recover": self.recover,
             "get_operation": self.get_operation,
             "list_effects": self.list_effects,
+            "list_audit": self.list_audit,
         }
         return {op: _checked(op, method) for op, method in ops.items()}
 
@@ -217,6 +218,17 @@ class ApprovalService:
             "effects": [{"effect_id": effect_id} for effect_id in self.effects.effects(key)],
             "executor_calls": self.effects.calls(key),
         }
+
+    def list_audit(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        # Under the operation's lock, so no step of it is half-way between its save and its line.
+        with self._locked_record(args) as record:
+            return {
+                "events": [
+                    {"event": line["event"], "state": line["state"], "repaired": line["repaired"]}
+                    for line in self.audit.events()
+                    if line["operation_id"] == record["operation_id"]
+                ]
+            }
 
     # -- steps -------------------------------------------------------------------
 

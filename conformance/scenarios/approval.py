@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from conformance.context import Context, Unjudgeable
 from conformance.outcome import Call
 from conformance.scenarios import scenario
 from conformance.scenarios.common import fired
+from spec import load_spec
 
 PROBE_TABLE = "Approval probes P0-P3"
 PROBE_COLUMNS = ["probe", "fault", "caller (field report)", "caller", "state (field report)", "state", "effects (field report)", "effects"]
@@ -54,6 +55,9 @@ OUTCOME_REASON = {
     "plain": "a plain executor's effect is observable and exists",
     "dedupe": "the dedupe executor, called again under the same key, finds its effect",
 }
+
+# event -> the state its step sets: every audit line must say it (approval.audit_events).
+AUDIT_STATES = load_spec()["approval"]["audit_events"]
 
 AUDIT_APPROVED = "approval.audit_approved"
 AUDIT_STARTED = "approval.audit_started"
@@ -184,6 +188,43 @@ def audit_fault_reported(ctx: Context, call: Call, view: Mapping[str, Any], coun
     evidence_agrees(ctx, view, count, label)
 
 
+def audit_log(ctx: Context, operation: Operation, label: str) -> list[Mapping[str, Any]]:
+    """``list_audit``, noted as evidence; each line must carry the state its step sets."""
+    events = ctx.expect_ok(ctx.call("list_audit", {"operation_id": operation.operation_id}), "list_audit").result["events"]
+    ctx.evidence.setdefault("audit", {})[label] = [dict(line) for line in events]
+    for line in events:
+        expected = AUDIT_STATES[line["event"]]
+        ctx.check(line["state"] == expected, f"{label}: the audit line {line['event']} says state {line['state']}, but that step sets {expected}")
+    return events
+
+
+def audit_shows(ctx: Context, operation: Operation, label: str, steps: Sequence[str], late: str | None = None) -> list[str]:
+    """The audit log holds every one of ``steps``, first lines in that order; the first
+    line of ``late`` (the event whose append failed) is marked repaired. A repeated
+    line is allowed, a missing one is the audit loss APR-2 and APR-3 forbid."""
+    events = audit_log(ctx, operation, label)
+    names = [line["event"] for line in events]
+    missing = [step for step in steps if step not in names]
+    ctx.check(not missing, f"{label}: the audit log lacks {', '.join(missing)} (it holds {names}); a step that happened lost its audit line")
+    firsts = [names.index(step) for step in steps if step in names]
+    ctx.check(firsts == sorted(firsts), f"{label}: the audit log holds {names}, not in the order of the steps {list(steps)}")
+    if late in names:
+        first = events[names.index(late)]
+        ctx.check(first["repaired"] is True, f"{label}: the {late} append failed, so the first {late} line is a late one and must be marked repaired true; it says {first['repaired']}")
+    return names
+
+
+def audit_faulted(ctx: Context, probe: str, failpoint: str, op: str) -> tuple[Operation, Mapping[str, Any], int]:
+    """P1's and P2's start: a process with ``failpoint=fail``, a plain operation that
+    ``op`` is next for, ``op`` faulted, the probe's row and APR-2's checks."""
+    ctx.start(failpoints={failpoint: "fail"})
+    operation = (proposed if op == "approve" else approved)(ctx, "plain")
+    call, count, view = faulted(ctx, operation, op, failpoint, "after the fault")
+    probe_row(ctx, probe, caller_view(call), view["state"], count)
+    audit_fault_reported(ctx, call, view, count, op, "after the fault")
+    return operation, view, count
+
+
 # -- the probes ----------------------------------------------------------------------
 
 
@@ -207,11 +248,7 @@ def consumed(ctx: Context) -> None:
 
 @scenario("P1-APPROVAL-AUDIT-FAULT")
 def approval_audit_fault(ctx: Context) -> None:
-    ctx.start(failpoints={AUDIT_APPROVED: "fail"})
-    operation = proposed(ctx, "plain")
-    call, count, view = faulted(ctx, operation, "approve", AUDIT_APPROVED, "after the fault")
-    probe_row(ctx, "P1", caller_view(call), view["state"], count)
-    audit_fault_reported(ctx, call, view, count, "approve", "after the fault")
+    operation, view, count = audit_faulted(ctx, "P1", AUDIT_APPROVED, "approve")
     ctx.check(count == 0, f"approving made {count} effect(s)")
     # The state the runtime reports must be the truth: approved executes, proposed
     # (an approval rolled back with its audit) is refused. The error alone says neither.
@@ -229,15 +266,17 @@ def approval_audit_fault(ctx: Context) -> None:
     after = operation_view(ctx, operation, "after execute in a new process")
     # execute appends the approval audit it still owes before it runs anything.
     ctx.check(after["audit_pending"] is False, f"after execute in a new process the operation is {after['state']} with audit_pending true; the owed approval audit must be appended")
+    if view["state"] == "approved":
+        audit_shows(ctx, operation, "after execute in a new process", ["approved", "execution_started", "execution_completed"], late="approved")
+    else:
+        names = audit_shows(ctx, operation, "after execute in a new process", [])
+        ctx.check("approved" not in names, f"after execute in a new process: the approval was rolled back with its audit, yet the audit log holds {names}")
 
 
 @scenario("P2-START-AUDIT-FAULT")
 def start_audit_fault(ctx: Context) -> None:
-    ctx.start(failpoints={AUDIT_STARTED: "fail"})
-    operation = approved(ctx, "plain")
-    call, count, view = faulted(ctx, operation, "execute", AUDIT_STARTED, "after the fault")
-    probe_row(ctx, "P2", caller_view(call), view["state"], count)
-    audit_fault_reported(ctx, call, view, count, "execute", "after the fault")
+    operation, _, count = audit_faulted(ctx, "P2", AUDIT_STARTED, "execute")
+    audit_shows(ctx, operation, "after the fault", ["approved"])
     ctx.check(count == 0, f"the start audit failed, yet {count} effect(s) exist: an execution must not go on without its start audit")
     ctx.restart()
     result = recovered(ctx, operation, "recover in a new process")
@@ -246,6 +285,7 @@ def start_audit_fault(ctx: Context) -> None:
     ctx.check((count, calls) == (1, 1), f"after recovery: {count} effect(s) from {calls} executor call(s), expected 1 from 1")
     after = operation_view(ctx, operation, "after recovery")
     ctx.check((after["state"], after["audit_pending"]) == ("succeeded", False), f"recovery re-executed, yet the operation is {after['state']} with audit_pending {after['audit_pending']}")
+    audit_shows(ctx, operation, "after recovery", ["approved", "execution_started", "execution_completed"], late="execution_started")
 
 
 @scenario("P3-COMPLETION-AUDIT-FAULT")
@@ -257,6 +297,8 @@ def completion_audit_fault(ctx: Context) -> None:
     faults = {control: faulted(ctx, operation, "execute", AUDIT_COMPLETED, f"{operation.executor}: after the fault") for control, operation in controls.items()}
     call, count, view = faults["no dedupe, same digest"]
     probe_row(ctx, "P3", caller_view(call), view["state"], count)
+    for operation in controls.values():
+        audit_shows(ctx, operation, f"{operation.executor}: after the fault", ["approved", "execution_started"])
 
     ctx.restart()
     recoveries = {}
@@ -279,6 +321,7 @@ def completion_audit_fault(ctx: Context) -> None:
             (repaired["state"], repaired["audit_pending"]) == ("succeeded", False),
             f"{operation.executor}: reconciled, yet the operation is {repaired['state']} with audit_pending {repaired['audit_pending']}",
         )
+        audit_shows(ctx, operation, f"{operation.executor}: after recovery", ["approved", "execution_started", "execution_completed"], late="execution_completed")
         refused(ctx, ctx.call("execute", {"operation_id": operation.operation_id}), "APPROVAL_ALREADY_CONSUMED", f"{operation.executor}: execute after reconciliation")
         ctx.check(effects(ctx, operation, f"{operation.executor}: after execute again")[0] == 1, f"{operation.executor}: a refused execute made an effect")
 
@@ -321,6 +364,7 @@ def stale_request(ctx: Context) -> None:
     ctx.check(result["outcome"] == "stale", f"no effect: the recalculated request has another digest, so recovery must answer stale; it answered {result['outcome']}")
     ctx.check(result["state"] == "stale", f"no effect: a stale recovery left state {result['state']}, expected stale")
     ctx.check(effects(ctx, before, "no effect: after recovery") == (0, 0), "no effect: a stale recovery called the executor")
+    audit_shows(ctx, before, "no effect: after recovery", ["approved", "execution_started", "marked_stale"], late="execution_started")
 
     # Later recoveries with the original request run nothing on either operation.
     again = recovered(ctx, before, "no effect: recover again with the original request")
@@ -361,6 +405,9 @@ def unknown_effect(ctx: Context) -> None:
         ctx.check(result["outcome"] == outcome, f"{executor}: {OUTCOME_REASON[executor]}, so recovery must answer {outcome}; it answered {result['outcome']}")
         state = "needs_verification" if outcome == "needs_verification" else "succeeded"
         ctx.check(result["state"] == state, f"{executor}: recovery answered {result['outcome']} with state {result['state']}, expected {state}")
+        # Reconciliation repairs the audit too: every step that happened has its line.
+        last = "verification_required" if outcome == "needs_verification" else "execution_completed"
+        audit_shows(ctx, operations[executor], f"{executor}: after recovery", ["approved", "execution_started", last])
         if executor == "opaque":
             ctx.check(calls == calls_at_crash, f"opaque: recovery called the executor {calls - calls_at_crash} more time(s) although the effect is unknown")
         evidence_agrees(ctx, view, count, f"{executor}: after the crash")

@@ -26,17 +26,13 @@ from pathlib import Path
 
 import pytest
 
+from spec import load_spec
+
 HERE = Path(__file__).parent
 HARNESS = HERE / "approval_harness" / "harness.py"
 VECTORS = HERE.parent.parent / "spec" / "vectors" / "write-task-v1.json"
-SCENARIOS = (
-    "P0-CONSUMED",
-    "P1-APPROVAL-AUDIT-FAULT",
-    "P2-START-AUDIT-FAULT",
-    "P3-COMPLETION-AUDIT-FAULT",
-    "RECOVERY-STALE-REQUEST",
-    "RECOVERY-UNKNOWN-EFFECT",
-)
+# The catalogue's approval scenarios; this module's runs select them all.
+SCENARIOS = tuple(entry["id"] for entry in load_spec()["scenarios"] if "approval" in entry["needs"])
 MODES = ("correct", "p3-defect")
 VARIANTS_SCRIPT = HERE / "approval_harness" / "variants.py"
 # variant -> the status each scenario it targets must end in (each run selects only these).
@@ -48,6 +44,8 @@ VARIANTS = {
     "stale-only-once-dispatched": {"RECOVERY-STALE-REQUEST": "failed"},
     "audit-pending-never-shown": dict.fromkeys(("P1-APPROVAL-AUDIT-FAULT", "P2-START-AUDIT-FAULT", "P3-COMPLETION-AUDIT-FAULT"), "failed"),
     "stale-demotes-succeeded": {"RECOVERY-STALE-REQUEST": "failed"},
+    # audit_pending reads false after a repair, so only list_audit shows the lost lines.
+    "repair-forgets-the-line": dict.fromkeys(("P1-APPROVAL-AUDIT-FAULT", "P2-START-AUDIT-FAULT", "P3-COMPLETION-AUDIT-FAULT", "RECOVERY-STALE-REQUEST"), "failed"),
 }
 
 

@@ -427,3 +427,27 @@ def test_a_kill_inside_an_audit_fault_is_undone_at_the_next_start(tmp_path):
     assert audit_events(after) == [("approved", False)]
     assert after.recover({"operation_id": operation_id}) == {"outcome": "re_executed", "state": "succeeded"}
     assert [name for name, _ in audit_events(after)] == ["approved", "execution_started", "execution_started", "execution_completed"]
+
+
+def test_list_audit_answers_the_operations_lines_in_order(tmp_path):
+    service = service_on(tmp_path, approval__audit_completed="fail")
+    operation_id = approved(service)
+    other = approved(service, key="op-key-2")
+    assert rejected(service.execute, {"operation_id": operation_id}).code == "AUDIT_WRITE_FAILED"
+    assert service_on(tmp_path).recover({"operation_id": operation_id})["outcome"] == "reconciled"
+    assert service.list_audit({"operation_id": operation_id}) == {
+        "events": [
+            {"event": "approved", "state": "approved", "repaired": False},
+            {"event": "execution_started", "state": "executing", "repaired": False},
+            {"event": "execution_completed", "state": "succeeded", "repaired": True},
+        ]
+    }
+    assert service.list_audit({"operation_id": other}) == {"events": [{"event": "approved", "state": "approved", "repaired": False}]}
+    assert rejected(service.list_audit, {"operation_id": "op-" + "0" * 32}).code == "not_found"
+
+
+def test_every_audit_event_carries_the_spec_state():
+    from reference_impl.approval import _STEP_STATE
+    from spec import load_spec
+
+    assert _STEP_STATE == load_spec()["approval"]["audit_events"]

@@ -658,6 +658,18 @@ class Runtime:
             "request_digest": op["request_digest"],
         }
 
+    def op_list_audit(self, operation_id):
+        op = self._load(operation_id)
+        try:
+            with open(self.audit_path, "rb") as handle:
+                lines = [json.loads(line) for line in handle.read().splitlines() if line.strip()]
+        except FileNotFoundError:
+            lines = []
+        return {"events": [
+            {"event": line["event"], "state": line["state"], "repaired": line["repaired"]}
+            for line in lines if line["operation_id"] == op["operation_id"]
+        ]}
+
     def op_list_effects(self, operation_key):
         if not isinstance(operation_key, str) or not operation_key:
             raise OpError("invalid_request", "operation_key: must be a non-empty string")
@@ -682,6 +694,7 @@ OP_ARGS = {
     "recover": ({"operation_id"}, {"request"}),
     "get_operation": ({"operation_id"}, set()),
     "list_effects": ({"operation_key"}, set()),
+    "list_audit": ({"operation_id"}, set()),
     "shutdown": (set(), set()),
 }
 

@@ -70,6 +70,16 @@ class StaleDemotesSucceeded(harness.Runtime):
         return result
 
 
+class RepairForgetsTheLine(harness.Runtime):
+    """A repair drops the owed event from the record without appending its line:
+    audit_pending reads false, and the step's audit is lost for good."""
+
+    def _repair_audits(self, op):
+        owed = list(op["audit_pending"])
+        self._save(op, audit_pending=[])
+        return bool(owed)
+
+
 VARIANTS = {
     "one-shot-fail": OneShotFail,
     "plain-crash-reads-absent": PlainCrashReadsAbsent,
@@ -77,6 +87,7 @@ VARIANTS = {
     "stale-only-once-dispatched": StaleOnlyOnceDispatched,
     "audit-pending-never-shown": AuditPendingNeverShown,
     "stale-demotes-succeeded": StaleDemotesSucceeded,
+    "repair-forgets-the-line": RepairForgetsTheLine,
 }
 
 
