@@ -10,15 +10,21 @@ the evidence (``replay``); the report writers save it beside the report as
 
 from __future__ import annotations
 
+from conformance.context import Unjudgeable
 from conformance.fuzz_machine import run_fuzz
+from conformance.fuzz_model import HarnessSilent
 from conformance.fuzz_profiles import ENV_VAR, private_storage
 from conformance.scenarios import Context, scenario
+
 
 @scenario("FUZZ-MODEL")
 def fuzz_model(ctx: Context) -> None:
     ctx.start()
-    with private_storage():
-        outcome = run_fuzz(ctx.conn, seed=ctx.seed)
+    try:
+        with private_storage():
+            outcome = run_fuzz(ctx.conn, seed=ctx.seed, call_timeout=ctx.call_timeout)
+    except HarnessSilent as exc:
+        raise Unjudgeable(f"FUZZ-MODEL stopped: {exc}") from None
     ctx.reproduce_env[ENV_VAR] = outcome.profile
     ctx.note(
         "fuzz",

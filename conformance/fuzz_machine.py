@@ -23,7 +23,7 @@ from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, precondition, rule
 
 from adapters.connection import Connection
-from conformance.fuzz_model import EQUAL_VARIANTS, REPLAY_FORMAT, SUBMISSION_IDS, TASKS, Driver, ModelViolation, run_steps
+from conformance.fuzz_model import EQUAL_VARIANTS, REPLAY_FORMAT, SUBMISSION_IDS, TASKS, Driver, HarnessSilent, ModelViolation, run_steps
 from conformance.fuzz_profiles import choose_profile
 
 _ids = st.sampled_from(SUBMISSION_IDS)
@@ -82,10 +82,13 @@ def run_fuzz(
     steps while the violation persists (``shrink``), within ``shrink_budget_s``.
     Hypothesis's own shrinker would replay hundreds of variants, each restarting
     real processes; deleting whole steps reaches a minimal history in a few replays.
+    Raises ``HarnessSilent`` when a call the model needs got no answer: exploring on
+    would judge nothing.
     """
     outcome = FuzzOutcome(seed=seed, profile=choose_profile(profile))
     started = time.monotonic()
     first_failure: dict[str, Any] = {}
+    silent: list[HarnessSilent] = []
 
     class Machine(_FuzzMachine):
         def __init__(self) -> None:
@@ -97,6 +100,9 @@ def run_fuzz(
                 outcome.seconds_to_first_failure = time.monotonic() - started
                 first_failure.update(steps=list(self.steps), violation=str(violation))
 
+        def _silent(self, error: HarnessSilent) -> None:
+            silent.append(error)
+
     overrides: dict[str, Any] = {"phases": (Phase.explicit, Phase.reuse, Phase.generate), "report_multiple_bugs": False}
     if max_examples is not None:
         overrides["max_examples"] = max_examples
@@ -104,7 +110,11 @@ def run_fuzz(
     try:
         with with_reporter(outcome.hypothesis_report.append):
             test()
-    except (ModelViolation, Flaky):
+    except (ModelViolation, HarnessSilent, Flaky):
+        # Hypothesis re-runs a failing example, so what it raises last may differ
+        # from what was seen first (Flaky); the first silence or violation decides.
+        if silent:
+            raise silent[0] from None
         if not first_failure:
             raise
     if first_failure:
@@ -155,12 +165,18 @@ class _FuzzMachine(RuleBasedStateMachine):
     def _failed(self, violation: ModelViolation) -> None:
         """Called when a step breaks an invariant."""
 
+    def _silent(self, error: HarnessSilent) -> None:
+        """Called when a step got no answer it could be judged by."""
+
     def _do(self, **step: Any) -> None:
         self.steps.append(step)
         try:
             self.driver.apply(step)
         except ModelViolation as violation:
             self._failed(violation)
+            raise
+        except HarnessSilent as error:
+            self._silent(error)
             raise
 
     @rule(id=_ids, task=_task_indexes, variant_kind=st.sampled_from(EQUAL_VARIANTS), burst=_bursts)

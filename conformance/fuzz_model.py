@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from adapters.connection import Connection, Lost, Reply
+from conformance.outcome import classify, id_answer_problems
+from conformance.validation import result_problem
 from spec import load_spec
 from spec.digest import request_digest
 from spec.protocol import Failure, Success
@@ -147,6 +149,11 @@ class ModelViolation(AssertionError):
     Hypothesis treats it as the failure to shrink."""
 
 
+class HarnessSilent(Exception):
+    """A call the model cannot do without got no answer (or only an indeterminate
+    error): nothing can be judged, so FUZZ-MODEL ends in error, never failed."""
+
+
 @dataclass
 class Model:
     """What the calls so far allow the authoritative state to be."""
@@ -246,11 +253,10 @@ class Driver:
             self._judge_same_request(id, reply, what)
 
     def _judge_same_request(self, submission_id: str, reply: Reply, what: str) -> None:
-        if isinstance(reply, Lost):
-            return  # indeterminate: the invariants on state still apply
+        call = classify("write_task", {}, self._valid("write_task", reply, what), 0.0, 0)
+        if call.kind == "info":
+            return  # indeterminate (no answer, io_error, in_progress, ...): the invariants on state still apply
         if isinstance(reply, Failure):
-            if reply.code == "in_progress":
-                return  # the bounded wait expired: indeterminate by the contract
             raise ModelViolation(f"{what}: the same request was rejected: {reply.code}: {reply.message}")
         result = reply.result
         disposition = result.get("disposition")
@@ -261,8 +267,9 @@ class Driver:
             )
         if disposition not in ("created", "reused"):
             raise ModelViolation(f"{what}: unknown disposition {disposition!r}")
-        if result.get("idempotent") is not True:
-            raise ModelViolation(f"{what}: a call with a client_submission_id answered idempotent={result.get('idempotent')!r}")
+        problems = id_answer_problems(result, submission_id, request_digest(self._task(self.model.intended[submission_id])))
+        if problems:
+            raise ModelViolation(f"{what}: {'; '.join(problems)}")
         if result.get("action_taken") is not (disposition == "created"):
             raise ModelViolation(f"{what}: {disposition} with action_taken={result.get('action_taken')!r}")
         self.model.ok_task_ids.setdefault(submission_id, set()).add(str(result.get("task_id")))
@@ -278,6 +285,7 @@ class Driver:
         before = self._tasks()
         reply = self.connection.call("write_task", self._write_args(id, conflicting(self._task_for(id, 0))), self.call_timeout)
         self.log.append(f"conflicting request for {id}: {_describe(reply)}")
+        self._valid("write_task", reply, f"conflicting request for {id}")
         after = self._tasks()
         if len(after) != len(before):
             raise ModelViolation(f"a conflicting request for {id} changed the task count from {len(before)} to {len(after)}")
@@ -292,7 +300,7 @@ class Driver:
         self.model.legacy_attempts += 1
         reply = self.connection.call("write_task", self._write_args(None, self._task(0)), self.call_timeout)
         self.log.append(f"legacy call: {_describe(reply)}")
-        if isinstance(reply, Success):
+        if isinstance(self._valid("write_task", reply, "legacy call"), Success):
             result = reply.result
             if result.get("idempotent") is not False:
                 raise ModelViolation(f"the legacy path answered idempotent={result.get('idempotent')!r}; it must say false")
@@ -322,7 +330,7 @@ class Driver:
         retry = self.connection.call("write_task", self._write_args(submission_id, request), self.call_timeout)
         self.log.append(f"{what} for {submission_id}: {_describe(first)}; after restart, retry: {_describe(retry)}")
         if isinstance(retry, Lost):
-            raise ModelViolation(f"{what}: the retry after restart got no answer ({retry.reason})")
+            raise HarnessSilent(f"{what}: the retry after restart got no answer ({retry.reason})")
         self._judge_same_request(submission_id, retry, f"{what}, then retry")
         if isinstance(retry, Success) and not self._tasks_of(submission_id):
             raise ModelViolation(f"{what}: the retry answered {_describe(retry)} but no task of {submission_id} is listed")
@@ -331,12 +339,21 @@ class Driver:
         self.connection.restart(graceful=graceful)
         self.log.append(f"restart ({'graceful' if graceful else 'SIGKILL'})")
 
+    def _valid(self, op: str, reply: Reply, what: str) -> Reply:
+        """``reply``, once a success is known to match its op's result schema."""
+        problem = result_problem(op, reply.result) if isinstance(reply, Success) else None
+        if problem:
+            raise ModelViolation(f"{what}: {problem}")
+        return reply
+
     # -- authoritative state -------------------------------------------------------
 
     def _tasks(self) -> list[dict[str, Any]]:
-        reply = self.connection.call("list_tasks", {}, self.call_timeout)
-        if not isinstance(reply, Success) or not isinstance(reply.result.get("tasks"), list):
-            raise ModelViolation(f"list_tasks did not answer with a task list: {_describe(reply)}")
+        reply = self._valid("list_tasks", self.connection.call("list_tasks", {}, self.call_timeout), "list_tasks")
+        if not isinstance(reply, Success):
+            if classify("list_tasks", {}, reply, 0.0, 0).kind == "info":
+                raise HarnessSilent(f"list_tasks, the authoritative state, gave no usable answer: {_describe(reply)}")
+            raise ModelViolation(f"list_tasks was rejected: {_describe(reply)}")
         return sorted(reply.result["tasks"], key=lambda t: json.dumps(t, sort_keys=True))
 
     def _ours(self, task: Mapping[str, Any]) -> bool:

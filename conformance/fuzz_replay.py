@@ -17,7 +17,7 @@ from typing import Any
 from adapters.connection import HarnessStartError
 from adapters.process import ProcessConnection
 from conformance.errors import KitError, load_user_file
-from conformance.fuzz_model import REPLAY_FORMAT, ModelViolation, StepError, run_steps, validate_steps
+from conformance.fuzz_model import REPLAY_FORMAT, HarnessSilent, ModelViolation, StepError, run_steps, validate_steps
 
 _STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore that step, or take the file again from replays/ beside the report"
 
@@ -61,6 +61,8 @@ def main(args) -> int:
             raise KitError(f"replay file {args.file}: {exc}", "replay it against a harness that declares what the history uses") from None
         except ModelViolation as exc:  # raised while setting up, before any step
             violation, log = str(exc), []
+        except HarnessSilent as exc:
+            raise KitError(f"the harness stopped answering, so the replay judges nothing: {exc}", "check the harness's stderr; raise --call-timeout if it is slow") from None
         finally:
             connection.kill()
     for line in log:

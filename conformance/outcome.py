@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from adapters.connection import Lost, Reply
+from spec.digest import DIGEST_SCHEMA_VERSION
 from spec.protocol import Failure
 
 #: Error codes that, per spec ``outcome_model.fail``, prove nothing was written.
@@ -75,3 +76,19 @@ def classify(op: str, args: Mapping[str, Any], reply: Reply, duration_s: float, 
         return Call(kind=kind, code=reply.code, message=reply.message, **common)
     kind = "fail" if reply.result.get("disposition") == "conflict" else "ok"
     return Call(kind=kind, result=dict(reply.result), **common)
+
+
+def id_answer_problems(result: Mapping[str, Any], submission_id: str, digest: str) -> list[str]:
+    """What is wrong with the fields an id-path answer (created or reused) owes about
+    its own request, empty when nothing is: a reuse must not hand back another
+    submission's result under the right task_id. Scenarios and FUZZ-MODEL share it."""
+    problems = []
+    if result.get("client_submission_id") != submission_id:
+        problems.append(f"the result names client_submission_id {result.get('client_submission_id')!r}, not {submission_id!r}")
+    if result.get("idempotent") is not True:
+        problems.append(f"the id path must say idempotent true, not {result.get('idempotent')!r}")
+    if result.get("request_digest") != digest:
+        problems.append(f"request_digest {result.get('request_digest')} is not the write-task-v1 digest {digest}")
+    if result.get("digest_schema_version") != DIGEST_SCHEMA_VERSION:
+        problems.append(f"digest_schema_version is not {DIGEST_SCHEMA_VERSION}")
+    return problems

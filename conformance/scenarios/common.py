@@ -6,27 +6,32 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from conformance.context import Context, TaskSet, Unjudgeable
-from conformance.outcome import Call
-from spec.digest import DIGEST_SCHEMA_VERSION, request_digest
+from conformance.outcome import Call, id_answer_problems
+from spec.digest import request_digest
 
 
 def expect_created(ctx: Context, call: Call, submission_id: str, task: Any, what: str) -> Mapping[str, Any]:
     """``created`` with every field saying what this call did."""
     result = ctx.expect_disposition(call, "created", what)
     ctx.check(result.get("action_taken") is True, f"{what}: created must say action_taken true")
-    ctx.check(result.get("client_submission_id") == submission_id, f"{what}: the result names another client_submission_id")
-    ctx.check(result.get("idempotent") is True, f"{what}: the id path must say idempotent true")
-    ctx.check(result.get("request_digest") == request_digest(task), f"{what}: request_digest {result.get('request_digest')} is not the write-task-v1 digest {request_digest(task)}")
-    ctx.check(result.get("digest_schema_version") == DIGEST_SCHEMA_VERSION, f"{what}: digest_schema_version is not {DIGEST_SCHEMA_VERSION}")
-    return result
+    return expect_faithful(ctx, result, submission_id, task, what)
 
 
 def expect_reuse_of(ctx: Context, call: Call, state: TaskSet, submission_id: str, what: str) -> Mapping[str, Any]:
-    """``reused`` with ``action_taken`` false and exactly the identity that durable
-    state holds for ``submission_id`` (one task)."""
+    """``reused`` with ``action_taken`` false, the fields of this submission, and
+    exactly the identity that durable state holds for ``submission_id`` (one task)."""
     result = ctx.expect_disposition(call, "reused", what)
     ctx.check(result.get("action_taken") is False, f"{what}: reused must say action_taken false")
+    expect_faithful(ctx, result, submission_id, call.args.get("task"), what)
     return expect_identity(ctx, result, state, submission_id, what)
+
+
+def expect_faithful(ctx: Context, result: Mapping[str, Any], submission_id: str, task: Any, what: str) -> Mapping[str, Any]:
+    """The fields every id-path answer (created or reused) owes: this call's id and
+    the write-task-v1 digest of its task (``id_answer_problems``)."""
+    problems = id_answer_problems(result, submission_id, request_digest(task))
+    ctx.check(not problems, f"{what}: {'; '.join(problems)}")
+    return result
 
 
 def expect_identity(ctx: Context, result: Mapping[str, Any], state: TaskSet, submission_id: str, what: str) -> Mapping[str, Any]:
@@ -68,26 +73,62 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
     ids = {call.task_id for call in calls}
     ctx.check(len(ids) == 1, f"{what}: the calls answered {len(ids)} different task ids: {', '.join(sorted(map(str, ids)))}")
     ctx.check(all(call.result.get("action_taken") is False for call in reused), f"{what}: a reused result says action_taken true")
+    for call in calls:
+        expect_faithful(ctx, call.result, submission_id, call.args.get("task"), f"{what}: a {call.disposition} call")
     after = ctx.tasks(f"after {what}")
     ctx.check_tasks(before, after, new=1)
     expect_identity(ctx, created[0].result, after, submission_id, f"{what}: the created call")
     return after
 
 
-def stalled_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, TaskSet]:
-    """Crash a creation right after its reservation and restart. Returns (submission
-    id, task, tasks after the restart); ends the scenario ``not_applicable`` when the
-    runtime finished the creation by itself at start-up (allowed, but then no stalled
-    reservation is left to examine)."""
-    ctx.start(failpoints={failpoint: "crash"})
+def failed_at(ctx: Context, call: Call, failpoint: str) -> None:
+    """The call armed with a ``fail`` failpoint must answer ``io_error`` (the step
+    happened, the caller cannot know): success means the fault never fired, so the
+    window was not tested; no answer means the runtime died where it should have
+    stayed up."""
+    ctx.evidence.setdefault("failed_calls", []).append(call.summary())
+    if call.kind == "ok" or not call.answered:
+        raise Unjudgeable(f"the runtime declares failpoint {failpoint} but did not answer io_error there ({call.summary()})")
+    ctx.check(call.code == "io_error", f"fail at {failpoint} answered {call.code}, expected io_error")
+
+
+def pin_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, tuple[Any, Any]]:
+    """Leave a reservation behind and learn its preallocated identity *before* any
+    restart: ``fail`` at ``failpoint`` keeps the process up, so diagnose answers from
+    the process that reserved (the caller's ``ctx.restart`` then SIGKILLs it).
+    Learning the identity only after the restart would let a runtime that renumbers
+    at start-up pass (REC-1, DIAG-2). Returns (submission id, task, (task_id,
+    task_path))."""
+    ctx.start(failpoints={failpoint: "fail"})
     submission_id, task = ctx.submission_id(), ctx.task()
-    fired(ctx, ctx.write_task(submission_id, task), failpoint)
+    failed_at(ctx, ctx.write_task(submission_id, task), failpoint)
+    reserved = ctx.receipt(submission_id, "before the restart")
+    ctx.check(reserved is not None and reserved.get("state") == "reserved", f"diagnose after fail at {failpoint} says state {(reserved or {}).get('state')}, expected reserved")
+    ctx.check(isinstance(reserved.get("task_id"), str) and bool(reserved.get("task_id")), "diagnose of a reservation names no preallocated task_id")
+    return submission_id, task, (reserved.get("task_id"), reserved.get("task_path"))
+
+
+def expect_kept(ctx: Context, found: tuple[Any, Any], pinned: tuple[Any, Any], what: str) -> None:
+    """REC-1: the identity ``found`` now is the one preallocated before the restart."""
+    ctx.check(found == pinned, f"{what}: {found[0]} at {found[1]}, not the preallocated {pinned[0]} at {pinned[1]} diagnose showed before the restart")
+
+
+def stalled_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, TaskSet, tuple[Any, Any]]:
+    """A reservation stalled across a SIGKILL and a restart, whose identity the
+    restart kept. Returns (submission id, task, tasks after the restart, (task_id,
+    task_path)); ends the scenario ``not_applicable`` when the runtime finished the
+    creation by itself at start-up (allowed, but then no stalled reservation is left
+    to examine)."""
+    submission_id, task, pinned = pin_reservation(ctx, failpoint)
     ctx.restart()
     state = ctx.tasks("after restart")
     finished = state.for_submission(submission_id)
     if finished:
+        expect_kept(ctx, (finished[0].get("task_id"), finished[0].get("task_path")), pinned, "the task finished at start-up is")
         ctx.not_applicable(f"the runtime finished the interrupted creation at start-up (task {finished[0].get('task_id')}); no stalled reservation is left")
-    return submission_id, task, state
+    again = ctx.receipt(submission_id, "after restart")
+    expect_kept(ctx, (again.get("task_id"), again.get("task_path")), pinned, "after the restart diagnose shows")
+    return submission_id, task, state, pinned
 
 
 def _tally(calls: list[Call]) -> dict[str, int]:

@@ -69,7 +69,7 @@ def task_missing(ctx: Context) -> None:
 
 @scenario("PATH-OCCUPIED-CONFLICT")
 def path_occupied(ctx: Context) -> None:
-    submission_id, task, _ = stalled_reservation(ctx, AFTER_RESERVE)
+    submission_id, task, _, _ = stalled_reservation(ctx, AFTER_RESERVE)
     ctx.receipt(submission_id, "reserved")
     ctx.expect_ok(ctx.call("tamper", {"action": "occupy_task_path", "client_submission_id": submission_id}), "tamper occupy_task_path")
     for attempt in ("retry", "second retry"):

@@ -23,6 +23,7 @@ from reference_impl.faulty.no_directory_fsync import NoDirectoryFsync
 from reference_impl.faulty.no_idempotency import NoIdempotency
 from reference_impl.faulty.p3_audit_reclassifies import P3AuditReclassifies
 from reference_impl.faulty.recovery_new_number import RecoveryNewNumber
+from reference_impl.faulty.renumbers_stalled import RenumbersStalledOnStart
 from reference_impl.faulty.report_dedup_lost import ReportDedupLost
 from reference_impl.faulty.unlocked_check_then_create import UnlockedCheckThenCreate
 from reference_impl.runtime import Runtime
@@ -38,6 +39,7 @@ VARIANTS: dict[str, type[Runtime]] = {
     "digest-without-nfc": DigestWithoutNfc,
     "unlocked-check-then-create": UnlockedCheckThenCreate,
     "recovery-new-number": RecoveryNewNumber,
+    "renumbers-stalled-on-start": RenumbersStalledOnStart,
     "final-receipt-only": FinalReceiptOnly,
     "diagnose-deletes-stalled": DiagnoseDeletesStalled,
     "legacy-says-idempotent": LegacySaysIdempotent,

@@ -99,9 +99,18 @@ def reuse_without_idempotent(result: Mapping[str, Any]) -> Mapping[str, Any]:
     return result
 
 
+def reuse_of_someone_else(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A reuse answer with the right task but another submission's id and digest
+    (a result cache keyed by task, not by submission)."""
+    if result.get("disposition") == "reused":
+        return {**result, "client_submission_id": "someone-else", "request_digest": "sha256:" + "0" * 64}
+    return result
+
+
 # defect -> (runtime class, ops withheld from hello and the handler table, rewrite of write_task results)
 DEFECTS = {
     "reuse-without-idempotent": (Runtime, (), reuse_without_idempotent),
+    "reuse-of-someone-else": (Runtime, (), reuse_of_someone_else),
     "renumber-without-diagnose": (RetriesRenumber, ("diagnose",), None),
     "renumber": (RetriesRenumber, (), None),
     "sometimes-unlocked": (SometimesUnlocked, (), None),

@@ -73,3 +73,14 @@ def test_every_a4_round_is_judged(tmp_path):
 def test_concurrency_below_two_is_a_user_error():
     done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--concurrency", "1"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "must be at least 2" in done.stderr
+
+
+def test_a_reuse_must_carry_its_own_submission_id_and_digest(tmp_path):
+    """Reused answers name the right task but another submission's id and digest: the
+    scenarios (expect_reuse_of) and FUZZ-MODEL's driver both fail them."""
+    only = "A2-RESPONSE-LOSS,A4-CONCURRENT,FUZZ-MODEL"
+    done, _, scenarios = run_kit(tmp_path, "reuse-of-someone-else", only)
+    for sid in only.split(","):
+        assert scenarios[sid]["status"] == "failed", (sid, scenarios[sid]["reason"])
+        assert "client_submission_id 'someone-else'" in scenarios[sid]["reason"] and "is not the write-task-v1 digest" in scenarios[sid]["reason"]
+    assert done.returncode == 1
