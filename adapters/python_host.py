@@ -116,6 +116,15 @@ def handlers_for(runtime: Any) -> dict[str, Callable[[Mapping[str, Any]], Mappin
     return table
 
 
+def check_armed(armed: Mapping[str, str], supported: Any) -> None:
+    """Refuse (``ValueError``) a failpoint the runtime does not list in hello: served
+    anyway, the window would go untested while the kit believes it was (spec
+    ``protocol_spec.decisions``). Both actions are the host's own ``failpoint``."""
+    unknown = sorted(set(armed) - set(supported or ()))
+    if unknown:
+        raise ValueError(f"RETRYPROOF_FAILPOINTS names {', '.join(unknown)}, which this runtime does not list in its failpoints")
+
+
 def host_command(reference: str) -> list[str]:
     """The harness command line that hosts ``module:factory``."""
     return [sys.executable, "-m", "adapters.python_host", reference]
@@ -130,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, os.getcwd())
     try:
         factory = load_factory(argv[0])
-        runtime = factory(os.environ["RETRYPROOF_STATE_DIR"], parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS")))
+        armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
+        runtime = factory(os.environ["RETRYPROOF_STATE_DIR"], armed)
+        check_armed(armed, runtime.failpoints)
     except (ValueError, KeyError) as exc:
         print(f"retryproof python host: {exc}", file=sys.stderr)
         return 2

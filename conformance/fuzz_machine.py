@@ -18,7 +18,6 @@ from hypothesis import seed as fixed_seed
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis import Phase
-from hypothesis.errors import Flaky
 from hypothesis.reporting import with_reporter
 from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, precondition, rule
 
@@ -93,7 +92,12 @@ def run_fuzz(
     class Machine(_FuzzMachine):
         def __init__(self) -> None:
             outcome.examples += 1
-            super().__init__(Driver(connection, f"h{outcome.examples}", call_timeout))
+            try:
+                driver = Driver(connection, f"h{outcome.examples}", call_timeout)
+            except HarnessSilent as error:
+                self._silent(error)
+                raise
+            super().__init__(driver)
 
         def _failed(self, violation: ModelViolation) -> None:
             if not first_failure:
@@ -110,7 +114,7 @@ def run_fuzz(
     try:
         with with_reporter(outcome.hypothesis_report.append):
             test()
-    except (ModelViolation, HarnessSilent, Flaky):
+    except Exception:
         # Hypothesis re-runs a failing example, so what it raises last may differ
         # from what was seen first (Flaky); the first silence or violation decides.
         if silent:

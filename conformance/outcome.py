@@ -2,7 +2,7 @@
 
 - ``ok``: a parsed success.
 - ``fail``: a structured rejection that provably wrote nothing: an error code of
-  ``FAIL_CODES`` or a ``conflict`` disposition (which by contract writes nothing).
+  ``FAIL_CODES`` (the spec's ``outcome_model.fail_codes``) or a ``conflict`` disposition (which by contract writes nothing).
 - ``info``: indeterminate: no answer (timeout, EOF, garbled, killed) or an error that
   may follow the effect (``io_error``, ``internal_error``, ``in_progress``, any code
   the spec does not list as writing nothing). ``info`` is never treated as ``fail``.
@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from adapters.connection import Lost, Reply
+from spec import load_spec
 from spec.digest import DIGEST_SCHEMA_VERSION
 from spec.protocol import Failure
 
-#: Error codes that, per spec ``outcome_model.fail``, prove nothing was written.
-FAIL_CODES = frozenset(
-    {"invalid_request", "invalid_submission_id", "unknown_op", "bad_message", "not_found", "NOT_APPROVED", "APPROVAL_ALREADY_CONSUMED"}
-)
+#: Error codes that, per spec ``outcome_model.fail_codes``, prove nothing was written.
+FAIL_CODES = frozenset(load_spec()["outcome_model"]["fail_codes"])
 
 
 @dataclass(frozen=True)

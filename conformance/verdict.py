@@ -22,7 +22,7 @@ def optional_capabilities() -> frozenset[str]:
 class Answer:
     question: str  # Q1..Q7
     text: str
-    answer: str  # yes | no | unverified | not applicable
+    answer: str  # yes | yes (with warnings) | no | unverified | not applicable
     scenarios: tuple[tuple[str, str], ...]  # (id, status) of every scenario behind it
 
 
@@ -105,12 +105,15 @@ def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = ()) -> Ve
 
 def answer_checklist(results: Sequence[ScenarioResult]) -> tuple[Answer, ...]:
     """Each of the seven questions, answered from the scenarios behind it (``verdict.
-    checklist`` of the spec): no beats unverified beats yes."""
+    checklist`` of the spec): no beats unverified beats yes. Only MUST scenarios can
+    answer no, as only they decide the verdict; a failed or errored SHOULD scenario
+    turns yes into "yes (with warnings)", so a conformant run never answers no."""
     answers = []
     for question, text in checklist_questions().items():
         behind = [result for result in results if question in result.entry.checklist]
         judged = [result for result in behind if applies(result)]
-        if any(result.status in ("failed", "error") for result in behind):
+        broken = {result.entry.level for result in behind if result.status in ("failed", "error")}
+        if "MUST" in broken:
             answer = "no"
         elif not judged:
             answer = "not applicable" if behind else "unverified"
@@ -119,6 +122,6 @@ def answer_checklist(results: Sequence[ScenarioResult]) -> tuple[Answer, ...]:
         ):
             answer = "unverified"
         else:
-            answer = "yes"
+            answer = "yes (with warnings)" if broken else "yes"
         answers.append(Answer(question, text, answer, tuple((result.entry.id, result.status) for result in behind)))
     return tuple(answers)

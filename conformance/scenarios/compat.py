@@ -37,7 +37,18 @@ def write_report(ctx: Context) -> None:
         again = ctx.expect_ok(ctx.call("write_report", report), attempt).result
         ctx.check(again.get("deduplicated") is True, f"{attempt}: write_report did not deduplicate")
         ctx.check(again.get("report_id") == first.get("report_id"), f"{attempt}: answered report {again.get('report_id')}, first was {first.get('report_id')}")
+    # The id is bound to its first report: another task or content under it is
+    # invalid_request, and a task that does not exist is not_found; neither writes.
+    other_id, other_task = ctx.submission_id(), ctx.task()
+    other_task_id = expect_created(ctx, ctx.write_task(other_id, other_task), other_id, other_task, "a second write_task")["task_id"]
+    rebound = (
+        ("the same report id with other content", {**report, "content": report["content"] + " (edited)"}, "invalid_request"),
+        ("the same report id on another task", {**report, "task_id": other_task_id}, "invalid_request"),
+        ("a report on a task that does not exist", {**report, "client_submission_id": ctx.submission_id(), "task_id": "TASK-999999999"}, "not_found"),
+    )
+    for what, args, code in rebound:
+        ctx.expect_error(ctx.call("write_report", args), code, what)
     reports = ctx.expect_ok(ctx.call("list_reports"), "list_reports").result.get("reports", [])
-    mine = [entry for entry in reports if entry.get("task_id") == task_id]
-    ctx.note("reports_for_task", len(mine))
-    ctx.check(len(mine) == 1, f"list_reports holds {len(mine)} reports for the task, expected 1")
+    ctx.note("reports", len(reports))
+    ctx.check(len(reports) == 1, f"list_reports holds {len(reports)} reports, expected the first one only: a rejected write_report wrote")
+    ctx.check(reports[0].get("report_id") == first.get("report_id"), f"list_reports holds {reports[0].get('report_id')}, not the first report {first.get('report_id')}")

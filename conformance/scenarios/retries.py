@@ -36,10 +36,10 @@ def crash_before_response(ctx: Context) -> None:
     ctx.receipt(submission_id, "after retry")
 
 
-#: Races per A4 scenario, each with a fresh id: one race of eight callers caught a
-#: runtime whose lock is sometimes skipped on 2 (pipelined) and 6 (processes) of 12
-#: seeds, five races on 12 of 12, at tens of milliseconds per race
-#: (tests/conformance/test_races.py).
+#: Races per A4 scenario, each with a fresh id: a runtime whose lock is skipped only
+#: now and then (``sometimes-unlocked`` in the kit's own tests) often survives one
+#: race of eight callers, and a lock table warmed by the first id survives any single
+#: race; a race costs tens of milliseconds, so five are cheap.
 A4_ROUNDS = 5
 
 

@@ -3,7 +3,6 @@ Python host serving a vendor class in a real subprocess."""
 
 import os
 import sys
-import time
 
 from adapters.connection import Lost
 from adapters.process import ProcessConnection
@@ -36,10 +35,10 @@ def test_kill_turns_calls_in_flight_into_lost_and_restart_keeps_the_state_dir(tm
     connection = connect(tmp_path)
     connection.start(failpoints={"write_task.after_commit": "crash"})
     pending = connection.submit("echo", {"delay": 30})
-    began = time.monotonic()
     connection.kill()
     reply = connection.wait(pending)
-    assert isinstance(reply, Lost) and "killed" in reply.reason and time.monotonic() - began < 5
+    # the kill ended the call, not a timeout (the echo would answer after 30 s)
+    assert isinstance(reply, Lost) and "killed" in reply.reason
     assert isinstance(connection.call("echo"), Lost)  # nothing is running
     connection.restart()
     answer = connection.call("echo", {"value": 1})

@@ -35,3 +35,15 @@ def test_the_host_answers_an_explicit_null_id_itself(tmp_path, monkeypatch):
         assert connection.call("write_task", {"task": {}}).result == {"task_id": "T1"}  # absent: the legacy path
     finally:
         connection.kill()
+
+
+def test_the_host_refuses_a_failpoint_the_runtime_does_not_list(tmp_path, monkeypatch):
+    # hosted_runtime.Counter lists only write_task.after_commit
+    monkeypatch.chdir(HERE)
+    connection = ProcessConnection(host_command("hosted_runtime:make"), str(tmp_path), start_timeout=10)
+    with pytest.raises(HarnessStartError) as caught:
+        connection.start(failpoints={"write_task.after_reserve": "crash"})
+    assert "exited with status 2 before answering hello" in caught.value.message
+    assert "write_task.after_reserve, which this runtime does not list" in caught.value.stderr
+    connection.start(failpoints={"write_task.after_commit": "fail"})  # a listed one starts
+    connection.kill()

@@ -92,6 +92,14 @@ class UnlockedAfterFirstId(SometimesUnlocked):
         return Runtime._acquire(self, submission_id) if submission_id == self._first_id else contextlib.nullcontext()
 
 
+class ReportIdAnswersAnything(Runtime):
+    """Answers a repeated report id with its first report whatever task or content
+    the repeat names (RPT-1: that is invalid_request, nothing written)."""
+
+    def _is_duplicate_report(self, existing: Mapping[str, Any], task_id: str, content: str) -> bool:
+        return True
+
+
 def reuse_without_idempotent(result: Mapping[str, Any]) -> Mapping[str, Any]:
     """A reuse answer that drops ``idempotent`` (its schema requires it)."""
     if result.get("disposition") == "reused":
@@ -111,6 +119,7 @@ def reuse_of_someone_else(result: Mapping[str, Any]) -> Mapping[str, Any]:
 DEFECTS = {
     "reuse-without-idempotent": (Runtime, (), reuse_without_idempotent),
     "reuse-of-someone-else": (Runtime, (), reuse_of_someone_else),
+    "report-id-answers-anything": (ReportIdAnswersAnything, (), None),
     "renumber-without-diagnose": (RetriesRenumber, ("diagnose",), None),
     "renumber": (RetriesRenumber, (), None),
     "sometimes-unlocked": (SometimesUnlocked, (), None),

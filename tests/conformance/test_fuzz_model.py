@@ -5,11 +5,18 @@ a fresh state directory; the same file does not reproduce on the reference runti
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
 import sys
 
+import pytest
+
+from adapters.connection import Lost
 from conformance.cli import main as cli
-from conformance.fuzz_profiles import CI, ENV_VAR, fuzz_settings
+from conformance.fuzz_model import Driver, HarnessSilent, ModelViolation
+from conformance.fuzz_profiles import CI, DEV, ENV_VAR, fuzz_settings
+from spec.protocol import Failure, Success
 
 REFERENCE = [sys.executable, "-m", "reference_impl"]
 FAULTY = [*REFERENCE, "--fault", "recovery-new-number"]
@@ -50,3 +57,57 @@ def test_replay_rejects_a_file_that_is_not_a_replay(tmp_path, capsys):
     assert cli(["replay", str(bogus)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and "hint:" in err and "Traceback" not in err
+
+
+class _Stub:
+    """An in-process connection answering from a table: op -> reply (or a callable)."""
+
+    alive = True
+    hello = {"capabilities": ["write_task"], "failpoints": []}
+
+    def __init__(self, **replies):
+        self.replies = replies
+
+    def call(self, op, args=None, timeout=None):
+        reply = self.replies[op]
+        return reply() if callable(reply) else reply
+
+    def submit(self, op, args):
+        return op
+
+    def wait(self, op, timeout=None):
+        return self.call(op)
+
+
+def _no_tasks():
+    return Success(1, {"tasks": []})
+
+
+def test_an_indeterminate_answer_is_no_violation_and_silence_is_no_failure():
+    """FUZZ-MODEL classifies by the outcome model: info is never a violation, and a
+    harness that stops answering is an error (nothing to judge), never failed."""
+    step = {"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "same", "burst": 1}
+    # io_error may follow the effect (outcome model: info): state is still checked, nothing is judged failed
+    Driver(_Stub(write_task=Failure(1, "io_error", "EIO"), list_tasks=_no_tasks), "h").apply(step)
+    # list_tasks, the authoritative state, unanswered: nothing can be judged
+    answers = iter([_no_tasks()])
+    silent = _Stub(write_task=Failure(1, "io_error", "EIO"), list_tasks=lambda: next(answers, Lost("timed out after 1 s")))
+    with pytest.raises(HarnessSilent, match="list_tasks"):
+        Driver(silent, "h").apply(step)
+
+
+def test_every_success_is_checked_against_its_schema():
+    step = {"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "same", "burst": 1}
+    with pytest.raises(ModelViolation, match="violates its schema"):
+        Driver(_Stub(write_task=Success(1, {"disposition": "created"}), list_tasks=_no_tasks), "h").apply(step)
+
+
+def test_a_silent_harness_ends_fuzz_model_in_error(tmp_path):
+    fake = f"{sys.executable} {os.path.join(os.path.dirname(__file__), 'fake_harness.py')} hang-on-write"
+    subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--harness", fake, "--only", "FUZZ-MODEL", "--seed", "1",
+         "--call-timeout", "1", "--out", str(tmp_path), "--format", "json"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, ENV_VAR: DEV},
+    )
+    judged = json.loads((tmp_path / "report.json").read_text())["scenarios"][0]
+    assert judged["status"] == "error" and "FUZZ-MODEL stopped" in judged["reason"], judged["reason"]

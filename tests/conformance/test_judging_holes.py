@@ -84,3 +84,10 @@ def test_a_reuse_must_carry_its_own_submission_id_and_digest(tmp_path):
         assert scenarios[sid]["status"] == "failed", (sid, scenarios[sid]["reason"])
         assert "client_submission_id 'someone-else'" in scenarios[sid]["reason"] and "is not the write-task-v1 digest" in scenarios[sid]["reason"]
     assert done.returncode == 1
+
+
+def test_a_report_id_bound_to_another_task_or_content_is_refused(tmp_path):
+    done, _, scenarios = run_kit(tmp_path, "report-id-answers-anything", "WRITE-REPORT-DEDUP")
+    judged = scenarios["WRITE-REPORT-DEDUP"]
+    assert judged["status"] == "failed" and "the same report id with other content: expected error invalid_request" in judged["reason"], judged["reason"]
+    assert done.returncode == 1

@@ -2,17 +2,26 @@
 reports agree with each other and with the report schema."""
 
 import json
+import os
 import subprocess
 import sys
 
+from conformance.fuzz_profiles import DEV, ENV_VAR
 from spec import load_spec
 
+
 def test_reference_runtime_passes_every_scenario(tmp_path):
+    # The profile is pinned: in CI the ambient one would be the larger CI budget.
+    # The run starts in an empty directory, which must stay empty (no .hypothesis/
+    # example database: a replay file is FUZZ-MODEL's only persistence).
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
     done = subprocess.run(
         [sys.executable, "-m", "conformance.cli", "run", "--seed", "11", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, ENV_VAR: DEV},
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert os.listdir(cwd) == []
     report = json.loads((tmp_path / "report.json").read_text())
     statuses = {s["id"]: s["status"] for s in report["scenarios"]}
     # DURABILITY-TRACE needs strace; without it the SHOULD scenario is skipped, not passed.

@@ -65,14 +65,6 @@ def test_a_closed_stdout_still_finishes_the_run_and_writes_the_reports(tmp_path)
     assert sorted(os.listdir(tmp_path / "out")) == ["junit.xml", "report.json", "report.md"]
 
 
-def test_a_fuzz_run_leaves_the_working_directory_untouched(tmp_path):
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    done = run_cli("run", "--only", "FUZZ-MODEL", "--seed", "1", "--out", str(tmp_path / "out"), cwd=cwd)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert os.listdir(cwd) == []  # no .hypothesis/ example database: the replay file is the persistence
-
-
 def test_the_kit_profiles_keep_no_example_database():
     from hypothesis import settings
 

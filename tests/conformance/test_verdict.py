@@ -39,6 +39,10 @@ def test_error_blocks_and_should_failure_only_warns():
     assert not verdict.conformant
     verdict = judge(all_passed(**{"DURABILITY-TRACE": result("DURABILITY-TRACE", "failed")}))
     assert verdict.conformant and [sid for sid, _ in verdict.warnings] == ["DURABILITY-TRACE"]
+    # a conformant verdict never answers no: the SHOULD failure only qualifies the yes
+    answers = {a.question: a.answer for a in verdict.checklist}
+    assert answers["Q1"] == "yes (with warnings)" and "no" not in answers.values()
+    verdict = judge(all_passed(**{"CRASH-AFTER-COMMIT": result("CRASH-AFTER-COMMIT", "failed")}))
     assert next(a for a in verdict.checklist if a.question == "Q1").answer == "no"
 
 
