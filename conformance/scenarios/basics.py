@@ -113,12 +113,21 @@ def distinct_ids(ctx: Context) -> None:
     before = ctx.tasks("before")
     task = ctx.task()
     results = []
-    for _ in range(2):
-        submission_id = ctx.submission_id()
+    for submission_id in (ctx.submission_id(), ctx.submission_id(), *look_alike_ids(ctx.submission_id())):
         results.append(expect_created(ctx, ctx.write_task(submission_id, task), submission_id, task, f"call with id {submission_id}"))
-    ctx.check(results[0]["task_id"] != results[1]["task_id"], "two ids with identical content answered one task id (fuzzy deduplication)")
-    ctx.check(results[0]["task_path"] != results[1]["task_path"], "two ids with identical content share one task_path")
-    ctx.check_tasks(before, ctx.tasks("after"), new=2)
+    task_ids = [result["task_id"] for result in results]
+    ctx.check(len(set(task_ids)) == len(task_ids), f"{len(task_ids)} distinct ids with identical content answered only {len(set(task_ids))} task ids (fuzzy deduplication or folded ids)")
+    task_paths = [result["task_path"] for result in results]
+    ctx.check(len(set(task_paths)) == len(task_paths), "distinct ids with identical content share a task_path")
+    ctx.check_tasks(before, ctx.tasks("after"), new=len(results))
+
+
+def look_alike_ids(base: str) -> list[str]:
+    """Valid ids that are distinct but that a store could fold together: by letter
+    case (a case-insensitive file system), by mapping ``:`` and ``.`` to one safe
+    character, or by truncating (a 128-character id that differs only at the end)."""
+    long = (base + "-" + "x" * 128)[:127]
+    return [base + "-Ab", base + "-ab", base + ":s", base + ".s", base + "_s", long + "1", long + "2"]
 
 
 BAD_SUBMISSION_IDS = ("../x", "a/b", "", "x" * 129, "a\x00b", "é", ".hidden", "a b", 123, None)

@@ -48,7 +48,13 @@ def write_report(ctx: Context) -> None:
     )
     for what, args, code in rebound:
         ctx.expect_error(ctx.call("write_report", args), code, what)
+    # Deduplication is by id, never by content: the same report under a new id is a
+    # new intent and a new report.
+    second = ctx.expect_ok(ctx.call("write_report", {**report, "client_submission_id": ctx.submission_id()}), "the same report under a new id").result
+    ctx.check(second.get("deduplicated") is False, "the same content under a new id was deduplicated: reports are deduplicated by content, not by id")
+    ctx.check(second.get("report_id") != first.get("report_id"), f"a new id answered the first report {first.get('report_id')}")
     reports = ctx.expect_ok(ctx.call("list_reports"), "list_reports").result.get("reports", [])
     ctx.note("reports", len(reports))
-    ctx.check(len(reports) == 1, f"list_reports holds {len(reports)} reports, expected the first one only: a rejected write_report wrote")
-    ctx.check(reports[0].get("report_id") == first.get("report_id"), f"list_reports holds {reports[0].get('report_id')}, not the first report {first.get('report_id')}")
+    listed = sorted(str(item.get("report_id")) for item in reports)
+    expected = sorted(str(item.get("report_id")) for item in (first, second))
+    ctx.check(listed == expected, f"list_reports holds {listed}, expected exactly {expected}: a rejected write_report wrote, or a report is missing")

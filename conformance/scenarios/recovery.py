@@ -4,6 +4,8 @@ when it wrote the task object itself."""
 
 from __future__ import annotations
 
+import time
+
 from conformance.scenarios import Context, scenario
 from conformance.scenarios.common import expect_faithful, expect_identity, expect_kept, fired, pin_reservation, stalled_reservation
 
@@ -81,6 +83,10 @@ def crash_after_commit(ctx: Context) -> None:
     crash_then_retry(ctx, "write_task.after_commit")
 
 
+#: How long STALE-RESERVATION-DIAGNOSTICS waits between two readings of one receipt.
+AGE_STEP_S = 0.2
+
+
 @scenario("STALE-RESERVATION-DIAGNOSTICS")
 def stale_reservation(ctx: Context) -> None:
     submission_id, task, state, pinned = stalled_reservation(ctx, AFTER_RESERVE)
@@ -91,6 +97,19 @@ def stale_reservation(ctx: Context) -> None:
     ctx.check(isinstance(stalled.get("task_id"), str) and stalled.get("task_id"), "diagnose of a reservation names no preallocated task_id")
     fresh = ctx.receipt(submission_id, "stale_after_s=3600", stale_after_s=3600)
     ctx.check(fresh.get("stalled") is False, "a reservation younger than stale_after_s=3600 is reported stalled")
+    # Reading must not refresh the reservation: between two readings AGE_STEP_S apart
+    # age_s grows by AGE_STEP_S. The pause before the first reading matters: a runtime
+    # that restarts the age at every read shows the same small age both times.
+    time.sleep(AGE_STEP_S)
+    first = ctx.receipt(submission_id, "after a pause", stale_after_s=3600)
+    time.sleep(AGE_STEP_S)
+    second = ctx.receipt(submission_id, f"{AGE_STEP_S}s later, stale_after_s={AGE_STEP_S / 2}", stale_after_s=AGE_STEP_S / 2)
+    ages = (first.get("age_s"), second.get("age_s"))
+    ctx.check(
+        all(isinstance(age, (int, float)) for age in ages) and ages[1] - ages[0] >= AGE_STEP_S * 0.9,
+        f"age_s went from {ages[0]} to {ages[1]} over {AGE_STEP_S}s: diagnostics must measure the reservation's age, and reading them must not refresh it",
+    )
+    ctx.check(second.get("stalled") is True, f"a reservation {ages[1]}s old is not reported stalled past stale_after_s={AGE_STEP_S / 2}")
     absent = ctx.receipt(ctx.submission_id(), "an unknown id")
     ctx.check(absent.get("state") == "absent", f"diagnose of an unknown id says state {absent.get('state')}, expected absent")
     ctx.restart(graceful=True)

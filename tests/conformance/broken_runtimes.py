@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from typing import Any, Iterator, Mapping
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -115,6 +116,48 @@ def reuse_of_someone_else(result: Mapping[str, Any]) -> Mapping[str, Any]:
     return result
 
 
+class CaseFoldedIds(Runtime):
+    """Keeps receipts and their locks under the lower-cased id, as a case-insensitive
+    store would: ``Order-1`` and ``order-1`` become one submission (SUB-4)."""
+
+    def _confined(self, directory: str, name: str) -> str:
+        return super()._confined(directory, name.lower() if directory in ("receipts", "receipt-locks") else name)
+
+
+class TruncatedIds(Runtime):
+    """Keys receipts by the first 64 characters of the id, like a short database
+    column, although ids may have 128 (SUB-4)."""
+
+    def _confined(self, directory: str, name: str) -> str:
+        if directory in ("receipts", "receipt-locks"):
+            stem, dot, suffix = name.rpartition(".")
+            name = stem[:64] + dot + suffix
+        return super()._confined(directory, name)
+
+
+class DiagnoseRefreshes(Runtime):
+    """Diagnostics that touch the receipt after reading it (a "heartbeat on read"),
+    so age_s restarts at every look and a polled reservation never stalls (DIAG-1)."""
+
+    def diagnose(self, client_submission_id: Any, stale_after_s: Any) -> dict[str, Any]:
+        facts = super().diagnose(client_submission_id, stale_after_s)
+        receipt = self._read_receipt(client_submission_id)
+        if receipt is not None and receipt["state"] != "committed":
+            self._write_receipt({**receipt, "updated_at": time.time()}, new=False)
+        return facts
+
+
+class ReportDedupByContent(Runtime):
+    """Answers any earlier report with the same task and content, whatever its id, as
+    a duplicate: two intents merged by content (RPT-1 is by id, like SUB-4)."""
+
+    def write_report(self, client_submission_id: Any, task_id: Any, content: Any) -> dict[str, Any]:
+        for _, record in self._records("reports"):
+            if (record["task_id"], record["content"]) == (task_id, content):
+                return {"report_id": record["report_id"], "deduplicated": True}
+        return super().write_report(client_submission_id, task_id, content)
+
+
 # defect -> (runtime class, ops withheld from hello and the handler table, rewrite of write_task results)
 DEFECTS = {
     "reuse-without-idempotent": (Runtime, (), reuse_without_idempotent),
@@ -126,6 +169,10 @@ DEFECTS = {
     "unlocked-after-first-id": (UnlockedAfterFirstId, (), None),
     "removes-foreign": (RemovesForeignObject, (), None),
     "removes-foreign-without-diagnose": (RemovesForeignObject, ("diagnose",), None),
+    "case-folded-ids": (CaseFoldedIds, (), None),
+    "truncated-ids": (TruncatedIds, (), None),
+    "diagnose-refreshes": (DiagnoseRefreshes, (), None),
+    "report-dedup-by-content": (ReportDedupByContent, (), None),
 }
 
 

@@ -4,7 +4,13 @@ through it (``broken_runtimes.py``): before the fix each of these runs PASSED.
 - a call whose result broke its schema on one of A4-MULTIPROCESS's threads was dropped
   from the judgement instead of failing it;
 - REC-1 and REC-4 were checked only when the runtime offered ``diagnose``;
-- one race per A4 scenario let a runtime whose lock only sometimes holds pass.
+- one race per A4 scenario let a runtime whose lock only sometimes holds pass;
+- every id the kit sent was short and lower-case, so a store that folds ids together
+  (by case, or by truncation) was never tested where two ids collide;
+- diagnostics were read at thresholds that are always or never passed, so reading that
+  refreshes the reservation's age went unseen;
+- write_report was only ever retried under its first id, so deduplication by content
+  looked like deduplication by id.
 """
 
 import json
@@ -90,4 +96,20 @@ def test_a_report_id_bound_to_another_task_or_content_is_refused(tmp_path):
     done, _, scenarios = run_kit(tmp_path, "report-id-answers-anything", "WRITE-REPORT-DEDUP")
     judged = scenarios["WRITE-REPORT-DEDUP"]
     assert judged["status"] == "failed" and "the same report id with other content: expected error invalid_request" in judged["reason"], judged["reason"]
+    assert done.returncode == 1
+
+
+@pytest.mark.parametrize(
+    "defect, scenario, says",
+    [
+        ("case-folded-ids", "DISTINCT-IDS-DISTINCT-TASKS", "expected disposition created"),
+        ("truncated-ids", "DISTINCT-IDS-DISTINCT-TASKS", "expected disposition created"),
+        ("diagnose-refreshes", "STALE-RESERVATION-DIAGNOSTICS", "reading them must not refresh it"),
+        ("report-dedup-by-content", "WRITE-REPORT-DEDUP", "deduplicated by content, not by id"),
+    ],
+)
+def test_ids_ages_and_report_ids_are_judged_where_they_could_collide(tmp_path, defect, scenario, says):
+    done, _, scenarios = run_kit(tmp_path, defect, scenario)
+    judged = scenarios[scenario]
+    assert judged["status"] == "failed" and says in judged["reason"], judged["reason"]
     assert done.returncode == 1
