@@ -37,8 +37,8 @@ import os
 import sys
 from typing import Any, Callable, Mapping
 
-from spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id
-from spec.protocol import PROTOCOL, ProtocolError, crash_now, parse_failpoints, serve
+from spec.digest import check_submission_id
+from spec.protocol import ProtocolError, crash_now, hello_handler, parse_failpoints, serve
 
 FACTORY_FORMAT = "module:factory"
 #: Ops the host answers itself; every other op is looked up on the runtime object.
@@ -86,15 +86,6 @@ def handlers_for(runtime: Any) -> dict[str, Callable[[Mapping[str, Any]], Mappin
     one handler per public method, which binds the request args as keyword
     arguments (args that do not fit the signature are ``invalid_request``)."""
 
-    def hello(args: Mapping[str, Any]) -> Mapping[str, Any]:
-        return {
-            "protocol": PROTOCOL,
-            "implementation": dict(runtime.implementation),
-            "capabilities": list(runtime.capabilities),
-            "failpoints": list(runtime.failpoints),
-            "digest_schema_version": DIGEST_SCHEMA_VERSION,
-        }
-
     def bound(method: Callable[..., Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], Mapping[str, Any]]:
         signature = inspect.signature(method)
 
@@ -109,7 +100,9 @@ def handlers_for(runtime: Any) -> dict[str, Callable[[Mapping[str, Any]], Mappin
 
         return handle
 
-    table: dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {"hello": hello}
+    table: dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
+        "hello": hello_handler(runtime.implementation, runtime.capabilities, runtime.failpoints)
+    }
     for name, member in inspect.getmembers(runtime, inspect.ismethod):
         if not name.startswith("_") and name not in HOST_OPS and name != "failpoint":
             table[name] = bound(member)

@@ -109,7 +109,10 @@ class Context:
         """Start the main harness process on the scenario's state directory."""
         if not self.connections:
             self.connections.append(self._connect())
-        self._started(self.conn, lambda: self.conn.start(failpoints))
+        try:
+            self.conn.start(failpoints)
+        except HarnessStartError as exc:
+            raise Unjudgeable(f"the harness did not start: {exc.message}") from None
         return self.conn
 
     def spawn(self, count: int) -> list[Connection]:
@@ -153,13 +156,6 @@ class Context:
 
     def stderr_text(self) -> str:
         return "\n".join(connection.stderr_text() for connection in self.connections)
-
-    @staticmethod
-    def _started(connection: Connection, start: Callable[[], Any]) -> None:
-        try:
-            start()
-        except HarnessStartError as exc:
-            raise Unjudgeable(f"the harness did not start: {exc.message}") from None
 
     # -- calls --------------------------------------------------------------------
 

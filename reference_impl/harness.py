@@ -14,8 +14,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from reference_impl import approval
 from reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
-from spec.digest import DIGEST_SCHEMA_VERSION, ContractError, check_submission_id
-from spec.protocol import PROTOCOL
+from spec.digest import ContractError, check_submission_id
+from spec.protocol import hello_handler
 
 __all__ = ["OpGroup", "build_handlers", "op_groups", "write_task_ops"]
 
@@ -106,21 +106,11 @@ def build_handlers(groups: Sequence[OpGroup], implementation: str = "reference")
         if clash:
             raise ValueError(f"ops served twice: {sorted(clash)}")
         handlers.update(group.handlers)
-    greeting = {
-        "protocol": PROTOCOL,
-        "implementation": {"name": implementation, "version": _version(), "language": "python"},
-        "capabilities": [name for group in groups for name in group.capabilities],
-        "failpoints": [name for group in groups for name in group.failpoints],
-        "digest_schema_version": DIGEST_SCHEMA_VERSION,
-    }
-
-    def hello(args: Mapping[str, Any]) -> Mapping[str, Any]:
-        protocol = _take(args, ("protocol",))["protocol"]
-        if protocol != PROTOCOL:
-            raise ContractError("invalid_request", "args.protocol", f"{protocol!r} is not served; this harness speaks {PROTOCOL}")
-        return greeting
-
-    handlers["hello"] = hello
+    handlers["hello"] = hello_handler(
+        {"name": implementation, "version": _version(), "language": "python"},
+        [name for group in groups for name in group.capabilities],
+        [name for group in groups for name in group.failpoints],
+    )
     return handlers
 
 

@@ -15,9 +15,9 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Mapping
+from typing import Any, BinaryIO, Callable, Mapping, Sequence
 
-from spec.digest import ContractError
+from spec.digest import DIGEST_SCHEMA_VERSION, ContractError
 from spec.jcs import DuplicateKeyError, loads_strict
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "crash_now",
     "encode",
     "format_failpoints",
+    "hello_handler",
     "parse_failpoints",
     "serve",
 ]
@@ -162,6 +163,27 @@ def format_failpoints(failpoints: Mapping[str, str]) -> str:
 
 
 Handler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+def hello_handler(implementation: Mapping[str, str], capabilities: Sequence[str], failpoints: Sequence[str]) -> Handler:
+    """The ``hello`` a Python harness serves: its declarations, after checking that
+    the kit speaks this protocol (anything else is ``invalid_request``)."""
+    greeting = {
+        "protocol": PROTOCOL,
+        "implementation": dict(implementation),
+        "capabilities": list(capabilities),
+        "failpoints": list(failpoints),
+        "digest_schema_version": DIGEST_SCHEMA_VERSION,
+    }
+
+    def hello(args: Mapping[str, Any]) -> Mapping[str, Any]:
+        if set(args) != {"protocol"}:
+            raise ContractError("invalid_request", "args", "hello takes exactly one argument, protocol")
+        if args["protocol"] != PROTOCOL:
+            raise ContractError("invalid_request", "args.protocol", f"{args['protocol']!r} is not served; this harness speaks {PROTOCOL}")
+        return greeting
+
+    return hello
 
 
 def serve(

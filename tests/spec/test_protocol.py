@@ -100,3 +100,17 @@ def test_serve_answers_every_request_with_a_typed_outcome_and_keeps_serving():
     assert list(answers)[-1] == 7, "shutdown is answered last, after the calls in flight"
     for line in stdout.getvalue().splitlines():
         assert validator("harness-response").is_valid(json.loads(line))
+
+
+def test_hello_handler_answers_the_declarations_and_refuses_another_protocol():
+    from spec.digest import ContractError
+    from spec.protocol import PROTOCOL, hello_handler
+
+    hello = hello_handler({"name": "x", "version": "1", "language": "go"}, ("write_task",), ("write_task.after_commit",))
+    greeting = hello({"protocol": PROTOCOL})
+    assert greeting["capabilities"] == ["write_task"] and greeting["failpoints"] == ["write_task.after_commit"]
+    assert greeting["digest_schema_version"] == "write-task-v1" and greeting["implementation"]["language"] == "go"
+    for args in ({"protocol": "retryproof-harness/2"}, {}, {"protocol": PROTOCOL, "extra": 1}):
+        with pytest.raises(ContractError) as raised:
+            hello(args)
+        assert raised.value.code == "invalid_request"
