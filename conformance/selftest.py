@@ -30,7 +30,7 @@ from tabulate import tabulate
 
 from conformance.catalogue import catalogue
 from conformance.errors import KitError
-from conformance.writers.files import prepare_directory
+from conformance.writers.files import prepare_directory, write_atomically
 
 REFERENCE = "reference"
 # The cell of each status in the matrix; "killed" marks a declared killer that failed.
@@ -119,7 +119,6 @@ def matrix_rows(runtimes: list[Runtime], outcomes: dict[str, dict[str, Any]], sc
 
 
 def write_files(out: str, runtimes: list[Runtime], outcomes: dict[str, dict[str, Any]], scenario_ids: list[str], problems: list[str], seed: int, seconds: float) -> list[str]:
-    os.makedirs(out, exist_ok=True)
     headers = ["runtime", *scenario_ids]
     rows = matrix_rows(runtimes, outcomes, scenario_ids)
     verdict = "the kit has teeth: every faulty runtime killed by its declared scenarios, the reference clean" if not problems else f"{len(problems)} problem(s)"
@@ -142,8 +141,7 @@ def write_files(out: str, runtimes: list[Runtime], outcomes: dict[str, dict[str,
         ]
     )
     md_path, json_path = os.path.join(out, "kill-matrix.md"), os.path.join(out, "kill-matrix.json")
-    with open(md_path, "w", encoding="utf-8") as handle:
-        handle.write(markdown)
+    write_atomically(md_path, markdown)
     document = {
         "seed": seed,
         "seconds": round(seconds, 1),
@@ -156,9 +154,7 @@ def write_files(out: str, runtimes: list[Runtime], outcomes: dict[str, dict[str,
             for runtime in runtimes
         ],
     }
-    with open(json_path, "w", encoding="utf-8") as handle:
-        json.dump(document, handle, indent=2, ensure_ascii=False)
-        handle.write("\n")
+    write_atomically(json_path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     return [md_path, json_path]
 
 
