@@ -18,11 +18,10 @@ import contextlib
 import io
 import json
 import re
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
@@ -32,8 +31,8 @@ from conformance.errors import KitError
 
 if TYPE_CHECKING:
     from conformance.catalogue import Entry
-    from conformance.events import Event, RunFinished, RunInfo, ScenarioResult
-    from conformance.runner import Options
+    from conformance.events import RunFinished, ScenarioResult
+    from conformance.runner import Options, Run
     from conformance.writers.files import ReplayFileWriter, ReportFileWriter
 
 #: The options that name the runtime; giving one of them turns the plugin on.
@@ -241,19 +240,15 @@ def _compact(value: Any) -> str:
 
 @dataclass
 class RetryproofRun:
-    """One pytest session's run of the catalogue: the options, the handshake, the
-    results so far, and the kit's report files, fed the same events a ``retryproof run``
-    feeds them."""
+    """One pytest session's run of the catalogue: the options, the kit's report files,
+    and the runner's ``Run``, which each item advances by one scenario and which feeds
+    those files the same events a ``retryproof run`` does."""
 
     options: Options
     entries: tuple[Entry, ...]  # the selected catalogue entries, in catalogue order
     reports: list[ReportFileWriter]
     replays: ReplayFileWriter | None
-    hello: Mapping[str, Any] | None = None
-    info: RunInfo | None = None
-    results: list[ScenarioResult] = field(default_factory=list)
-    total: int = 0
-    began: float = 0.0
+    session: Run | None = None  # the runner's run, once the handshake is done
     finished: RunFinished | None = None
 
     @classmethod
@@ -284,40 +279,18 @@ class RetryproofRun:
         return [writer.path for writer in self.reports] + self.replays.paths
 
     def start(self, total: int) -> None:
-        from conformance.events import RunStarted
-        from conformance.runner import probe, run_info
+        from conformance.runner import Run, probe
 
-        self.hello = probe(self.options)
-        self.info = run_info(self.options, self.hello)
-        self.total = total
-        self.began = time.perf_counter()
-        self._emit(RunStarted(self.info, total))
+        sinks = [*self.reports, *([self.replays] if self.replays else [])]
+        self.session = Run(self.options, probe(self.options), sinks, total)
 
     def scenario(self, entry: Entry) -> ScenarioResult:
-        from conformance.events import ScenarioFinished, ScenarioStarted
-        from conformance.runner import against_baseline, run_one
-        from conformance.scenarios import registry
-
-        index = len(self.results) + 1
-        self._emit(ScenarioStarted(entry, index, self.total))
-        result = against_baseline(run_one(entry, registry().get(entry.id), self.options, self.hello), self.options.baseline)
-        self.results.append(result)
-        self._emit(ScenarioFinished(result, index, self.total))
-        return result
+        return self.session.scenario(entry)
 
     def finish(self) -> None:
         """The verdict over the scenarios that ran (none ran: nothing to report)."""
-        if not self.results:
-            return
-        from conformance.events import RunFinished
-        from conformance.verdict import judge
-
-        self.finished = RunFinished(self.info, tuple(self.results), judge(self.results, self.options.baseline), time.perf_counter() - self.began)
-        self._emit(self.finished)
-
-    def _emit(self, event: Event) -> None:
-        for sink in [*self.reports, *([self.replays] if self.replays else [])]:
-            sink.handle(event)
+        if self.session is not None and self.session.results:
+            self.finished = self.session.finish()
 
 
 @contextlib.contextmanager

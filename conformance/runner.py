@@ -22,7 +22,7 @@ from conformance import __version__
 from conformance.catalogue import Entry, catalogue
 from conformance.context import Context, NotApplicable, ScenarioFailed, Skipped, Unjudgeable
 from conformance.errors import KitError
-from conformance.events import RunFinished, RunInfo, RunStarted, ScenarioFinished, ScenarioResult, ScenarioStarted, Sink
+from conformance.events import Event, RunFinished, RunInfo, RunStarted, ScenarioFinished, ScenarioResult, ScenarioStarted, Sink
 from conformance.scenarios import registry
 from conformance.validation import result_problem
 from conformance.verdict import judge
@@ -91,22 +91,45 @@ def run_info(options: Options, hello: Mapping[str, Any]) -> RunInfo:
     )
 
 
+class Run:
+    """A run driven one scenario at a time, emitting every event to ``sinks``:
+    ``run`` drives it over the selection, the pytest plugin item by item."""
+
+    def __init__(self, options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink], total: int):
+        self.options = options
+        self.hello = hello
+        self.sinks = tuple(sinks)
+        self.total = total
+        self.info = run_info(options, hello)
+        self.results: list[ScenarioResult] = []
+        self.functions = registry()
+        self.began = time.perf_counter()
+        self._emit(RunStarted(self.info, total))
+
+    def scenario(self, item: Entry) -> ScenarioResult:
+        index = len(self.results) + 1
+        self._emit(ScenarioStarted(item, index, self.total))
+        result = against_baseline(run_one(item, self.functions.get(item.id), self.options, self.hello), self.options.baseline)
+        self.results.append(result)
+        self._emit(ScenarioFinished(result, index, self.total))
+        return result
+
+    def finish(self) -> RunFinished:
+        finished = RunFinished(self.info, tuple(self.results), judge(self.results, self.options.baseline), time.perf_counter() - self.began)
+        self._emit(finished)
+        return finished
+
+    def _emit(self, event: Event) -> None:
+        for sink in self.sinks:
+            sink.handle(event)
+
+
 def run(options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink]) -> RunFinished:
     entries = select(options.only, options.skip)
-    info = run_info(options, hello)
-    emit = lambda event: [sink.handle(event) for sink in sinks]  # noqa: E731
-    emit(RunStarted(info, len(entries)))
-    began = time.perf_counter()
-    functions = registry()
-    results = []
-    for index, item in enumerate(entries, start=1):
-        emit(ScenarioStarted(item, index, len(entries)))
-        result = against_baseline(run_one(item, functions.get(item.id), options, hello), options.baseline)
-        results.append(result)
-        emit(ScenarioFinished(result, index, len(entries)))
-    finished = RunFinished(info, tuple(results), judge(results, options.baseline), time.perf_counter() - began)
-    emit(finished)
-    return finished
+    session = Run(options, hello, sinks, len(entries))
+    for item in entries:
+        session.scenario(item)
+    return session.finish()
 
 
 def against_baseline(result: ScenarioResult, baseline: frozenset[str]) -> ScenarioResult:
