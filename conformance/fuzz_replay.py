@@ -10,7 +10,6 @@ file or the harness is unusable.
 from __future__ import annotations
 
 import json
-import shlex
 import tempfile
 from typing import Any
 
@@ -39,15 +38,9 @@ def load_replay(path: str) -> dict[str, Any]:
 
 def main(args) -> int:
     document = load_replay(args.file)
-    if args.harness:
-        try:
-            command = shlex.split(args.harness)
-        except ValueError as exc:
-            raise KitError(f"cannot parse --harness: {exc}", 'quote the whole command line: --harness "node harness.js"') from None
-    else:
-        from conformance.run_cli import REFERENCE_COMMAND
+    from conformance.run_cli import harness_target
 
-        command = list(REFERENCE_COMMAND)
+    command, _ = harness_target(args.harness, None)
     print(f"replaying {len(document['steps'])} step(s) from {args.file} (seed {document.get('seed')}); recorded violation: {document.get('violation')}")
     with tempfile.TemporaryDirectory(prefix="retryproof-replay-") as state_dir:
         connection = ProcessConnection(command, state_dir)
