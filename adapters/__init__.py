@@ -3,12 +3,12 @@
 A scenario never learns how the runtime is reached. It holds a ``Connection`` and
 starts, calls, kills, restarts and stops it. Two ways in exist:
 
-- ``adapters.process.ProcessConnection`` runs any harness command line that speaks
+- ``retryproof.adapters.process.ProcessConnection`` runs any harness command line that speaks
   ``retryproof-harness/1`` on stdin/stdout (any language);
-- ``adapters.python_host`` hosts a vendor's Python runtime class in a subprocess that
+- ``retryproof.adapters.python_host`` hosts a vendor's Python runtime class in a subprocess that
   serves the same protocol, so kill and restart stay real OS events.
 """
 
-from adapters.connection import Connection, HarnessStartError, Lost, Reply
+from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 
 __all__ = ["Connection", "HarnessStartError", "Lost", "Reply"]

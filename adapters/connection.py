@@ -1,7 +1,7 @@
 """The connection interface behind every way of reaching a runtime.
 
 A reply is one of three things, mirroring the outcome model the kit judges with:
-``Success`` and ``Failure`` (from ``spec.protocol``) when the harness answered, and
+``Success`` and ``Failure`` (from ``retryproof.spec.protocol``) when the harness answered, and
 ``Lost`` when it did not (timeout, closed output, an unreadable or unattributable
 line, a killed process). The adapter never guesses what a lost call did.
 """
@@ -9,11 +9,12 @@ line, a killed process). The adapter never guesses what a lost call did.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Mapping, Union
+from typing import Any, Union
 
-from spec.protocol import Failure, Success
+from retryproof.spec.protocol import Failure, Success
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Lost:
     ok = False
 
 
-Reply = Union[Success, Failure, Lost]
+Reply = Union[Success, Failure, Lost]  # noqa: UP007 (a runtime alias; X | Y needs 3.10 objects)
 
 
 class HarnessStartError(Exception):
@@ -58,7 +59,14 @@ class Connection(ABC):
         Several submitted calls are pipelined on the one connection. ``args_json``
         sends the args as this exact JSON text instead (duplicate keys, escapes)."""
 
-    def call(self, op: str, args: Mapping[str, Any] | None = None, timeout: float | None = None, *, args_json: str | None = None) -> Reply:
+    def call(
+        self,
+        op: str,
+        args: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        *,
+        args_json: str | None = None,
+    ) -> Reply:
         """Send one request and wait for its reply (``Lost`` after the timeout)."""
         return self.wait(self.submit(op, args, args_json=args_json), timeout)
 

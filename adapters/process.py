@@ -15,12 +15,21 @@ import queue
 import signal
 import subprocess
 import threading
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from adapters.connection import Connection, HarnessStartError, Lost, Reply
-from spec.protocol import PROTOCOL, Failure, ProtocolError, Request, Success, decode_response, format_failpoints
+from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
+from retryproof.spec.protocol import (
+    PROTOCOL,
+    Failure,
+    ProtocolError,
+    Request,
+    Success,
+    decode_response,
+    format_failpoints,
+)
 
 STATE_DIR_ENV = "RETRYPROOF_STATE_DIR"
 FAILPOINTS_ENV = "RETRYPROOF_FAILPOINTS"

@@ -4,9 +4,9 @@ A vendor implements ``HostedRuntime`` and names a factory, ``module:factory``::
 
     retryproof run --python my_runtime.harness:make_runtime
 
-The kit then runs ``python -m adapters.python_host my_runtime.harness:make_runtime``
+The kit then runs ``python -m retryproof.adapters.python_host my_runtime.harness:make_runtime``
 as an ordinary harness process, which serves ``retryproof-harness/1`` with
-``spec.protocol.serve``. The runtime therefore lives in a real OS process: SIGKILL and
+``retryproof.spec.protocol.serve``. The runtime therefore lives in a real OS process: SIGKILL and
 restart on the same state directory are as real as for any other harness.
 
 The interface, in full:
@@ -24,8 +24,8 @@ The interface, in full:
   ``client_submission_id=None`` means *absent* (the legacy path): the host itself
   answers an explicit JSON null id with ``invalid_submission_id``, as the spec
   requires, so a method never sees null and absent as one.
-- A rejection is raised as ``spec.protocol.ProtocolError(code, message)`` or
-  ``spec.digest.ContractError``; an ``OSError`` becomes ``io_error``. ``hello`` and
+- A rejection is raised as ``retryproof.spec.protocol.ProtocolError(code, message)`` or
+  ``retryproof.spec.digest.ContractError``; an ``OSError`` becomes ``io_error``. ``hello`` and
   ``shutdown`` are served by the host.
 """
 
@@ -35,10 +35,17 @@ import importlib
 import inspect
 import os
 import sys
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from spec.digest import check_submission_id
-from spec.protocol import ProtocolError, crash_now, hello_handler, parse_failpoints, serve
+from retryproof.spec.digest import check_submission_id
+from retryproof.spec.protocol import (
+    ProtocolError,
+    crash_now,
+    hello_handler,
+    parse_failpoints,
+    serve,
+)
 
 FACTORY_FORMAT = "module:factory"
 #: Ops the host answers itself; every other op is looked up on the runtime object.
@@ -115,18 +122,20 @@ def check_armed(armed: Mapping[str, str], supported: Any) -> None:
     ``protocol_spec.decisions``). Both actions are the host's own ``failpoint``."""
     unknown = sorted(set(armed) - set(supported or ()))
     if unknown:
-        raise ValueError(f"RETRYPROOF_FAILPOINTS names {', '.join(unknown)}, which this runtime does not list in its failpoints")
+        raise ValueError(
+            f"RETRYPROOF_FAILPOINTS names {', '.join(unknown)}, which this runtime does not list in its failpoints"
+        )
 
 
 def host_command(reference: str) -> list[str]:
     """The harness command line that hosts ``module:factory``."""
-    return [sys.executable, "-m", "adapters.python_host", reference]
+    return [sys.executable, "-m", "retryproof.adapters.python_host", reference]
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print(f"usage: python -m adapters.python_host {FACTORY_FORMAT}", file=sys.stderr)
+        print(f"usage: python -m retryproof.adapters.python_host {FACTORY_FORMAT}", file=sys.stderr)
         return 2
     # The vendor's module is found from the directory the kit was started in.
     sys.path.insert(0, os.getcwd())

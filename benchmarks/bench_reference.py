@@ -23,11 +23,11 @@ import shutil
 import statistics
 import tempfile
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from tabulate import tabulate
 
-from reference_impl import Runtime
+from retryproof.reference_impl import Runtime
 
 TASK = {"sender": "PM", "recipient": "DEV", "subject": "Fix login", "references": ["INC-17"]}
 
@@ -81,7 +81,9 @@ def stored_runtime(directory: str, receipts: int) -> Runtime:
 def reuse(runtime: Runtime, receipts: int, rounds: int) -> tuple[float, int]:
     chosen = random.Random(receipts).choices(range(receipts), k=rounds)
     with counting_fsyncs() as fsyncs:
-        median = median_us(lambda index: runtime.write_task({**TASK, "body": str(chosen[index])}, f"stored-{chosen[index]}"), rounds)
+        median = median_us(
+            lambda index: runtime.write_task({**TASK, "body": str(chosen[index])}, f"stored-{chosen[index]}"), rounds
+        )
     return median, fsyncs[0]
 
 
@@ -108,9 +110,24 @@ def main() -> None:
             directory = os.path.join(scratch, f"reuse-{receipts}")
             os.mkdir(directory)
             reuse_us, reuse_fsyncs = reuse(stored_runtime(directory, receipts), receipts, options.rounds * 5)
-            rows.append([f"reuse, {receipts:,} receipts stored", reuse_us, reuse_fsyncs / (options.rounds * 5), reuse_us / fsync_us])
-        print(f"scratch: {options.dir or tempfile.gettempdir()}  rounds: {options.rounds} (reuse: {options.rounds * 5})")
-        print(tabulate(rows, headers=["operation", "median µs", "fsyncs/call", "× bare fsync"], floatfmt=("", ".1f", ".1f", ".3f")))
+            rows.append(
+                [
+                    f"reuse, {receipts:,} receipts stored",
+                    reuse_us,
+                    reuse_fsyncs / (options.rounds * 5),
+                    reuse_us / fsync_us,
+                ]
+            )
+        print(
+            f"scratch: {options.dir or tempfile.gettempdir()}  rounds: {options.rounds} (reuse: {options.rounds * 5})"
+        )
+        print(
+            tabulate(
+                rows,
+                headers=["operation", "median µs", "fsyncs/call", "× bare fsync"],
+                floatfmt=("", ".1f", ".1f", ".3f"),
+            )
+        )
     finally:
         shutil.rmtree(scratch)
 

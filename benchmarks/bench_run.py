@@ -17,12 +17,17 @@ from collections import defaultdict
 
 from tabulate import tabulate
 
-from adapters.process import ProcessConnection
-from conformance.events import ScenarioFinished
-from conformance.run_cli import REFERENCE_COMMAND
-from conformance.runner import Options, probe, run
+from retryproof.adapters.process import ProcessConnection
+from retryproof.conformance.events import ScenarioFinished
+from retryproof.conformance.options import REFERENCE_COMMAND, Options
+from retryproof.conformance.runner import probe, run
 
-TIMED = {"start": "harness starts (spawn + hello)", "wait": "waiting for answers", "kill": "SIGKILL + reap", "stop": "graceful shutdown"}
+TIMED = {
+    "start": "harness starts (spawn + hello)",
+    "wait": "waiting for answers",
+    "kill": "SIGKILL + reap",
+    "stop": "graceful shutdown",
+}
 
 
 def instrument(totals: dict[str, list[float]]) -> None:
@@ -68,8 +73,10 @@ def main() -> int:
     print(tabulate(durations.rows, headers=("scenario", "status", "seconds"), tablefmt="github"))
     print()
     print(tabulate(rows, headers=("where", "count", "seconds"), tablefmt="github"))
-    print(f"\nwall {wall:.2f}s for {len(finished.results)} scenarios; starts {start_s:.2f}s "
-          f"({start_s / wall:.0%}), mean start {start_s / max(1, len(totals['start'])) * 1000:.0f} ms; verdict: {finished.verdict.headline}")
+    print(
+        f"\nwall {wall:.2f}s for {len(finished.results)} scenarios; starts {start_s:.2f}s "
+        f"({start_s / wall:.0%}), mean start {start_s / max(1, len(totals['start'])) * 1000:.0f} ms; verdict: {finished.verdict.headline}"
+    )
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from spec import load_spec
+from retryproof.spec import load_spec
 
 
 @dataclass(frozen=True)

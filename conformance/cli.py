@@ -11,33 +11,18 @@ import importlib
 import os
 import sys
 
-from conformance import __version__
-from conformance.errors import KitError
+from retryproof.conformance import __version__
+from retryproof.conformance.errors import KitError
+from retryproof.conformance.options import (
+    CALL_TIMEOUT_S,
+    CONCURRENCY,
+    START_TIMEOUT_S,
+    id_list,
+    racing_callers,
+)
 
-# subcommand -> (module, function)
-COMMANDS = {
-    "run": ("conformance.run_cli", "run"),
-    "list": ("conformance.run_cli", "list_scenarios"),
-    "validate-report": ("conformance.report_check", "validate_report"),
-    "digest": ("conformance.digest_cli", "main"),
-    "selftest": ("conformance.selftest", "main"),
-    "replay": ("conformance.fuzz_replay", "main"),
-}
-
-
-def racing_callers(text: str) -> int:
-    """``--concurrency``: one caller cannot race, so A4 would pass by construction."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 2")
-    return value
-
-
-def id_list(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
+#: Every subcommand is ``retryproof.conformance.commands.<name>.main(args)``.
+COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,17 +44,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="certify a runtime against the contract and write reports")
     target = run.add_mutually_exclusive_group()
-    target.add_argument("--harness", metavar="CMD", help="harness command line (default: the bundled reference runtime)")
-    target.add_argument("--python", metavar="MODULE:FACTORY", help="host a Python runtime class in a harness subprocess")
+    target.add_argument(
+        "--harness", metavar="CMD", help="harness command line (default: the bundled reference runtime)"
+    )
+    target.add_argument(
+        "--python", metavar="MODULE:FACTORY", help="host a Python runtime class in a harness subprocess"
+    )
     run.add_argument("--only", type=id_list, metavar="IDS", help="comma-separated scenario ids to run")
-    run.add_argument("--skip", type=id_list, metavar="IDS", default=[], help="comma-separated scenario ids to leave out")
+    run.add_argument(
+        "--skip", type=id_list, metavar="IDS", default=[], help="comma-separated scenario ids to leave out"
+    )
     run.add_argument("--out", metavar="DIR", help="report directory (default: reports/<implementation name>/)")
     run.add_argument("--format", type=id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit")
     run.add_argument("--seed", type=int, metavar="N", help="seed for every random choice (default: random, printed)")
-    run.add_argument("--concurrency", type=racing_callers, default=8, metavar="N", help="callers in the A4 scenarios, at least 2 (one caller cannot race)")
+    run.add_argument(
+        "--concurrency",
+        type=racing_callers,
+        default=CONCURRENCY,
+        metavar="N",
+        help="callers in the A4 scenarios, at least 2 (one caller cannot race)",
+    )
     run.add_argument("--baseline", metavar="FILE", help="expected failures; a listed failure that passes is reported")
-    run.add_argument("--call-timeout", type=float, default=10.0, metavar="S", help="seconds to wait for one response")
-    run.add_argument("--start-timeout", type=float, default=10.0, metavar="S", help="seconds to wait for the handshake")
+    run.add_argument(
+        "--call-timeout", type=float, default=CALL_TIMEOUT_S, metavar="S", help="seconds to wait for one response"
+    )
+    run.add_argument(
+        "--start-timeout", type=float, default=START_TIMEOUT_S, metavar="S", help="seconds to wait for the handshake"
+    )
 
     sub.add_parser("list", help="print the scenario catalogue")
 
@@ -81,19 +82,23 @@ def build_parser() -> argparse.ArgumentParser:
     digest.add_argument("--canonical", action="store_true", help="print the canonical JSON instead of the digest")
     digest.add_argument("--jsonl", action="store_true", help="one task per line in, one answer per line out")
 
-    selftest = sub.add_parser("selftest", help="run the catalogue against the reference and every bundled faulty runtime")
+    selftest = sub.add_parser(
+        "selftest", help="run the catalogue against the reference and every bundled faulty runtime"
+    )
     selftest.add_argument("--out", metavar="DIR", default="reports/selftest", help="where the kill matrix is written")
     selftest.add_argument("--seed", type=int, default=0, metavar="N")
 
     replay = sub.add_parser("replay", help="re-run a FUZZ-MODEL replay file against a harness")
     replay.add_argument("file")
-    replay.add_argument("--harness", metavar="CMD", help="harness command line (default: the bundled reference runtime)")
+    replay.add_argument(
+        "--harness", metavar="CMD", help="harness command line (default: the bundled reference runtime)"
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    module_name, function_name = COMMANDS[args.command]
+    module_name = "retryproof.conformance.commands." + args.command.replace("-", "_")
     try:
         try:
             module = importlib.import_module(module_name)
@@ -101,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             if exc.name != module_name:
                 raise
             raise KitError(f"'retryproof {args.command}' is not available in this build yet") from None
-        return getattr(module, function_name)(args)
+        return module.main(args)
     except KitError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.hint:

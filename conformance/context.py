@@ -1,6 +1,6 @@
 """What a scenario holds while it runs: its runtime, its calls, its evidence.
 
-See ``conformance.scenarios`` for how scenarios use it. The context owns every
+See ``retryproof.conformance.scenarios`` for how scenarios use it. The context owns every
 harness process the scenario starts and ends them all when the scenario ends.
 """
 
@@ -10,14 +10,16 @@ import random
 import string
 import threading
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from adapters.connection import Connection, HarnessStartError, Lost, Reply
-from conformance.catalogue import Entry
-from conformance.outcome import Call, classify
-from conformance.validation import result_problem
+from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
+from retryproof.conformance.catalogue import Entry
+from retryproof.conformance.options import CALL_TIMEOUT_S
+from retryproof.conformance.outcome import Call, classify
+from retryproof.conformance.validation import result_problem
 
 
 class ScenarioFailed(Exception):
@@ -66,7 +68,13 @@ class Context:
     """A scenario's handle on the runtime. Created by the runner, one per scenario."""
 
     def __init__(
-        self, entry: Entry, connect: ConnectionFactory, hello: Mapping[str, Any], seed: int, concurrency: int, call_timeout: float = 10.0
+        self,
+        entry: Entry,
+        connect: ConnectionFactory,
+        hello: Mapping[str, Any],
+        seed: int,
+        concurrency: int,
+        call_timeout: float = CALL_TIMEOUT_S,
     ):
         self.entry = entry
         self.hello = hello
@@ -177,7 +185,9 @@ class Context:
         reply = connection.call(op, args, timeout, args_json=args_json)
         return self._record(op, args, reply, time.perf_counter() - began, connection)
 
-    def concurrently(self, requests: Sequence[tuple[str, Mapping[str, Any]]], *, connection: Connection | None = None) -> list[Call]:
+    def concurrently(
+        self, requests: Sequence[tuple[str, Mapping[str, Any]]], *, connection: Connection | None = None
+    ) -> list[Call]:
         """Pipeline all ``requests`` on one connection before reading any answer.
         One call timeout covers the whole batch, so a hung harness costs one timeout,
         not one per call."""
@@ -230,13 +240,24 @@ class Context:
         """Send a raw line that is not a request; the answer must have id null."""
         began = time.perf_counter()
         reply = self.conn.send_line(raw)
-        return self._record("(raw line)", {"line": raw[:200].decode("utf-8", "replace")}, reply, time.perf_counter() - began, self.conn)
+        return self._record(
+            "(raw line)", {"line": raw[:200].decode("utf-8", "replace")}, reply, time.perf_counter() - began, self.conn
+        )
 
-    def write_task(self, submission_id: str | None, task: Any, invocation: Mapping[str, Any] | None = None, *, connection: Connection | None = None) -> Call:
+    def write_task(
+        self,
+        submission_id: str | None,
+        task: Any,
+        invocation: Mapping[str, Any] | None = None,
+        *,
+        connection: Connection | None = None,
+    ) -> Call:
         """``write_task``; a None ``submission_id`` is the legacy path."""
         return self.call("write_task", self.write_task_args(submission_id, task, invocation), connection=connection)
 
-    def write_task_args(self, submission_id: str | None, task: Any, invocation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def write_task_args(
+        self, submission_id: str | None, task: Any, invocation: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         args: dict[str, Any] = {"task": task}
         if submission_id is not None:
             args["client_submission_id"] = submission_id
@@ -265,7 +286,10 @@ class Context:
         self.expect_ok(call, "list_tasks")
         snapshot = TaskSet(tuple(call.result.get("tasks", ())))
         if label:
-            self.evidence.setdefault("tasks", {})[label] = {"count": snapshot.count, "task_ids": sorted(map(str, snapshot.ids))}
+            self.evidence.setdefault("tasks", {})[label] = {
+                "count": snapshot.count,
+                "task_ids": sorted(map(str, snapshot.ids)),
+            }
         return snapshot
 
     def receipt(self, submission_id: str, label: str, stale_after_s: float = 3600.0) -> Mapping[str, Any] | None:
@@ -301,7 +325,9 @@ class Context:
         ``expect_conflict``."""
         if not call.answered:
             raise Unjudgeable(f"{what}: no answer ({call.message})")
-        self.check(call.disposition == disposition, f"{what}: expected disposition {disposition}, got {_describe(call)}")
+        self.check(
+            call.disposition == disposition, f"{what}: expected disposition {disposition}, got {_describe(call)}"
+        )
         return call.result
 
     def expect_conflict(self, call: Call, reason: str, what: str) -> Mapping[str, Any]:
@@ -322,22 +348,42 @@ class Context:
         (``lost``), except those the scenario ``removed`` on purpose (``tamper``); every
         new task must belong to an id the scenario submitted, at most one per id
         (``unexpected``); exactly ``new`` tasks appeared; none vanished."""
-        returned = {call.task_id for call in self.calls if call.kind == "ok" and call.op == "write_task" and call.task_id} - set(removed)
+        returned = {
+            call.task_id for call in self.calls if call.kind == "ok" and call.op == "write_task" and call.task_id
+        } - set(removed)
         lost = sorted(returned - after.ids)
         added = [task for task in after.tasks if task.get("task_id") not in before.ids]
         per_id: dict[Any, int] = {}
         for task in added:
             per_id[task.get("client_submission_id")] = per_id.get(task.get("client_submission_id"), 0) + 1
-        legacy_calls = sum(1 for call in self.calls if call.op == "write_task" and "client_submission_id" not in call.args and call.kind != "fail")
+        legacy_calls = sum(
+            1
+            for call in self.calls
+            if call.op == "write_task" and "client_submission_id" not in call.args and call.kind != "fail"
+        )
         unexpected = sorted(
             str(task.get("task_id"))
             for task in added
             if (task.get("client_submission_id") is None and per_id[None] > legacy_calls)
-            or (task.get("client_submission_id") is not None and (task.get("client_submission_id") not in self.submission_ids or per_id[task.get("client_submission_id")] > 1))
+            or (
+                task.get("client_submission_id") is not None
+                and (
+                    task.get("client_submission_id") not in self.submission_ids
+                    or per_id[task.get("client_submission_id")] > 1
+                )
+            )
         )
-        self.evidence["set_check"] = {"new_tasks": len(added), "expected_new": new, "lost": lost, "unexpected": unexpected}
+        self.evidence["set_check"] = {
+            "new_tasks": len(added),
+            "expected_new": new,
+            "lost": lost,
+            "unexpected": unexpected,
+        }
         self.check(not lost, f"lost: tasks returned by successful calls are missing from list_tasks: {', '.join(lost)}")
-        self.check(not unexpected, f"unexpected tasks no call could have made (or a second task for one id): {', '.join(unexpected)}")
+        self.check(
+            not unexpected,
+            f"unexpected tasks no call could have made (or a second task for one id): {', '.join(unexpected)}",
+        )
         self.check(len(added) == new, f"expected {new} new task(s) in list_tasks, found {len(added)}")
         vanished = sorted(map(str, before.ids - after.ids))
         self.check(not vanished, f"tasks disappeared from list_tasks: {', '.join(vanished)}")
@@ -380,7 +426,11 @@ def _describe(call: Call) -> str:
         if call.disposition is None:  # not a creation result: say what the success held
             state = call.result.get("state") or call.result.get("outcome")
             return "ok" + (f" ({state})" if isinstance(state, str) else "")
-        reason = (call.result.get("conflict") or {}).get("reason") if isinstance(call.result.get("conflict"), Mapping) else None
+        reason = (
+            (call.result.get("conflict") or {}).get("reason")
+            if isinstance(call.result.get("conflict"), Mapping)
+            else None
+        )
         return f"disposition {call.disposition}" + (f" ({reason})" if reason else "")
     if call.code is not None:
         return f"error {call.code}: {(call.message or '')[:200]}"

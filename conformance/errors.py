@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import IO, Any, Callable
+from collections.abc import Callable
+from typing import IO, Any
 
 
 class KitError(Exception):

@@ -6,10 +6,11 @@ peers. Nothing downstream talks back to the runner.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
-from conformance.catalogue import Entry
+from retryproof.conformance.catalogue import Entry
 
 STATUSES = ("passed", "failed", "error", "skipped", "not_applicable")
 
@@ -66,7 +67,7 @@ class ScenarioFinished:
 class RunFinished:
     info: RunInfo
     results: tuple[ScenarioResult, ...]
-    verdict: Any  # conformance.verdict.Verdict
+    verdict: Any  # retryproof.conformance.verdict.Verdict
     duration_s: float
 
 

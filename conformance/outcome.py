@@ -10,13 +10,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from adapters.connection import Lost, Reply
-from spec import load_spec
-from spec.digest import DIGEST_SCHEMA_VERSION
-from spec.protocol import Failure
+from retryproof.adapters.connection import Lost, Reply
+from retryproof.spec import load_spec
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION
+from retryproof.spec.protocol import Failure
 
 #: Error codes that, per spec ``outcome_model.fail_codes``, prove nothing was written.
 FAIL_CODES = frozenset(load_spec()["outcome_model"]["fail_codes"])
@@ -50,7 +51,12 @@ class Call:
 
     def summary(self) -> dict[str, Any]:
         """A compact, JSON-ready record for reports."""
-        record: dict[str, Any] = {"op": self.op, "kind": self.kind, "process": self.process, "ms": round(self.duration_s * 1000, 1)}
+        record: dict[str, Any] = {
+            "op": self.op,
+            "kind": self.kind,
+            "process": self.process,
+            "ms": round(self.duration_s * 1000, 1),
+        }
         if "client_submission_id" in self.args:
             record["client_submission_id"] = self.args["client_submission_id"]
         if self.result is not None:
@@ -83,7 +89,9 @@ def id_answer_problems(result: Mapping[str, Any], submission_id: str, digest: st
     submission's result under the right task_id. Scenarios and FUZZ-MODEL share it."""
     problems = []
     if result.get("client_submission_id") != submission_id:
-        problems.append(f"the result names client_submission_id {result.get('client_submission_id')!r}, not {submission_id!r}")
+        problems.append(
+            f"the result names client_submission_id {result.get('client_submission_id')!r}, not {submission_id!r}"
+        )
     if result.get("idempotent") is not True:
         problems.append(f"the id path must say idempotent true, not {result.get('idempotent')!r}")
     if result.get("request_digest") != digest:

@@ -18,36 +18,49 @@ import contextlib
 import io
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from retryproof.conformance.errors import KitError
+
 # Both are small: the plugin's import cost in a session that never names a target.
-from conformance.cli import id_list, racing_callers
-from conformance.errors import KitError
+from retryproof.conformance.options import (
+    CALL_TIMEOUT_S,
+    CONCURRENCY,
+    START_TIMEOUT_S,
+    id_list,
+    racing_callers,
+)
 
 if TYPE_CHECKING:
-    from conformance.catalogue import Entry
-    from conformance.events import RunFinished, ScenarioResult
-    from conformance.runner import Options, Run
-    from conformance.writers.files import ReplayFileWriter, ReportFileWriter
+    from retryproof.conformance.catalogue import Entry
+    from retryproof.conformance.events import RunFinished, ScenarioResult
+    from retryproof.conformance.options import Options
+    from retryproof.conformance.runner import Run
+    from retryproof.conformance.writers.files import ReplayFileWriter, ReportFileWriter
 
 #: The options that name the runtime; giving one of them turns the plugin on.
-TARGETS = {"retryproof": "--retryproof", "retryproof_harness": "--retryproof-harness", "retryproof_python": "--retryproof-python"}
+TARGETS = {
+    "retryproof": "--retryproof",
+    "retryproof_harness": "--retryproof-harness",
+    "retryproof_python": "--retryproof-python",
+}
 #: Option dest -> default for the settings of a run; they default to None here so a
 #: setting given without a target is noticed, and take the ``retryproof run`` defaults below.
 SETTINGS = {
     "retryproof_only": None,
     "retryproof_skip": [],
     "retryproof_seed": None,
-    "retryproof_concurrency": 8,
+    "retryproof_concurrency": CONCURRENCY,
     "retryproof_baseline": None,
     "retryproof_out": None,
-    "retryproof_call_timeout": 10.0,
-    "retryproof_start_timeout": 10.0,
+    "retryproof_call_timeout": CALL_TIMEOUT_S,
+    "retryproof_start_timeout": START_TIMEOUT_S,
 }
 #: The evidence shown in a failure message, per entry; the whole of it is in the reports.
 EVIDENCE_CHARS = 300
@@ -59,16 +72,45 @@ STATE = pytest.StashKey["RetryproofRun"]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("retryproof", "retryproof: the conformance catalogue as pytest items")
     group.addoption("--retryproof", action="store_true", help="run the catalogue against the bundled reference runtime")
-    group.addoption("--retryproof-harness", metavar="CMD", help="run the catalogue against the harness this command line starts")
-    group.addoption("--retryproof-python", metavar="MODULE:FACTORY", help="run the catalogue against a hosted Python runtime class")
+    group.addoption(
+        "--retryproof-harness", metavar="CMD", help="run the catalogue against the harness this command line starts"
+    )
+    group.addoption(
+        "--retryproof-python", metavar="MODULE:FACTORY", help="run the catalogue against a hosted Python runtime class"
+    )
     group.addoption("--retryproof-only", type=id_list, metavar="IDS", help="comma-separated scenario ids to run")
     group.addoption("--retryproof-skip", type=id_list, metavar="IDS", help="comma-separated scenario ids to leave out")
-    group.addoption("--retryproof-seed", type=int, metavar="N", help="seed for every random choice (default: random, in the header)")
-    group.addoption("--retryproof-concurrency", type=racing_callers, metavar="N", help="callers in the A4 scenarios, at least 2 (default 8)")
-    group.addoption("--retryproof-baseline", metavar="FILE", help="expected failures: listed failures xfail, listed passes fail as stale")
-    group.addoption("--retryproof-out", metavar="DIR", help="also write the kit's reports (report.md, report.json, junit.xml) into DIR")
-    group.addoption("--retryproof-call-timeout", type=float, metavar="S", help="seconds to wait for one response (default 10)")
-    group.addoption("--retryproof-start-timeout", type=float, metavar="S", help="seconds to wait for the handshake (default 10)")
+    group.addoption(
+        "--retryproof-seed", type=int, metavar="N", help="seed for every random choice (default: random, in the header)"
+    )
+    group.addoption(
+        "--retryproof-concurrency",
+        type=racing_callers,
+        metavar="N",
+        help=f"callers in the A4 scenarios, at least 2 (default {CONCURRENCY})",
+    )
+    group.addoption(
+        "--retryproof-baseline",
+        metavar="FILE",
+        help="expected failures: listed failures xfail, listed passes fail as stale",
+    )
+    group.addoption(
+        "--retryproof-out",
+        metavar="DIR",
+        help="also write the kit's reports (report.md, report.json, junit.xml) into DIR",
+    )
+    group.addoption(
+        "--retryproof-call-timeout",
+        type=float,
+        metavar="S",
+        help=f"seconds to wait for one response (default {CALL_TIMEOUT_S:g})",
+    )
+    group.addoption(
+        "--retryproof-start-timeout",
+        type=float,
+        metavar="S",
+        help=f"seconds to wait for the handshake (default {START_TIMEOUT_S:g})",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -76,7 +118,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not targets:
         stray = [_flag(dest) for dest in SETTINGS if config.getoption(dest) is not None]
         if stray:
-            raise pytest.UsageError(f"retryproof: {', '.join(stray)} given without a runtime; add --retryproof, --retryproof-harness CMD or --retryproof-python MODULE:FACTORY")
+            raise pytest.UsageError(
+                f"retryproof: {', '.join(stray)} given without a runtime; add --retryproof, --retryproof-harness CMD or --retryproof-python MODULE:FACTORY"
+            )
         return
     if len(targets) > 1:
         raise pytest.UsageError(f"retryproof: {' and '.join(targets)} name two runtimes; give one")
@@ -84,7 +128,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[STATE] = RetryproofRun.configure(config)
     config.addinivalue_line("markers", "retryproof: a scenario of the retryproof conformance catalogue")
     config.addinivalue_line("markers", "retryproof_must: a retryproof scenario of level MUST (decides the verdict)")
-    config.addinivalue_line("markers", "retryproof_should: a retryproof scenario of level SHOULD (only warns in the verdict)")
+    config.addinivalue_line(
+        "markers", "retryproof_should: a retryproof scenario of level SHOULD (only warns in the verdict)"
+    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -100,7 +146,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     run = config.stash.get(STATE, None)
     if run is not None:
         # genitems reports the collection, so "collected N items" and --co count the scenarios.
-        items.extend(session.genitems(Catalogue.from_parent(session, name="retryproof", nodeid="retryproof", path=spec_file())))
+        items.extend(
+            session.genitems(Catalogue.from_parent(session, name="retryproof", nodeid="retryproof", path=spec_file()))
+        )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -127,7 +175,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     run = config.stash.get(STATE, None)
     if run is None or run.finished is None:
         return
-    from conformance.writers.console import ConsoleWriter
+    from retryproof.conformance.writers.console import ConsoleWriter
 
     # The verdict as `retryproof run` words it; pytest's own exit status follows its rules.
     text = io.StringIO()
@@ -144,11 +192,14 @@ class Catalogue(pytest.Collector):
     def collect(self) -> list[ScenarioItem]:
         run = self.config.stash[STATE]
         lines = _declarations(self.path)
-        return [ScenarioItem.from_parent(self, name=entry.id, entry=entry, line=lines.get(entry.id, 0)) for entry in run.entries]
+        return [
+            ScenarioItem.from_parent(self, name=entry.id, entry=entry, line=lines.get(entry.id, 0))
+            for entry in run.entries
+        ]
 
 
 def spec_file() -> Path:
-    return Path(str(resources.files("spec").joinpath("retryproof.yaml")))
+    return Path(str(resources.files("retryproof.spec").joinpath("retryproof.yaml")))
 
 
 def _declarations(path: Path) -> dict[str, int]:
@@ -187,8 +238,8 @@ class ScenarioItem(pytest.Item):
 def conclude(result: ScenarioResult, baseline_file: str | None) -> None:
     """The pytest outcome of a scenario result: return for a pass, otherwise raise skip,
     xfail or fail. Nothing that did not run passes."""
-    from conformance.verdict import applies
-    from conformance.writers.escape import one_line
+    from retryproof.conformance.verdict import applies
+    from retryproof.conformance.writers.escape import one_line
 
     scenario = result.entry.id
     reason = one_line(result.reason or "")
@@ -218,14 +269,19 @@ def failure_message(result: ScenarioResult) -> str:
     """A failed or error scenario as a reviewer needs it in a CI log: what broke, the
     key evidence, the harness stderr and the command that reproduces it. The first line
     is what pytest's short summary shows."""
-    from conformance.writers.escape import one_line
+    from retryproof.conformance.writers.escape import one_line
 
     entry = result.entry
     what = "failed" if result.status == "failed" else "error (the kit could not judge)"
-    lines = [f"{entry.id} {what}: {one_line(result.reason or '')}", f"level {entry.level}; checks {', '.join(entry.checks)}"]
+    lines = [
+        f"{entry.id} {what}: {one_line(result.reason or '')}",
+        f"level {entry.level}; checks {', '.join(entry.checks)}",
+    ]
     if result.evidence:
         lines.append("evidence:")
-        lines += [f"  {one_line(key)}: {one_line(_compact(value), EVIDENCE_CHARS)}" for key, value in result.evidence.items()]
+        lines += [
+            f"  {one_line(key)}: {one_line(_compact(value), EVIDENCE_CHARS)}" for key, value in result.evidence.items()
+        ]
     stderr = (result.stderr or "").strip().splitlines()
     if stderr:
         lines.append(f"harness stderr (last {min(len(stderr), STDERR_LINES)} lines):")
@@ -255,22 +311,32 @@ class RetryproofRun:
     def configure(cls, config: pytest.Config) -> RetryproofRun:
         """Everything that can be checked without starting the harness: the target, the
         scenario ids, the baseline file. A ``KitError`` here is a usage error."""
-        from conformance.run_cli import run_options
-        from conformance.runner import select
-        from conformance.writers.files import FORMATS, ReplayFileWriter, ReportFileWriter, prepare_directory
+        from retryproof.conformance.options import from_arguments
+        from retryproof.conformance.runner import select
+        from retryproof.conformance.writers.files import (
+            FORMATS,
+            ReplayFileWriter,
+            ReportFileWriter,
+            prepare_directory,
+        )
 
         given = {dest: config.getoption(dest) for dest in SETTINGS}
         arguments = argparse.Namespace(
             harness=config.getoption("retryproof_harness"),
             python=config.getoption("retryproof_python"),
-            **{dest.removeprefix("retryproof_"): default if given[dest] is None else given[dest] for dest, default in SETTINGS.items()},
+            **{
+                dest.removeprefix("retryproof_"): default if given[dest] is None else given[dest]
+                for dest, default in SETTINGS.items()
+            },
         )
-        options = run_options(arguments)
+        options = from_arguments(arguments)
         entries = tuple(select(options.only, options.skip))
         if not arguments.out:
             return cls(options, entries, [], None)
         prepare_directory(arguments.out)
-        return cls(options, entries, [ReportFileWriter(arguments.out, fmt) for fmt in FORMATS], ReplayFileWriter(arguments.out))
+        return cls(
+            options, entries, [ReportFileWriter(arguments.out, fmt) for fmt in FORMATS], ReplayFileWriter(arguments.out)
+        )
 
     @property
     def written(self) -> list[str]:
@@ -279,7 +345,7 @@ class RetryproofRun:
         return [writer.path for writer in self.reports] + self.replays.paths
 
     def start(self, total: int) -> None:
-        from conformance.runner import Run, probe
+        from retryproof.conformance.runner import Run, probe
 
         sinks = [*self.reports, *([self.replays] if self.replays else [])]
         self.session = Run(self.options, probe(self.options), sinks, total)

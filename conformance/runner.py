@@ -12,39 +12,42 @@ import shutil
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, replace
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from adapters.connection import HarnessStartError
-from adapters.process import ProcessConnection
-from conformance import __version__
-from conformance.catalogue import Entry, catalogue
-from conformance.context import Context, NotApplicable, ScenarioFailed, Skipped, Unjudgeable
-from conformance.errors import KitError
-from conformance.events import Event, RunFinished, RunInfo, RunStarted, ScenarioFinished, ScenarioResult, ScenarioStarted, Sink
-from conformance.scenarios import registry
-from conformance.validation import result_problem
-from conformance.verdict import judge
-from spec import SPEC_VERSION
-from spec.protocol import PROTOCOL
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.process import ProcessConnection
+from retryproof.conformance import __version__
+from retryproof.conformance.catalogue import Entry, catalogue
+from retryproof.conformance.context import (
+    Context,
+    NotApplicable,
+    ScenarioFailed,
+    Skipped,
+    Unjudgeable,
+)
+from retryproof.conformance.errors import KitError
+from retryproof.conformance.events import (
+    Event,
+    RunFinished,
+    RunInfo,
+    RunStarted,
+    ScenarioFinished,
+    ScenarioResult,
+    ScenarioStarted,
+    Sink,
+)
+from retryproof.conformance.options import Options
+from retryproof.conformance.scenarios import registry
+from retryproof.conformance.validation import result_problem
+from retryproof.conformance.verdict import judge
+from retryproof.spec import SPEC_VERSION
+from retryproof.spec.protocol import PROTOCOL
 
 #: The harness stderr kept per failed scenario in reports.
 STDERR_EVIDENCE_CHARS = 8000
-
-
-@dataclass(frozen=True)
-class Options:
-    command: tuple[str, ...]
-    target: str  # the CLI arguments that select this harness, for reproduce lines
-    seed: int
-    concurrency: int = 8
-    only: tuple[str, ...] = ()
-    skip: tuple[str, ...] = ()
-    call_timeout: float = 10.0
-    start_timeout: float = 10.0
-    baseline: frozenset[str] = field(default_factory=frozenset)
-    baseline_file: str | None = None
 
 
 def select(only: Sequence[str], skip: Sequence[str]) -> list[Entry]:
@@ -65,12 +68,18 @@ def probe(options: Options) -> Mapping[str, Any]:
             hello = connection.start()
         except HarnessStartError as exc:
             stderr = exc.stderr.strip()[-2000:]
-            raise KitError(f"the harness failed its handshake: {exc.message}", f"its stderr:\n{stderr}" if stderr else "check the --harness command line") from None
+            raise KitError(
+                f"the harness failed its handshake: {exc.message}",
+                f"its stderr:\n{stderr}" if stderr else "check the --harness command line",
+            ) from None
         finally:
             connection.kill()
     problem = result_problem("hello", hello)
     if problem:
-        raise KitError(f"the harness failed its handshake: {problem}", "see spec/schemas/harness-response.json ($defs/hello_result)")
+        raise KitError(
+            f"the harness failed its handshake: {problem}",
+            "see spec/schemas/harness-response.json ($defs/hello_result)",
+        )
     return hello
 
 
@@ -109,13 +118,17 @@ class Run:
     def scenario(self, item: Entry) -> ScenarioResult:
         index = len(self.results) + 1
         self._emit(ScenarioStarted(item, index, self.total))
-        result = against_baseline(run_one(item, self.functions.get(item.id), self.options, self.hello), self.options.baseline)
+        result = against_baseline(
+            run_one(item, self.functions.get(item.id), self.options, self.hello), self.options.baseline
+        )
         self.results.append(result)
         self._emit(ScenarioFinished(result, index, self.total))
         return result
 
     def finish(self) -> RunFinished:
-        finished = RunFinished(self.info, tuple(self.results), judge(self.results, self.options.baseline), time.perf_counter() - self.began)
+        finished = RunFinished(
+            self.info, tuple(self.results), judge(self.results, self.options.baseline), time.perf_counter() - self.began
+        )
         self._emit(finished)
         return finished
 
@@ -180,7 +193,9 @@ def run_one(item: Entry, function, options: Options, hello: Mapping[str, Any]) -
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
     state_dir = tempfile.mkdtemp(prefix=f"retryproof-{item.id.lower()}-")
-    context = Context(item, lambda: _connection(options, state_dir), hello, options.seed, options.concurrency, options.call_timeout)
+    context = Context(
+        item, lambda: _connection(options, state_dir), hello, options.seed, options.concurrency, options.call_timeout
+    )
     try:
         function(context)
         return finish("passed", None, context)
@@ -194,7 +209,9 @@ def run_one(item: Entry, function, options: Options, hello: Mapping[str, Any]) -
     except Unjudgeable as exc:
         return finish("error", str(exc), context)
     except Exception as exc:  # a bug in a scenario must cost that scenario, not the run
-        return finish("error", f"kit error: {type(exc).__name__}: {exc}", context, traceback=traceback.format_exc(limit=8))
+        return finish(
+            "error", f"kit error: {type(exc).__name__}: {exc}", context, traceback=traceback.format_exc(limit=8)
+        )
     finally:
         context.close()
         shutil.rmtree(state_dir, ignore_errors=True)
@@ -222,4 +239,6 @@ def _collect_after_failure(context: Context) -> None:
 
 
 def _connection(options: Options, state_dir: str) -> ProcessConnection:
-    return ProcessConnection(options.command, state_dir, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
+    return ProcessConnection(
+        options.command, state_dir, call_timeout=options.call_timeout, start_timeout=options.start_timeout
+    )

@@ -7,10 +7,11 @@ scenario failure carrying the validator's message.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
-from typing import Any, Mapping
+from typing import Any
 
-import spec
+from retryproof import spec
 
 RESPONSE_SCHEMA = "harness-response"
 

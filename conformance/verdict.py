@@ -6,12 +6,12 @@ them. A baseline never changes the verdict, only the exit code.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
-from conformance.catalogue import catalogue, checklist_questions
-from conformance.events import ScenarioResult
-from spec import load_spec
+from retryproof.conformance.catalogue import catalogue, checklist_questions
+from retryproof.conformance.events import ScenarioResult
+from retryproof.spec import load_spec
 
 
 def optional_capabilities() -> frozenset[str]:
@@ -59,7 +59,9 @@ def applies(result: ScenarioResult) -> bool:
     absent = missing & optional_capabilities()
     if result.status != "skipped" or not absent:
         return True
-    owned = {need for need in missing if need.startswith("failpoint:") and need[len("failpoint:") :].split(".")[0] in absent}
+    owned = {
+        need for need in missing if need.startswith("failpoint:") and need[len("failpoint:") :].split(".")[0] in absent
+    }
     return bool(missing - absent - owned)
 
 

@@ -1,8 +1,8 @@
-"""``python -m reference_impl``: serve ``retryproof-harness/1`` on stdin/stdout.
+"""``python -m retryproof.reference_impl``: serve ``retryproof-harness/1`` on stdin/stdout.
 
 Environment: ``RETRYPROOF_STATE_DIR`` (required, an existing directory) and
 ``RETRYPROOF_FAILPOINTS`` (optional, ``name=crash|fail,...``). ``--fault NAME`` serves a
-bundled one-defect variant instead: ``reference_impl.faulty.VARIANTS`` maps each name
+bundled one-defect variant instead: ``retryproof.reference_impl.faulty.VARIANTS`` maps each name
 to a ``Runtime`` subclass. A start-up problem is one line on stderr and exit status 2.
 """
 
@@ -13,9 +13,9 @@ import importlib
 import os
 import sys
 
-from reference_impl.harness import build_handlers, op_groups
-from reference_impl.runtime import WAIT_TIMEOUT_S, Runtime
-from spec.protocol import parse_failpoints, serve
+from retryproof.reference_impl.harness import build_handlers, op_groups
+from retryproof.reference_impl.runtime import WAIT_TIMEOUT_S, Runtime
+from retryproof.spec.protocol import parse_failpoints, serve
 
 
 class StartupError(Exception):
@@ -26,11 +26,11 @@ def _runtime_class(fault: str | None) -> type[Runtime]:
     if fault is None:
         return Runtime
     try:
-        faulty = importlib.import_module("reference_impl.faulty")
+        faulty = importlib.import_module("retryproof.reference_impl.faulty")
     except ModuleNotFoundError as exc:
-        if exc.name != "reference_impl.faulty":
+        if exc.name != "retryproof.reference_impl.faulty":
             raise
-        raise StartupError("--fault needs reference_impl.faulty, which this build does not include") from None
+        raise StartupError("--fault needs retryproof.reference_impl.faulty, which this build does not include") from None
     variants = getattr(faulty, "VARIANTS", {})
     if fault not in variants:
         raise StartupError(f"unknown fault {fault!r}; known: {', '.join(sorted(variants)) or 'none'}")
@@ -47,7 +47,7 @@ def _state_dir() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reference_impl", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m retryproof.reference_impl", description=__doc__.splitlines()[0])
     parser.add_argument("--fault", metavar="NAME", help="serve the bundled faulty variant NAME")
     parser.add_argument(
         "--wait-timeout",
@@ -68,7 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         groups = op_groups(runtime)
         unknown = set(failpoints) - {name for group in groups for name in group.failpoints}
         if unknown:
-            raise StartupError(f"RETRYPROOF_FAILPOINTS names failpoints this harness lacks: {', '.join(sorted(unknown))}")
+            raise StartupError(
+                f"RETRYPROOF_FAILPOINTS names failpoints this harness lacks: {', '.join(sorted(unknown))}"
+            )
     except (StartupError, OSError) as exc:
         print(f"reference_impl: {exc}", file=sys.stderr)
         return 2

@@ -24,15 +24,16 @@ import functools
 import hashlib
 import re
 import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
-from spec import validator
-from spec.digest import ContractError
-from spec.jcs import CanonicalizationError, canonical_bytes
-from spec.protocol import Handler, ProtocolError, crash_now
-from reference_impl.approval_effects import EXECUTORS, EffectsDir, key_slug
-from reference_impl.approval_store import AuditLog, OperationStore
+from retryproof.reference_impl.approval_effects import EXECUTORS, EffectsDir, key_slug
+from retryproof.reference_impl.approval_store import AuditLog, OperationStore
+from retryproof.spec import validator
+from retryproof.spec.digest import ContractError
+from retryproof.spec.jcs import CanonicalizationError, canonical_bytes
+from retryproof.spec.protocol import Handler, ProtocolError, crash_now
 
 __all__ = ["CAPABILITY", "FAILPOINTS", "ApprovalService", "op_group", "request_digest"]
 
@@ -169,7 +170,9 @@ class ApprovalService:
     def execute(self, args: Mapping[str, Any]) -> dict[str, Any]:
         with self._locked_record(args) as record:
             if record["state"] == "succeeded":
-                raise ProtocolError("APPROVAL_ALREADY_CONSUMED", f"operation {record['operation_id']} already succeeded")
+                raise ProtocolError(
+                    "APPROVAL_ALREADY_CONSUMED", f"operation {record['operation_id']} already succeeded"
+                )
             if record["state"] != "approved":
                 raise ProtocolError(
                     "NOT_APPROVED",
@@ -251,7 +254,9 @@ class ApprovalService:
         # Write-ahead: from here on the effect may exist, so "absent" needs evidence.
         record["dispatched"] = True
         self.store.save(record)
-        effect_id, deduplicated = self.effects.run(EXECUTORS[record["executor"]], record["operation_key"], record["operation_id"])
+        effect_id, deduplicated = self.effects.run(
+            EXECUTORS[record["executor"]], record["operation_key"], record["operation_id"]
+        )
         if self._failpoint("approval.after_effect") == "fail":
             # The effect exists and nothing says so yet, exactly as after a crash.
             raise OSError(errno.EIO, "failpoint approval.after_effect")
@@ -267,7 +272,9 @@ class ApprovalService:
         evidence = self._evidence(record)
         executor = EXECUTORS[record["executor"]]
         if evidence == "present":
-            self._complete(record, record["effect_id"] or self.effects.effects(record["operation_key"])[0], repaired=True)
+            self._complete(
+                record, record["effect_id"] or self.effects.effects(record["operation_key"])[0], repaired=True
+            )
             return "reconciled"
         if evidence == "absent":
             self._run(record)
@@ -331,7 +338,10 @@ class ApprovalService:
             try:
                 self._append(record, event, repaired=True)
             except OSError as exc:
-                raise ProtocolError("AUDIT_WRITE_FAILED", f"repairing the {event} audit failed ({type(exc).__name__}: {exc.strerror}); still pending") from None
+                raise ProtocolError(
+                    "AUDIT_WRITE_FAILED",
+                    f"repairing the {event} audit failed ({type(exc).__name__}: {exc.strerror}); still pending",
+                ) from None
             self._settle(record, event)
         return bool(owed)
 

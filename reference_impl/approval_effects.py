@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from reference_impl import durable
-from reference_impl.approval_store import append_line
+from retryproof.reference_impl import durable
+from retryproof.reference_impl.approval_store import append_line
 
 __all__ = ["EXECUTORS", "EffectsDir", "ExecutorKind", "key_slug"]
 

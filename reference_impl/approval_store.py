@@ -11,16 +11,16 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from reference_impl import durable
-from reference_impl.locking import LockTimeout, hold
-from reference_impl.runtime import WAIT_TIMEOUT_S
-from spec.protocol import ProtocolError
+from retryproof.reference_impl import durable
+from retryproof.reference_impl.locking import LockTimeout, hold
+from retryproof.reference_impl.runtime import WAIT_TIMEOUT_S
+from retryproof.spec.protocol import ProtocolError
 
 __all__ = ["AuditLog", "OperationStore", "append_line"]
-
 
 
 def append_line(path: Path, value: Any) -> None:

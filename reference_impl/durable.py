@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["create_new", "dump", "fsync_directory", "replace", "write_temp"]
 

@@ -2,20 +2,21 @@
 
 Ops come in groups; each group brings its handlers plus the capabilities and failpoints
 it adds to ``hello``. ``op_groups`` lists the groups this harness serves and
-``build_handlers`` turns them into the one handler dict that ``spec.protocol.serve``
+``build_handlers`` turns them into the one handler dict that ``retryproof.spec.protocol.serve``
 runs, ``hello`` included, so what ``hello`` declares is always exactly what is served.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-from reference_impl import approval
-from reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
-from spec.digest import ContractError, check_submission_id
-from spec.protocol import hello_handler
+from retryproof.reference_impl import approval
+from retryproof.reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
+from retryproof.spec.digest import ContractError, check_submission_id
+from retryproof.spec.protocol import hello_handler
 
 __all__ = ["OpGroup", "build_handlers", "op_groups", "write_task_ops"]
 
@@ -99,7 +100,7 @@ def op_groups(runtime: Runtime) -> list[OpGroup]:
 
 
 def build_handlers(groups: Sequence[OpGroup], implementation: str = "reference") -> dict[str, Handler]:
-    """The handler table for ``spec.protocol.serve``: ``hello`` and every group's ops."""
+    """The handler table for ``retryproof.spec.protocol.serve``: ``hello`` and every group's ops."""
     handlers: dict[str, Handler] = {}
     for group in groups:
         clash = handlers.keys() & group.handlers.keys()

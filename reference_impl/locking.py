@@ -15,7 +15,7 @@ import contextlib
 import fcntl
 import os
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 __all__ = ["LockTimeout", "hold"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 
-from reference_impl.durable import FsyncDirectory, fsync_directory
+from retryproof.reference_impl.durable import FsyncDirectory, fsync_directory
 
 __all__ = ["Numbering"]
 

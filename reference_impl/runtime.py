@@ -16,7 +16,7 @@ a crash is not finished at start-up: the retry finishes it, so a stalled reserva
 stays observable to diagnostics and to the kit.
 
 The small ``_``-prefixed methods marked *seam* are the steps a one-defect variant
-(``reference_impl.faulty``) overrides; keep each one a single decision.
+(``retryproof.reference_impl.faulty``) overrides; keep each one a single decision.
 """
 
 from __future__ import annotations
@@ -28,13 +28,19 @@ import math
 import os
 import re
 import time
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from reference_impl import durable
-from reference_impl.locking import LockTimeout, hold
-from reference_impl.numbering import Numbering
-from spec.digest import DIGEST_SCHEMA_VERSION, ContractError, check_submission_id, request_digest
-from spec.protocol import ProtocolError, crash_now
+from retryproof.reference_impl import durable
+from retryproof.reference_impl.locking import LockTimeout, hold
+from retryproof.reference_impl.numbering import Numbering
+from retryproof.spec.digest import (
+    DIGEST_SCHEMA_VERSION,
+    ContractError,
+    check_submission_id,
+    request_digest,
+)
+from retryproof.spec.protocol import ProtocolError, crash_now
 
 __all__ = ["WAIT_TIMEOUT_S", "WRITE_TASK_FAILPOINTS", "Runtime"]
 
@@ -93,10 +99,17 @@ class Runtime:
     answering ``in_progress``.
     """
 
-    def __init__(self, state_dir: str | os.PathLike[str], failpoints: Mapping[str, str] | None = None, wait_timeout_s: float = WAIT_TIMEOUT_S):
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        failpoints: Mapping[str, str] | None = None,
+        wait_timeout_s: float = WAIT_TIMEOUT_S,
+    ):
         self.state_dir = os.path.abspath(state_dir)
         if not os.path.isdir(self.state_dir):
-            raise NotADirectoryError(errno.ENOTDIR, "state directory does not exist or is not a directory", str(state_dir))
+            raise NotADirectoryError(
+                errno.ENOTDIR, "state directory does not exist or is not a directory", str(state_dir)
+            )
         self.armed_failpoints = dict(failpoints or {})
         self.wait_timeout_s = wait_timeout_s
         self._dirs = {name: os.path.join(self.state_dir, name) for name in _DIRECTORIES}
@@ -112,7 +125,9 @@ class Runtime:
 
     # ------------------------------------------------------------------ write_task
 
-    def write_task(self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def write_task(
+        self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Create the task of one submission, or recover the first creation's result.
 
         ``client_submission_id=None`` is the legacy path (a new task every call).
@@ -172,7 +187,11 @@ class Runtime:
         wrote = False
         if _load(path) is None:
             try:
-                durable.create_new(path, durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest)), self._fsync_directory)
+                durable.create_new(
+                    path,
+                    durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest)),
+                    self._fsync_directory,
+                )
                 wrote = True
             except FileExistsError:  # someone put an object there meanwhile: judge it below
                 pass
@@ -257,11 +276,24 @@ class Runtime:
     def diagnose(self, client_submission_id: Any, stale_after_s: Any) -> dict[str, Any]:
         """Facts about one receipt. Reads only: no lock is taken, nothing is written."""
         check_submission_id(client_submission_id)
-        if isinstance(stale_after_s, bool) or not isinstance(stale_after_s, (int, float)) or not math.isfinite(stale_after_s) or stale_after_s < 0:
+        if (
+            isinstance(stale_after_s, bool)
+            or not isinstance(stale_after_s, (int, float))
+            or not math.isfinite(stale_after_s)
+            or stale_after_s < 0
+        ):
             raise ContractError("invalid_request", "stale_after_s", "must be a finite number >= 0")
         receipt = self._read_receipt(client_submission_id)
         if receipt is None:
-            return {"state": "absent", "task_id": None, "task_path": None, "task_exists": False, "digest_matches": None, "age_s": None, "stalled": False}
+            return {
+                "state": "absent",
+                "task_id": None,
+                "task_path": None,
+                "task_exists": False,
+                "digest_matches": None,
+                "age_s": None,
+                "stalled": False,
+            }
         record = _load(self._state_path(receipt["task_path"]))
         age_s = max(0.0, time.time() - receipt["updated_at"])
         return {
@@ -307,7 +339,12 @@ class Runtime:
         )
 
     def list_reports(self) -> dict[str, Any]:
-        return {"reports": [{"report_id": record.get("report_id"), "task_id": record.get("task_id")} for _, record in self._records("reports")]}
+        return {
+            "reports": [
+                {"report_id": record.get("report_id"), "task_id": record.get("task_id")}
+                for _, record in self._records("reports")
+            ]
+        }
 
     # ------------------------------------------------------------------ tamper (test-only)
 

@@ -12,7 +12,7 @@ import re
 import unicodedata
 from typing import Any
 
-from spec.jcs import canonical_bytes
+from retryproof.spec.jcs import canonical_bytes
 
 __all__ = [
     "ARRAY_FIELDS",
@@ -113,7 +113,9 @@ def check_submission_id(value: Any) -> str:
     The pattern keeps ids usable as file names: no separators, no leading dot, ASCII only.
     """
     if not isinstance(value, str):
-        raise ContractError("invalid_submission_id", "client_submission_id", f"must be a string, got {_json_type(value)}")
+        raise ContractError(
+            "invalid_submission_id", "client_submission_id", f"must be a string, got {_json_type(value)}"
+        )
     if not SUBMISSION_ID_PATTERN.fullmatch(value):
         raise ContractError(
             "invalid_submission_id",

@@ -13,12 +13,13 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Callable, Mapping, Sequence
+from typing import Any, BinaryIO
 
-from spec.digest import DIGEST_SCHEMA_VERSION, ContractError
-from spec.jcs import DuplicateKeyError, loads_strict
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError
+from retryproof.spec.jcs import DuplicateKeyError, loads_strict
 
 __all__ = [
     "FAILPOINT_ACTIONS",
@@ -118,7 +119,9 @@ def decode_request(line: bytes) -> Request:
         if isinstance(duplicate, DuplicateKeyError) and duplicate.path[0] == "args":
             request_id = json.loads(line).get("id")  # the text is JSON; only the duplicate was refused
             if _is_id(request_id):
-                raise ProtocolError("invalid_request", f"{duplicate.field('request')}: {duplicate}", request_id) from None
+                raise ProtocolError(
+                    "invalid_request", f"{duplicate.field('request')}: {duplicate}", request_id
+                ) from None
         raise
     request_id = message.get("id")
     if not _is_id(request_id):
@@ -144,7 +147,9 @@ def decode_response(line: bytes) -> Success | Failure:
         code, text = error.get("code"), error.get("message", "")
         if isinstance(code, str) and isinstance(text, str):
             return Failure(request_id, code, text)
-    raise ProtocolError("bad_message", "a response needs ok=true with a result object or ok=false with an error {code, message}")
+    raise ProtocolError(
+        "bad_message", "a response needs ok=true with a result object or ok=false with an error {code, message}"
+    )
 
 
 def parse_failpoints(text: str | None) -> dict[str, str]:
@@ -180,7 +185,11 @@ def hello_handler(implementation: Mapping[str, str], capabilities: Sequence[str]
         if set(args) != {"protocol"}:
             raise ContractError("invalid_request", "args", "hello takes exactly one argument, protocol")
         if args["protocol"] != PROTOCOL:
-            raise ContractError("invalid_request", "args.protocol", f"{args['protocol']!r} is not served; this harness speaks {PROTOCOL}")
+            raise ContractError(
+                "invalid_request",
+                "args.protocol",
+                f"{args['protocol']!r} is not served; this harness speaks {PROTOCOL}",
+            )
         return greeting
 
     return hello

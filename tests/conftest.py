@@ -3,10 +3,10 @@
 The profiles are registered here so ``pytest --hypothesis-profile retryproof-nightly``
 can select one. Nothing is loaded globally: Hypothesis loads its own ``ci`` profile
 when it detects CI, and the fuzz tests take their budget from
-``conformance.fuzz_profiles.fuzz_settings()``, which inherits from that profile
+``retryproof.conformance.fuzz.profiles.fuzz_settings()``, which inherits from that profile
 instead of replacing it.
 """
 
-from conformance.fuzz_profiles import register_profiles
+from retryproof.conformance.fuzz.profiles import register_profiles
 
 register_profiles()

@@ -5,7 +5,7 @@ Declaring
 A scenario is a function of one argument, a ``Context``, bound to a catalogue id of
 ``spec/retryproof.yaml`` with the ``scenario`` decorator::
 
-    from conformance.scenarios import Context, scenario
+    from retryproof.conformance.scenarios import Context, scenario
 
     @scenario("A2-RESPONSE-LOSS")
     def response_loss(ctx: Context) -> None:
@@ -13,8 +13,8 @@ A scenario is a function of one argument, a ``Context``, bound to a catalogue id
 
 The id must exist in the catalogue (a typo fails at import). Title, level
 (MUST/SHOULD), requirements, checklist questions and needs come from the spec, never
-from the code. Every module of this package is imported by ``registry()``; a scenario
-living elsewhere is listed in ``OUTSIDE_MODULES``. A catalogue id with no registered
+from the code. Every module of this package is imported by ``registry()``, so every
+scenario lives here. A catalogue id with no registered
 function is reported by the run as ``error`` "not implemented" (``missing_ids()``).
 
 Needs
@@ -76,10 +76,17 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Callable
+from collections.abc import Callable
 
-from conformance.catalogue import catalogue, entry
-from conformance.context import Context, NotApplicable, ScenarioFailed, Skipped, TaskSet, Unjudgeable
+from retryproof.conformance.catalogue import catalogue, entry
+from retryproof.conformance.context import (
+    Context,
+    NotApplicable,
+    ScenarioFailed,
+    Skipped,
+    TaskSet,
+    Unjudgeable,
+)
 
 __all__ = [
     "Context",
@@ -94,9 +101,6 @@ __all__ = [
 ]
 
 ScenarioFunction = Callable[[Context], None]
-
-#: Modules outside this package that register scenarios.
-OUTSIDE_MODULES = ("conformance.fuzz",)
 
 _REGISTRY: dict[str, ScenarioFunction] = {}
 
@@ -119,12 +123,6 @@ def registry() -> dict[str, ScenarioFunction]:
     """Import every scenario module and return id -> function."""
     for module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{module.name}")
-    for name in OUTSIDE_MODULES:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise  # a broken module is a bug, not a missing scenario
     return dict(_REGISTRY)
 
 

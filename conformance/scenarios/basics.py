@@ -5,10 +5,20 @@ from __future__ import annotations
 import json
 import unicodedata
 
-from conformance.scenarios import Context, Unjudgeable, scenario
-from conformance.scenarios.common import expect_created, expect_identity, expect_reuse_of
-from spec import load_vectors
-from spec.digest import ARRAY_FIELDS, SCALAR_FIELDS, ContractError, canonical_task, request_digest
+from retryproof.conformance.scenarios import Context, Unjudgeable, scenario
+from retryproof.conformance.scenarios.common import (
+    expect_created,
+    expect_identity,
+    expect_reuse_of,
+)
+from retryproof.spec import load_vectors
+from retryproof.spec.digest import (
+    ARRAY_FIELDS,
+    SCALAR_FIELDS,
+    ContractError,
+    canonical_task,
+    request_digest,
+)
 
 
 @scenario("WT-CREATE")
@@ -20,7 +30,10 @@ def create(ctx: Context) -> None:
     after = ctx.tasks("after")
     ctx.check_tasks(before, after, new=1)
     listed = expect_identity(ctx, result, after, submission_id, "first call")
-    ctx.check(listed.get("request_digest") == result["request_digest"], "list_tasks holds another request_digest than the result")
+    ctx.check(
+        listed.get("request_digest") == result["request_digest"],
+        "list_tasks holds another request_digest than the result",
+    )
     stored = ctx.expect_ok(ctx.call("read_task", {"task_id": result["task_id"]}), "read_task").result
     ctx.check(stored.get("task_id") == result["task_id"], "read_task answered another task_id")
     try:
@@ -29,7 +42,10 @@ def create(ctx: Context) -> None:
         same = False
         ctx.note("stored_task_problem", str(exc))
     ctx.check(same, "read_task holds a task that is not the submitted one (canonically compared)")
-    ctx.check(stored.get("request_digest") == result["request_digest"], "read_task holds another request_digest than the result")
+    ctx.check(
+        stored.get("request_digest") == result["request_digest"],
+        "read_task holds another request_digest than the result",
+    )
 
 
 @scenario("WT-DIGEST-VECTORS")
@@ -46,18 +62,22 @@ def digest_vectors(ctx: Context) -> None:
             # Duplicate keys and escapes must reach the runtime verbatim; only the line
             # breaks go (they are insignificant whitespace in valid JSON, and a request is one line).
             text = case["task_json"].replace("\r", " ").replace("\n", " ")
-            args_json = '{"client_submission_id":%s,"task":%s}' % (json.dumps(submission_id), text)
+            args_json = f'{{"client_submission_id":{json.dumps(submission_id)},"task":{text}}}'
         call = ctx.call("write_task", args, args_json=args_json)
         if not call.answered:
             raise Unjudgeable(f"vector {case['id']}: no answer ({call.message})")
         if "error" in case:
             if call.code != case["error"]["code"]:
-                mismatches.append(f"{case['id']}: expected error {case['error']['code']}, got {call.disposition or call.code}")
+                mismatches.append(
+                    f"{case['id']}: expected error {case['error']['code']}, got {call.disposition or call.code}"
+                )
             continue
         valid += 1
         digest = (call.result or {}).get("request_digest")
         if call.disposition != "created" or digest != case["digest"]:
-            mismatches.append(f"{case['id']}: expected created with {case['digest']}, got {call.disposition or call.code} {digest or ''}".rstrip())
+            mismatches.append(
+                f"{case['id']}: expected created with {case['digest']}, got {call.disposition or call.code} {digest or ''}".rstrip()
+            )
     ctx.note("vectors", {"cases": len(cases), "valid": valid, "mismatches": len(mismatches)})
     ctx.check(not mismatches, f"{len(mismatches)} of {len(cases)} vectors disagree: " + "; ".join(mismatches[:5]))
     ctx.check_tasks(before, ctx.tasks("after"), new=valid)
@@ -65,13 +85,19 @@ def digest_vectors(ctx: Context) -> None:
 
 def _variants(task: dict) -> dict[str, dict]:
     """Requests that differ from ``task`` only in what write-task-v1 normalizes away."""
-    nulls_filled = {field: task.get(field) for field in SCALAR_FIELDS} | {field: task.get(field) or None for field in ARRAY_FIELDS}
+    nulls_filled = {field: task.get(field) for field in SCALAR_FIELDS} | {
+        field: task.get(field) or None for field in ARRAY_FIELDS
+    }
     return {
         "reversed key order": dict(reversed(list(task.items()))),
         "absent fields as null": nulls_filled,
         "CRLF line endings": {**task, "body": task["body"].replace("\n", "\r\n")},
         "lone CR line endings": {**task, "body": task["body"].replace("\n", "\r")},
-        "NFD text": {**task, "subject": unicodedata.normalize("NFD", task["subject"]), "references": [unicodedata.normalize("NFD", r) for r in task["references"]]},
+        "NFD text": {
+            **task,
+            "subject": unicodedata.normalize("NFD", task["subject"]),
+            "references": [unicodedata.normalize("NFD", r) for r in task["references"]],
+        },
     }
 
 
@@ -100,7 +126,12 @@ def invocation_fields(ctx: Context) -> None:
     submission_id, task = ctx.submission_id(), ctx.task()
     first = {"trace_id": f"trace-{ctx.rng.randrange(10**9)}", "retry_count": 0, "call_time": "2026-08-30T10:00:00Z"}
     expect_created(ctx, ctx.write_task(submission_id, task, first), submission_id, task, "first call")
-    retry = {"trace_id": f"trace-{ctx.rng.randrange(10**9)}", "retry_count": 3, "call_time": "2026-08-30T10:05:00Z", "connection_id": "conn-2"}
+    retry = {
+        "trace_id": f"trace-{ctx.rng.randrange(10**9)}",
+        "retry_count": 3,
+        "call_time": "2026-08-30T10:05:00Z",
+        "connection_id": "conn-2",
+    }
     reuse = ctx.write_task(submission_id, task, retry)
     after = ctx.tasks("after")
     expect_reuse_of(ctx, reuse, after, submission_id, "retry with new invocation data")
@@ -114,9 +145,16 @@ def distinct_ids(ctx: Context) -> None:
     task = ctx.task()
     results = []
     for submission_id in (ctx.submission_id(), ctx.submission_id(), *look_alike_ids(ctx.submission_id())):
-        results.append(expect_created(ctx, ctx.write_task(submission_id, task), submission_id, task, f"call with id {submission_id}"))
+        results.append(
+            expect_created(
+                ctx, ctx.write_task(submission_id, task), submission_id, task, f"call with id {submission_id}"
+            )
+        )
     task_ids = [result["task_id"] for result in results]
-    ctx.check(len(set(task_ids)) == len(task_ids), f"{len(task_ids)} distinct ids with identical content answered only {len(set(task_ids))} task ids (fuzzy deduplication or folded ids)")
+    ctx.check(
+        len(set(task_ids)) == len(task_ids),
+        f"{len(task_ids)} distinct ids with identical content answered only {len(set(task_ids))} task ids (fuzzy deduplication or folded ids)",
+    )
     task_paths = [result["task_path"] for result in results]
     ctx.check(len(set(task_paths)) == len(task_paths), "distinct ids with identical content share a task_path")
     ctx.check_tasks(before, ctx.tasks("after"), new=len(results))
@@ -149,7 +187,9 @@ def invalid_input(ctx: Context) -> None:
     task = ctx.task()
     for bad_id in BAD_SUBMISSION_IDS:
         call = ctx.call("write_task", {"client_submission_id": bad_id, "task": task})
-        ctx.expect_error(call, "invalid_submission_id", f"client_submission_id {json.dumps(bad_id, ensure_ascii=False)}")
+        ctx.expect_error(
+            call, "invalid_submission_id", f"client_submission_id {json.dumps(bad_id, ensure_ascii=False)}"
+        )
     submission_id = ctx.submission_id()
     for name, bad_task in BAD_TASKS.items():
         ctx.expect_error(ctx.write_task(submission_id, bad_task), "invalid_request", f"task with {name}")
@@ -159,5 +199,7 @@ def invalid_input(ctx: Context) -> None:
     ctx.expect_error(ctx.call("no_such_op"), "unknown_op", "an unknown op")
     ctx.check_tasks(before, ctx.tasks("after the bad input"), new=0)
     # Nothing was written: the id the bad tasks used is still free, and the harness still serves.
-    expect_created(ctx, ctx.write_task(submission_id, task), submission_id, task, "a valid call with the id the bad tasks used")
+    expect_created(
+        ctx, ctx.write_task(submission_id, task), submission_id, task, "a valid call with the id the bad tasks used"
+    )
     ctx.check_tasks(before, ctx.tasks("after"), new=1)

@@ -3,11 +3,12 @@ a failpoint that really fired."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from conformance.context import Context, TaskSet, Unjudgeable
-from conformance.outcome import Call, id_answer_problems
-from spec.digest import request_digest
+from retryproof.conformance.context import Context, TaskSet, Unjudgeable
+from retryproof.conformance.outcome import Call, id_answer_problems
+from retryproof.spec.digest import request_digest
 
 
 def expect_created(ctx: Context, call: Call, submission_id: str, task: Any, what: str) -> Mapping[str, Any]:
@@ -26,7 +27,9 @@ def expect_reuse_of(ctx: Context, call: Call, state: TaskSet, submission_id: str
     return expect_identity(ctx, result, state, submission_id, what)
 
 
-def expect_faithful(ctx: Context, result: Mapping[str, Any], submission_id: str, task: Any, what: str) -> Mapping[str, Any]:
+def expect_faithful(
+    ctx: Context, result: Mapping[str, Any], submission_id: str, task: Any, what: str
+) -> Mapping[str, Any]:
     """The fields every id-path answer (created or reused) owes: this call's id and
     the write-task-v1 digest of its task (``id_answer_problems``)."""
     problems = id_answer_problems(result, submission_id, request_digest(task))
@@ -34,7 +37,9 @@ def expect_faithful(ctx: Context, result: Mapping[str, Any], submission_id: str,
     return result
 
 
-def expect_identity(ctx: Context, result: Mapping[str, Any], state: TaskSet, submission_id: str, what: str) -> Mapping[str, Any]:
+def expect_identity(
+    ctx: Context, result: Mapping[str, Any], state: TaskSet, submission_id: str, what: str
+) -> Mapping[str, Any]:
     """The result's task_id and task_path are those of the one task list_tasks holds
     for ``submission_id``."""
     owned = state.for_submission(submission_id)
@@ -51,7 +56,9 @@ def fired(ctx: Context, call: Call, failpoint: str) -> None:
     an answer means the declared failpoint never fired, so the window was not tested."""
     ctx.evidence.setdefault("crashed_calls", []).append(call.summary())
     if call.answered:
-        raise Unjudgeable(f"the runtime declares failpoint {failpoint} but answered instead of crashing ({call.summary()})")
+        raise Unjudgeable(
+            f"the runtime declares failpoint {failpoint} but answered instead of crashing ({call.summary()})"
+        )
 
 
 def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submission_id: str, what: str) -> TaskSet:
@@ -63,7 +70,9 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
     if silent:
         raise Unjudgeable(f"{what}: {len(silent)} of {len(calls)} calls got no answer ({silent[0].message})")
     waited = [call for call in calls if call.code == "in_progress"]
-    ctx.check(not waited, f"{what}: {len(waited)} calls answered in_progress instead of waiting for the holder and reusing")
+    ctx.check(
+        not waited, f"{what}: {len(waited)} calls answered in_progress instead of waiting for the holder and reusing"
+    )
     created = [call for call in calls if call.disposition == "created"]
     reused = [call for call in calls if call.disposition == "reused"]
     ctx.check(
@@ -71,8 +80,13 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
         f"{what}: expected created=1, reused={len(calls) - 1}; got {_tally(calls)}",
     )
     ids = {call.task_id for call in calls}
-    ctx.check(len(ids) == 1, f"{what}: the calls answered {len(ids)} different task ids: {', '.join(sorted(map(str, ids)))}")
-    ctx.check(all(call.result.get("action_taken") is False for call in reused), f"{what}: a reused result says action_taken true")
+    ctx.check(
+        len(ids) == 1, f"{what}: the calls answered {len(ids)} different task ids: {', '.join(sorted(map(str, ids)))}"
+    )
+    ctx.check(
+        all(call.result.get("action_taken") is False for call in reused),
+        f"{what}: a reused result says action_taken true",
+    )
     for call in calls:
         expect_faithful(ctx, call.result, submission_id, call.args.get("task"), f"{what}: a {call.disposition} call")
     after = ctx.tasks(f"after {what}")
@@ -88,7 +102,9 @@ def failed_at(ctx: Context, call: Call, failpoint: str) -> None:
     stayed up."""
     ctx.evidence.setdefault("failed_calls", []).append(call.summary())
     if call.kind == "ok" or not call.answered:
-        raise Unjudgeable(f"the runtime declares failpoint {failpoint} but did not answer io_error there ({call.summary()})")
+        raise Unjudgeable(
+            f"the runtime declares failpoint {failpoint} but did not answer io_error there ({call.summary()})"
+        )
     ctx.check(call.code == "io_error", f"fail at {failpoint} answered {call.code}, expected io_error")
 
 
@@ -103,14 +119,23 @@ def pin_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, tuple[Any,
     submission_id, task = ctx.submission_id(), ctx.task()
     failed_at(ctx, ctx.write_task(submission_id, task), failpoint)
     reserved = ctx.receipt(submission_id, "before the restart")
-    ctx.check(reserved is not None and reserved.get("state") == "reserved", f"diagnose after fail at {failpoint} says state {(reserved or {}).get('state')}, expected reserved")
-    ctx.check(isinstance(reserved.get("task_id"), str) and bool(reserved.get("task_id")), "diagnose of a reservation names no preallocated task_id")
+    ctx.check(
+        reserved is not None and reserved.get("state") == "reserved",
+        f"diagnose after fail at {failpoint} says state {(reserved or {}).get('state')}, expected reserved",
+    )
+    ctx.check(
+        isinstance(reserved.get("task_id"), str) and bool(reserved.get("task_id")),
+        "diagnose of a reservation names no preallocated task_id",
+    )
     return submission_id, task, (reserved.get("task_id"), reserved.get("task_path"))
 
 
 def expect_kept(ctx: Context, found: tuple[Any, Any], pinned: tuple[Any, Any], what: str) -> None:
     """REC-1: the identity ``found`` now is the one preallocated before the restart."""
-    ctx.check(found == pinned, f"{what}: {found[0]} at {found[1]}, not the preallocated {pinned[0]} at {pinned[1]} diagnose showed before the restart")
+    ctx.check(
+        found == pinned,
+        f"{what}: {found[0]} at {found[1]}, not the preallocated {pinned[0]} at {pinned[1]} diagnose showed before the restart",
+    )
 
 
 def stalled_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, TaskSet, tuple[Any, Any]]:
@@ -124,8 +149,12 @@ def stalled_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, TaskSe
     state = ctx.tasks("after restart")
     finished = state.for_submission(submission_id)
     if finished:
-        expect_kept(ctx, (finished[0].get("task_id"), finished[0].get("task_path")), pinned, "the task finished at start-up is")
-        ctx.not_applicable(f"the runtime finished the interrupted creation at start-up (task {finished[0].get('task_id')}); no stalled reservation is left")
+        expect_kept(
+            ctx, (finished[0].get("task_id"), finished[0].get("task_path")), pinned, "the task finished at start-up is"
+        )
+        ctx.not_applicable(
+            f"the runtime finished the interrupted creation at start-up (task {finished[0].get('task_id')}); no stalled reservation is left"
+        )
     again = ctx.receipt(submission_id, "after restart")
     expect_kept(ctx, (again.get("task_id"), again.get("task_path")), pinned, "after the restart diagnose shows")
     return submission_id, task, state, pinned

@@ -26,17 +26,29 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
-from adapters.connection import HarnessStartError
-from adapters.process import ProcessConnection
-from conformance.scenarios import Context, scenario
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.process import ProcessConnection
+from retryproof.conformance.scenarios import Context, scenario
 
 # The system calls the check needs; -y prints the path behind every fd argument.
 TRACED_SYSCALLS = (
-    "open", "openat", "creat", "mkdir", "mkdirat", "rename", "renameat", "renameat2",
-    "link", "linkat", "fsync", "fdatasync", "write", "chdir",
+    "open",
+    "openat",
+    "creat",
+    "mkdir",
+    "mkdirat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "link",
+    "linkat",
+    "fsync",
+    "fdatasync",
+    "write",
+    "chdir",
 )
 
 _COMPLETE = re.compile(r"^(?P<pid>\d+)\s+(?P<name>\w+)\((?P<args>.*)\)\s+=\s+(?P<result>.*)$")
@@ -143,8 +155,13 @@ def file_events(calls: Iterable[Syscall], cwd: str) -> Iterator[Event]:
                     bases = [dir_paths[0], dir_paths[1]]
             # A link of a complete temp file is an exclusive create that never exposes
             # a torn file; for the check it is a rename that keeps the old name.
-            yield Event(call.seq, "rename", absolute(call.pid, strings[1], bases[1]),
-                        absolute(call.pid, strings[0], bases[0]), call="link" if name.startswith("link") else "rename")
+            yield Event(
+                call.seq,
+                "rename",
+                absolute(call.pid, strings[1], bases[1]),
+                absolute(call.pid, strings[0], bases[0]),
+                call="link" if name.startswith("link") else "rename",
+            )
         elif name in ("fsync", "fdatasync") and fd_path:
             yield Event(call.seq, "sync", fd_path["path"])
         elif name == "write" and head.startswith("1<"):
@@ -184,33 +201,52 @@ def check_directory_fsyncs(events: list[Event], state_dir: str) -> tuple[int, li
             continue
         rel = _rel(event.path, root)
         if event.kind == "rename":
-            obligations.append((position, os.path.dirname(event.path), f"{event.call} {_rel(event.source, root)} -> {rel}"))
+            obligations.append(
+                (position, os.path.dirname(event.path), f"{event.call} {_rel(event.source, root)} -> {rel}")
+            )
         elif event.kind == "mkdir":
             obligations.append((position, os.path.dirname(event.path), f"mkdir {rel}/"))
         elif event.kind == "create" and event.path not in renamed_away:
             # A created file is a stage when its name is a fact (O_EXCL) or the runtime
             # fsyncs it; the obligation starts after its own fsync. A lock file is neither.
-            synced = next((p for p in range(position + 1, len(events)) if events[p].kind == "sync" and events[p].path == event.path), None)
+            synced = next(
+                (
+                    p
+                    for p in range(position + 1, len(events))
+                    if events[p].kind == "sync" and events[p].path == event.path
+                ),
+                None,
+            )
             if synced is not None or event.exclusive:
-                obligations.append((synced if synced is not None else position, os.path.dirname(event.path), f"create {rel}"))
+                obligations.append(
+                    (synced if synced is not None else position, os.path.dirname(event.path), f"create {rel}")
+                )
 
     def is_stage_point(event: Event, owner: str) -> bool:
         if event.kind == "respond":
             return True
         if event.kind == "rename":
             return _inside(event.path, root)
-        return event.kind == "sync" and event.path != owner and _inside(event.path, root) and not os.path.isdir(event.path)
+        return (
+            event.kind == "sync" and event.path != owner and _inside(event.path, root) and not os.path.isdir(event.path)
+        )
 
     violations = []
     for start, directory, description in obligations:
         owner = events[start].path
-        for later in events[start + 1:]:
+        for later in events[start + 1 :]:
             if later.kind == "sync" and later.path == directory:
                 break
             if is_stage_point(later, owner):
-                deadline = "the response was sent" if later.kind == "respond" else (
-                    f"{later.call} {_rel(later.source, root)} -> {_rel(later.path, root)}" if later.kind == "rename"
-                    else f"fsync({_rel(later.path, root)})")
+                deadline = (
+                    "the response was sent"
+                    if later.kind == "respond"
+                    else (
+                        f"{later.call} {_rel(later.source, root)} -> {_rel(later.path, root)}"
+                        if later.kind == "rename"
+                        else f"fsync({_rel(later.path, root)})"
+                    )
+                )
                 violations.append(Violation(description, directory, deadline))
                 break
         else:
@@ -259,4 +295,8 @@ def durability_trace(ctx: Context) -> None:
     ctx.note("durable_steps_checked", checked)
     ctx.note("violations", [violation.describe(root) for violation in violations])
     ctx.check(checked > 0, "the trace shows no durable file step in the state directory: nothing was made durable")
-    ctx.check(not violations, f"{len(violations)} durable step(s) without a directory fsync: " + "; ".join(v.describe(root) for v in violations[:3]))
+    ctx.check(
+        not violations,
+        f"{len(violations)} durable step(s) without a directory fsync: "
+        + "; ".join(v.describe(root) for v in violations[:3]),
+    )

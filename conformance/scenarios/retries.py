@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from conformance.scenarios import Context, scenario
-from conformance.scenarios.common import expect_created, expect_one_creation, expect_reuse_of, fired
+from retryproof.conformance.scenarios import Context, scenario
+from retryproof.conformance.scenarios.common import (
+    expect_created,
+    expect_one_creation,
+    expect_reuse_of,
+    fired,
+)
 
 AFTER_COMMIT = "write_task.after_commit"
 
@@ -50,7 +55,9 @@ def concurrent(ctx: Context) -> None:
     for round_number in range(1, A4_ROUNDS + 1):
         submission_id, task = ctx.submission_id(), ctx.task()
         calls = ctx.concurrently([("write_task", ctx.write_task_args(submission_id, task))] * ctx.concurrency)
-        state = expect_one_creation(ctx, state, calls, submission_id, f"round {round_number}: {ctx.concurrency} pipelined calls")
+        state = expect_one_creation(
+            ctx, state, calls, submission_id, f"round {round_number}: {ctx.concurrency} pipelined calls"
+        )
 
 
 @scenario("A4-MULTIPROCESS")
@@ -61,7 +68,13 @@ def multiprocess(ctx: Context) -> None:
     for round_number in range(1, A4_ROUNDS + 1):
         submission_id, task = ctx.submission_id(), ctx.task()
         calls = ctx.in_parallel(processes, "write_task", ctx.write_task_args(submission_id, task))
-        state = expect_one_creation(ctx, state, calls, submission_id, f"round {round_number}: {ctx.concurrency} processes on one state directory")
+        state = expect_one_creation(
+            ctx,
+            state,
+            calls,
+            submission_id,
+            f"round {round_number}: {ctx.concurrency} processes on one state directory",
+        )
 
 
 @scenario("RESTART-REUSE")
@@ -74,5 +87,7 @@ def restart_reuse(ctx: Context) -> None:
         ctx.restart(graceful=graceful)
         retry = ctx.write_task(submission_id, task)
         state = ctx.tasks("after graceful restart" if graceful else "after SIGKILL restart")
-        expect_reuse_of(ctx, retry, state, submission_id, "retry after a graceful restart" if graceful else "retry after SIGKILL")
+        expect_reuse_of(
+            ctx, retry, state, submission_id, "retry after a graceful restart" if graceful else "retry after SIGKILL"
+        )
     ctx.check_tasks(before, state, new=1)

@@ -6,8 +6,13 @@ import os
 import sys
 from typing import TextIO
 
-from conformance.events import Event, RunFinished, RunStarted, ScenarioFinished
-from conformance.writers.escape import one_line
+from retryproof.conformance.events import (
+    Event,
+    RunFinished,
+    RunStarted,
+    ScenarioFinished,
+)
+from retryproof.conformance.writers.escape import one_line
 
 
 class ConsoleWriter:

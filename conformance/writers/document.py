@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.events import RunFinished, ScenarioResult
+from retryproof.conformance.events import RunFinished, ScenarioResult
 
 REPORT_FORMAT = 1
 

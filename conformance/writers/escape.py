@@ -40,7 +40,9 @@ def md_inline(value: object, limit: int | None = None) -> str:
 
 def md_block(value: object) -> str:
     """Multi-line text (stderr) as a fenced block that the text cannot close."""
-    text = _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", str(value).replace("\r\n", "\n").replace("\r", "\n"))
+    text = _CONTROL.sub(
+        lambda match: f"\\x{ord(match.group()):02x}", str(value).replace("\r\n", "\n").replace("\r", "\n")
+    )
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
-from conformance.errors import KitError
-from conformance.events import Event, RunFinished, ScenarioFinished
-from conformance.fuzz import replay_file_name
-from conformance.writers.document import report_document
-from conformance.writers.junit import render_junit
-from conformance.writers.markdown import render_markdown
+from retryproof.conformance import replay_file
+from retryproof.conformance.errors import KitError
+from retryproof.conformance.events import Event, RunFinished, ScenarioFinished
+from retryproof.conformance.writers.document import report_document
+from retryproof.conformance.writers.junit import render_junit
+from retryproof.conformance.writers.markdown import render_markdown
 
 #: --format name -> (file name, renderer)
 FORMATS: dict[str, tuple[str, Callable[[RunFinished], str]]] = {
@@ -50,7 +50,7 @@ class ReplayFileWriter:
             return
         document = event.result.evidence.get("replay")
         if isinstance(document, dict):
-            path = os.path.join(self.folder, replay_file_name(document))
+            path = os.path.join(self.folder, replay_file.file_name(document))
             write_atomically(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
             self.paths.append(path)
 
@@ -63,7 +63,10 @@ def prepare_directory(path: str) -> None:
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as exc:
-        raise KitError(f"cannot write reports to {path}: {exc.strerror or exc}", "choose an --out directory you can create and write to") from None
+        raise KitError(
+            f"cannot write reports to {path}: {exc.strerror or exc}",
+            "choose an --out directory you can create and write to",
+        ) from None
 
 
 def write_atomically(path: str, text: str) -> None:

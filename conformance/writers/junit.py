@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from conformance.events import RunFinished
-from conformance.writers.escape import xml_text
+from retryproof.conformance.events import RunFinished
+from retryproof.conformance.writers.escape import xml_text
 
 
 def render_junit(run: RunFinished) -> str:
@@ -27,14 +27,22 @@ def render_junit(run: RunFinished) -> str:
     blocking = dict(run.verdict.blocking)
     for result in run.results:
         case = ET.SubElement(
-            suite, "testcase", classname=f"retryproof.{result.entry.level}", name=result.entry.id, time=f"{result.duration_s:.3f}"
+            suite,
+            "testcase",
+            classname=f"retryproof.{result.entry.level}",
+            name=result.entry.id,
+            time=f"{result.duration_s:.3f}",
         )
         reason = xml_text(result.reason or "")
         if result.baseline == "xfail":
-            ET.SubElement(case, "skipped", message=xml_text(f"expected failure (baseline): {result.status}: {result.reason}"))
+            ET.SubElement(
+                case, "skipped", message=xml_text(f"expected failure (baseline): {result.status}: {result.reason}")
+            )
             counts["skipped"] += 1
         elif result.baseline == "xpass":
-            element = ET.SubElement(case, "failure", message="stale baseline entry: the scenario passes now; remove it from the baseline")
+            element = ET.SubElement(
+                case, "failure", message="stale baseline entry: the scenario passes now; remove it from the baseline"
+            )
             counts["failures"] += 1
             element.text = xml_text(result.reproduce)
         elif result.status == "failed":
@@ -54,7 +62,9 @@ def render_junit(run: RunFinished) -> str:
             counts["skipped"] += 1
         if result.evidence or result.calls:
             evidence = {"evidence": result.evidence, "calls": list(result.calls)}
-            ET.SubElement(case, "system-out").text = xml_text(json.dumps(evidence, indent=1, ensure_ascii=False, default=str))
+            ET.SubElement(case, "system-out").text = xml_text(
+                json.dumps(evidence, indent=1, ensure_ascii=False, default=str)
+            )
         if result.stderr:
             ET.SubElement(case, "system-err").text = xml_text(result.stderr)
     for key, value in counts.items():

@@ -4,14 +4,26 @@ behind each answer, the scenario table, and every scenario's evidence."""
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from tabulate import tabulate
 
-from conformance.events import RunFinished, ScenarioResult
-from conformance.writers.escape import md_block, md_inline
+from retryproof.conformance.events import RunFinished, ScenarioResult
+from retryproof.conformance.writers.escape import md_block, md_inline
 
-CALL_COLUMNS = ("op", "process", "client_submission_id", "kind", "disposition", "action_taken", "task_id", "conflict_reason", "error", "message")
+CALL_COLUMNS = (
+    "op",
+    "process",
+    "client_submission_id",
+    "kind",
+    "disposition",
+    "action_taken",
+    "task_id",
+    "conflict_reason",
+    "error",
+    "message",
+)
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], limit: int | None = 300) -> str:
@@ -33,7 +45,10 @@ def render_markdown(run: RunFinished) -> str:
         _table(
             ("", ""),
             [
-                ("implementation", f"{implementation.get('name')} {implementation.get('version')} ({implementation.get('language')})"),
+                (
+                    "implementation",
+                    f"{implementation.get('name')} {implementation.get('version')} ({implementation.get('language')})",
+                ),
                 ("spec version", info.spec_version),
                 ("protocol", info.protocol),
                 ("kit version", f"retryproof {info.kit_version}"),
@@ -53,9 +68,14 @@ def render_markdown(run: RunFinished) -> str:
         out += ["What keeps the runtime from conformant:", ""]
         out += [f"- `{scenario_id}`: {md_inline(why, 300)}" for scenario_id, why in verdict.blocking]
         out.append("")
-    for title, entries in (("Warnings (SHOULD)", verdict.warnings), ("Not covered (optional capability not declared)", verdict.not_covered)):
+    for title, entries in (
+        ("Warnings (SHOULD)", verdict.warnings),
+        ("Not covered (optional capability not declared)", verdict.not_covered),
+    ):
         if entries:
-            out += [f"{title}:", ""] + [f"- `{scenario_id}`: {md_inline(why, 300)}" for scenario_id, why in entries] + [""]
+            out += (
+                [f"{title}:", ""] + [f"- `{scenario_id}`: {md_inline(why, 300)}" for scenario_id, why in entries] + [""]
+            )
     if verdict.expected_failures or verdict.stale_baseline:
         out += [
             f"Baseline: expected failures {', '.join(verdict.expected_failures) or 'none'}; "
@@ -66,7 +86,10 @@ def render_markdown(run: RunFinished) -> str:
     out.append(
         _table(
             ("", "question", "answer", "scenarios behind the answer"),
-            [(a.question, a.text, a.answer, ", ".join(f"{sid} ({status})" for sid, status in a.scenarios)) for a in verdict.checklist],
+            [
+                (a.question, a.text, a.answer, ", ".join(f"{sid} ({status})" for sid, status in a.scenarios))
+                for a in verdict.checklist
+            ],
             limit=None,
         )
     )
@@ -74,7 +97,10 @@ def render_markdown(run: RunFinished) -> str:
     out.append(
         _table(
             ("id", "level", "status", "duration", "baseline", "title"),
-            [(r.entry.id, r.entry.level, r.status, f"{r.duration_s:.2f}s", r.baseline or "", r.entry.title) for r in run.results],
+            [
+                (r.entry.id, r.entry.level, r.status, f"{r.duration_s:.2f}s", r.baseline or "", r.entry.title)
+                for r in run.results
+            ],
         )
     )
     out += ["", *_merged_tables(run.results)]
@@ -104,18 +130,36 @@ def _merged_tables(results: Sequence[ScenarioResult]) -> list[str]:
 def _evidence(result: ScenarioResult) -> list[str]:
     item = result.entry
     out = [f"### {item.id}: {md_inline(item.title)}", ""]
-    out.append(f"{item.level} · checks {', '.join(item.checks)} · answers {', '.join(item.checklist)} · needs {', '.join(item.needs)}")
+    out.append(
+        f"{item.level} · checks {', '.join(item.checks)} · answers {', '.join(item.checklist)} · needs {', '.join(item.needs)}"
+    )
     out.append("")
     status = f"**{result.status}**" + (f" ({result.baseline})" if result.baseline else "")
-    out += [f"Status: {status} in {result.duration_s:.2f}s" + (f": {md_inline(result.reason, 500)}" if result.reason else ""), ""]
+    out += [
+        f"Status: {status} in {result.duration_s:.2f}s"
+        + (f": {md_inline(result.reason, 500)}" if result.reason else ""),
+        "",
+    ]
     evidence = dict(result.evidence)
     tasks = evidence.pop("tasks", None)
     if tasks:
-        out += [_table(("snapshot (list_tasks)", "count", "task ids"), [(label, s["count"], ", ".join(map(str, s["task_ids"]))) for label, s in tasks.items()], limit=None), ""]
+        out += [
+            _table(
+                ("snapshot (list_tasks)", "count", "task ids"),
+                [(label, s["count"], ", ".join(map(str, s["task_ids"]))) for label, s in tasks.items()],
+                limit=None,
+            ),
+            "",
+        ]
     receipts = evidence.pop("receipts", None)
     if receipts:
         keys = ("state", "task_id", "task_exists", "digest_matches", "stalled", "age_s")
-        out += [_table(("receipt (diagnose)", *keys), [(label, *(r.get(k) for k in keys)) for label, r in receipts.items()]), ""]
+        out += [
+            _table(
+                ("receipt (diagnose)", *keys), [(label, *(r.get(k) for k in keys)) for label, r in receipts.items()]
+            ),
+            "",
+        ]
     for table in evidence.pop("tables", ()):
         out += [f"{md_inline(table['title'])}:", "", _table(table["columns"], table["rows"]), ""]
     trace = evidence.pop("traceback", None)
@@ -123,7 +167,10 @@ def _evidence(result: ScenarioResult) -> list[str]:
         if isinstance(value, list) and value:
             # A list (a minimal history, a set of ids) is listed item by item, never cut.
             out.append(f"- {md_inline(key)}:")
-            out += [f"  - {md_inline(item if isinstance(item, str) else json.dumps(item, ensure_ascii=False))}" for item in value]
+            out += [
+                f"  - {md_inline(item if isinstance(item, str) else json.dumps(item, ensure_ascii=False))}"
+                for item in value
+            ]
         else:
             out.append(f"- {md_inline(key)}: {md_inline(json.dumps(value, ensure_ascii=False))}")
     if evidence:

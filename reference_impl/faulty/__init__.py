@@ -1,7 +1,7 @@
 """Deliberately broken runtimes: the evidence that the kit has teeth.
 
 Each variant is the reference ``Runtime`` with exactly one defect, served by the same
-harness (``python -m reference_impl --fault NAME``), so a scenario that fails it fails
+harness (``python -m retryproof.reference_impl --fault NAME``), so a scenario that fails it fails
 for that defect and nothing else. Every variant class says in its docstring what it
 does wrong and why a runtime could plausibly ship it, and names in ``killed_by`` the
 catalogue scenarios that must fail it; ``retryproof selftest`` checks exactly those.
@@ -11,22 +11,24 @@ catalogue scenarios that must fail it; ``retryproof selftest`` checks exactly th
 
 from __future__ import annotations
 
-from reference_impl.faulty.deletes_stalled import DiagnoseDeletesStalled
-from reference_impl.faulty.digest_ignored import DigestIgnored
-from reference_impl.faulty.digest_without_nfc import DigestWithoutNfc
-from reference_impl.faulty.final_receipt_only import FinalReceiptOnly
-from reference_impl.faulty.fuzzy_subject import FuzzySubjectDedup
-from reference_impl.faulty.invocation_in_digest import InvocationInDigest
-from reference_impl.faulty.legacy_idempotent import LegacySaysIdempotent
-from reference_impl.faulty.memory_dedup import MemoryDedup
-from reference_impl.faulty.no_directory_fsync import NoDirectoryFsync
-from reference_impl.faulty.no_idempotency import NoIdempotency
-from reference_impl.faulty.p3_audit_reclassifies import P3AuditReclassifies
-from reference_impl.faulty.recovery_new_number import RecoveryNewNumber
-from reference_impl.faulty.renumbers_stalled import RenumbersStalledOnStart
-from reference_impl.faulty.report_dedup_lost import ReportDedupLost
-from reference_impl.faulty.unlocked_check_then_create import UnlockedCheckThenCreate
-from reference_impl.runtime import Runtime
+from retryproof.reference_impl.faulty.deletes_stalled import DiagnoseDeletesStalled
+from retryproof.reference_impl.faulty.digest_ignored import DigestIgnored
+from retryproof.reference_impl.faulty.digest_without_nfc import DigestWithoutNfc
+from retryproof.reference_impl.faulty.final_receipt_only import FinalReceiptOnly
+from retryproof.reference_impl.faulty.fuzzy_subject import FuzzySubjectDedup
+from retryproof.reference_impl.faulty.invocation_in_digest import InvocationInDigest
+from retryproof.reference_impl.faulty.legacy_idempotent import LegacySaysIdempotent
+from retryproof.reference_impl.faulty.memory_dedup import MemoryDedup
+from retryproof.reference_impl.faulty.no_directory_fsync import NoDirectoryFsync
+from retryproof.reference_impl.faulty.no_idempotency import NoIdempotency
+from retryproof.reference_impl.faulty.p3_audit_reclassifies import P3AuditReclassifies
+from retryproof.reference_impl.faulty.recovery_new_number import RecoveryNewNumber
+from retryproof.reference_impl.faulty.renumbers_stalled import RenumbersStalledOnStart
+from retryproof.reference_impl.faulty.report_dedup_lost import ReportDedupLost
+from retryproof.reference_impl.faulty.unlocked_check_then_create import (
+    UnlockedCheckThenCreate,
+)
+from retryproof.reference_impl.runtime import Runtime
 
 __all__ = ["VARIANTS", "describe", "killed_by"]
 

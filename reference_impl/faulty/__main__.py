@@ -1,4 +1,4 @@
-"""``python -m reference_impl.faulty``: the bundled variants as JSON, one object each
+"""``python -m retryproof.reference_impl.faulty``: the bundled variants as JSON, one object each
 (name, the defect in one sentence, the scenarios that must kill it).
 
 The kit's selftest reads this through a process, as it reaches every runtime:
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from reference_impl.faulty import VARIANTS, describe, killed_by
+from retryproof.reference_impl.faulty import VARIANTS, describe, killed_by
 
 
 def main() -> int:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from reference_impl.runtime import Runtime
+from retryproof.reference_impl.runtime import Runtime
 
 
 class DiagnoseDeletesStalled(Runtime):

@@ -3,9 +3,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from reference_impl.runtime import Runtime
-from spec.digest import ARRAY_FIELDS, SCALAR_FIELDS
-from spec.jcs import canonical_bytes
+from retryproof.reference_impl.runtime import Runtime
+from retryproof.spec.digest import ARRAY_FIELDS, SCALAR_FIELDS
+from retryproof.spec.jcs import canonical_bytes
 
 
 def _line_endings(text: str) -> str:
@@ -24,6 +24,8 @@ class DigestWithoutNfc(Runtime):
 
     def _digest(self, task: Any) -> str:
         super()._digest(task)  # the contract's validation, unchanged
-        canonical: dict[str, Any] = {key: None if task.get(key) is None else _line_endings(task[key]) for key in SCALAR_FIELDS}
+        canonical: dict[str, Any] = {
+            key: None if task.get(key) is None else _line_endings(task[key]) for key in SCALAR_FIELDS
+        }
         canonical.update({key: [_line_endings(item) for item in task.get(key) or []] for key in ARRAY_FIELDS})
         return "sha256:" + hashlib.sha256(canonical_bytes(canonical)).hexdigest()

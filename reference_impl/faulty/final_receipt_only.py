@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from reference_impl.runtime import Runtime
+from retryproof.reference_impl.runtime import Runtime
 
 
 class FinalReceiptOnly(Runtime):

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from reference_impl.faulty.unguarded import create_unguarded
-from reference_impl.runtime import Runtime
-from spec.digest import check_submission_id
+from retryproof.reference_impl.faulty.unguarded import create_unguarded
+from retryproof.reference_impl.runtime import Runtime
+from retryproof.spec.digest import check_submission_id
 
 
 class FuzzySubjectDedup(Runtime):
@@ -19,7 +20,9 @@ class FuzzySubjectDedup(Runtime):
 
     killed_by = ("DISTINCT-IDS-DISTINCT-TASKS",)
 
-    def write_task(self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def write_task(
+        self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         if client_submission_id is None:
             return super().write_task(task, None, invocation)
         check_submission_id(client_submission_id)
@@ -32,6 +35,12 @@ class FuzzySubjectDedup(Runtime):
                     record = json.loads(handle.read())
                 if (record.get("task") or {}).get("subject") == task.get("subject"):
                     first = self._legacy_result(record["task_id"], f"tasks/{name}", record["request_digest"])
-                    return {**first, "client_submission_id": client_submission_id, "idempotent": True,
-                            "disposition": "reused", "action_taken": False, "request_digest": digest}
+                    return {
+                        **first,
+                        "client_submission_id": client_submission_id,
+                        "idempotent": True,
+                        "disposition": "reused",
+                        "action_taken": False,
+                        "request_digest": digest,
+                    }
             return create_unguarded(self, client_submission_id, task, digest)

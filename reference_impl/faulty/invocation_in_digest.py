@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from reference_impl.runtime import Runtime
-from spec.jcs import canonical_bytes
+from retryproof.reference_impl.runtime import Runtime
+from retryproof.spec.jcs import canonical_bytes
 
 
 class InvocationInDigest(Runtime):
@@ -22,7 +23,9 @@ class InvocationInDigest(Runtime):
         super().__init__(*args, **kwargs)
         self._call = threading.local()
 
-    def write_task(self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def write_task(
+        self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         self._call.invocation = invocation
         try:
             return super().write_task(task, client_submission_id, invocation)

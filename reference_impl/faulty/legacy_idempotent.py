@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_impl.runtime import Runtime
+from retryproof.reference_impl.runtime import Runtime
 
 
 class LegacySaysIdempotent(Runtime):

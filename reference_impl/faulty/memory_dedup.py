@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from reference_impl.faulty.unguarded import create_unguarded
-from reference_impl.runtime import Runtime
-from spec.digest import check_submission_id
+from retryproof.reference_impl.faulty.unguarded import create_unguarded
+from retryproof.reference_impl.runtime import Runtime
+from retryproof.spec.digest import check_submission_id
 
 
 class MemoryDedup(Runtime):
@@ -23,7 +24,9 @@ class MemoryDedup(Runtime):
         self._seen: dict[str, dict[str, Any]] = {}
         self._seen_lock = threading.Lock()
 
-    def write_task(self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def write_task(
+        self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         if client_submission_id is None:
             return super().write_task(task, None, invocation)
         check_submission_id(client_submission_id)
@@ -36,7 +39,15 @@ class MemoryDedup(Runtime):
                 self._failpoint("write_task.after_commit")
                 return first
         if first["request_digest"] != digest:
-            return {**first, "disposition": "conflict", "action_taken": False, "request_digest": digest,
-                    "conflict": {"reason": "digest_mismatch", "receipt_request_digest": first["request_digest"],
-                                 "receipt_digest_schema_version": first["digest_schema_version"]}}
+            return {
+                **first,
+                "disposition": "conflict",
+                "action_taken": False,
+                "request_digest": digest,
+                "conflict": {
+                    "reason": "digest_mismatch",
+                    "receipt_request_digest": first["request_digest"],
+                    "receipt_digest_schema_version": first["digest_schema_version"],
+                },
+            }
         return {**first, "disposition": "reused", "action_taken": False}

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from reference_impl.runtime import Runtime
+from retryproof.reference_impl.runtime import Runtime
 
 
 class NoDirectoryFsync(Runtime):

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from reference_impl.faulty.unguarded import create_unguarded
-from reference_impl.runtime import Runtime
-from spec.digest import check_submission_id
+from retryproof.reference_impl.faulty.unguarded import create_unguarded
+from retryproof.reference_impl.runtime import Runtime
+from retryproof.spec.digest import check_submission_id
 
 
 class NoIdempotency(Runtime):
@@ -17,7 +18,9 @@ class NoIdempotency(Runtime):
 
     killed_by = ("A2-RESPONSE-LOSS", "A4-CONCURRENT", "RESTART-REUSE")
 
-    def write_task(self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def write_task(
+        self, task: Any, client_submission_id: str | None = None, invocation: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         if client_submission_id is None:
             return super().write_task(task, None, invocation)
         check_submission_id(client_submission_id)

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_impl.approval import ApprovalService
-from reference_impl.runtime import Runtime
-from spec.protocol import ProtocolError
+from retryproof.reference_impl.approval import ApprovalService
+from retryproof.reference_impl.runtime import Runtime
+from retryproof.spec.protocol import ProtocolError
 
 
 class ReclassifyingApprovalService(ApprovalService):

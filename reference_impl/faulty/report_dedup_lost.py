@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_impl import durable
-from reference_impl.runtime import Runtime
-from spec.digest import check_submission_id
-from spec.protocol import ProtocolError
+from retryproof.reference_impl import durable
+from retryproof.reference_impl.runtime import Runtime
+from retryproof.spec.digest import check_submission_id
+from retryproof.spec.protocol import ProtocolError
 
 
 class ReportDedupLost(Runtime):
@@ -22,7 +22,12 @@ class ReportDedupLost(Runtime):
         if not isinstance(task_id, str) or not isinstance(content, str) or not self._task_exists(task_id):
             raise ProtocolError("not_found", f"no task {task_id!r}")
         number = self._report_numbers.claim()
-        record = {"report_id": f"REPORT-{number:06d}", "client_submission_id": client_submission_id, "task_id": task_id, "content": content}
+        record = {
+            "report_id": f"REPORT-{number:06d}",
+            "client_submission_id": client_submission_id,
+            "task_id": task_id,
+            "content": content,
+        }
         path = self._confined("reports", f"{client_submission_id}.{number}.json")
         durable.create_new(path, durable.dump(record), self._fsync_directory)
         return {"report_id": record["report_id"], "deduplicated": False}

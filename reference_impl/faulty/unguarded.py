@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_impl import durable
-from reference_impl.runtime import Runtime
+from retryproof.reference_impl import durable
+from retryproof.reference_impl.runtime import Runtime
 
 
 def create_unguarded(runtime: Runtime, submission_id: str, task: Any, digest: str) -> dict[str, Any]:
@@ -15,4 +15,8 @@ def create_unguarded(runtime: Runtime, submission_id: str, task: Any, digest: st
     task_path = f"tasks/{task_id}.json"
     record = runtime._task_record(task_id, submission_id, task, digest)
     durable.create_new(runtime._state_path(task_path), durable.dump(record), runtime._fsync_directory)
-    return {**runtime._legacy_result(task_id, task_path, digest), "client_submission_id": submission_id, "idempotent": True}
+    return {
+        **runtime._legacy_result(task_id, task_path, digest),
+        "client_submission_id": submission_id,
+        "idempotent": True,
+    }

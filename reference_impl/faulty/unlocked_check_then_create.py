@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from reference_impl import durable
-from reference_impl.runtime import Runtime
+from retryproof.reference_impl import durable
+from retryproof.reference_impl.runtime import Runtime
 
 
 class UnlockedCheckThenCreate(Runtime):

@@ -7,12 +7,16 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
-from spec.protocol import PROTOCOL, serve  # noqa: E402
+from retryproof.spec.protocol import PROTOCOL, serve  # noqa: E402
 
 
 def echo(args):
     time.sleep(args.get("delay", 0))
-    return {"value": args.get("value"), "state_dir": os.environ["RETRYPROOF_STATE_DIR"], "failpoints": os.environ.get("RETRYPROOF_FAILPOINTS")}
+    return {
+        "value": args.get("value"),
+        "state_dir": os.environ["RETRYPROOF_STATE_DIR"],
+        "failpoints": os.environ.get("RETRYPROOF_FAILPOINTS"),
+    }
 
 
 def shout(args):

@@ -3,7 +3,7 @@
 import json
 import os
 
-from adapters.python_host import HostedRuntime
+from retryproof.adapters.python_host import HostedRuntime
 
 
 class Counter(HostedRuntime):

@@ -5,8 +5,8 @@ import sys
 import textwrap
 import threading
 
-from adapters.connection import Lost
-from adapters.process import ProcessConnection
+from retryproof.adapters.connection import Lost
+from retryproof.adapters.process import ProcessConnection
 
 # Answers hello, then never reads again.
 DEAF = textwrap.dedent(
@@ -27,7 +27,9 @@ def test_calls_to_a_harness_that_stopped_reading_end_as_lost(tmp_path):
     try:
         # Far more than a pipe buffer holds: a write on the caller's thread would block.
         caller = threading.Thread(
-            target=lambda: replies.extend(connection.wait(connection.submit("echo", {"pad": "x" * 65536})) for _ in range(8)),
+            target=lambda: replies.extend(
+                connection.wait(connection.submit("echo", {"pad": "x" * 65536})) for _ in range(8)
+            ),
             daemon=True,
         )
         caller.start()

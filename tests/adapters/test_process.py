@@ -4,10 +4,10 @@ Python host serving a vendor class in a real subprocess."""
 import os
 import sys
 
-from adapters.connection import Lost
-from adapters.process import ProcessConnection
-from adapters.python_host import host_command
-from spec.protocol import Failure, Success
+from retryproof.adapters.connection import Lost
+from retryproof.adapters.process import ProcessConnection
+from retryproof.adapters.python_host import host_command
+from retryproof.spec.protocol import Failure, Success
 
 HERE = os.path.dirname(__file__)
 ECHO = [sys.executable, os.path.join(HERE, "echo_harness.py")]

@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from adapters.connection import HarnessStartError
-from adapters.process import ProcessConnection
-from adapters.python_host import host_command
-from spec.protocol import Failure
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.process import ProcessConnection
+from retryproof.adapters.python_host import host_command
+from retryproof.spec.protocol import Failure
 
 HERE = os.path.dirname(__file__)
 

@@ -13,14 +13,15 @@ import contextlib
 import os
 import sys
 import time
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
-from reference_impl import durable  # noqa: E402
-from reference_impl.harness import OpGroup, build_handlers, op_groups  # noqa: E402
-from reference_impl.runtime import Runtime, _conflict, _load  # noqa: E402
-from spec.protocol import parse_failpoints, serve  # noqa: E402
+from retryproof.reference_impl import durable  # noqa: E402
+from retryproof.reference_impl.harness import OpGroup, build_handlers, op_groups  # noqa: E402
+from retryproof.reference_impl.runtime import Runtime, _conflict, _load  # noqa: E402
+from retryproof.spec.protocol import parse_failpoints, serve  # noqa: E402
 
 
 class RetriesRenumber(Runtime):
@@ -178,7 +179,11 @@ DEFECTS = {
 
 def main() -> None:
     runtime_class, withheld, rewrite = DEFECTS[sys.argv[1]]
-    runtime = runtime_class(os.environ["RETRYPROOF_STATE_DIR"], parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS")), wait_timeout_s=5.0)
+    runtime = runtime_class(
+        os.environ["RETRYPROOF_STATE_DIR"],
+        parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS")),
+        wait_timeout_s=5.0,
+    )
     groups = []
     for group in op_groups(runtime):
         handlers = {op: handler for op, handler in group.handlers.items() if op not in withheld}

@@ -14,8 +14,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
-from spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest  # noqa: E402
-from spec.protocol import PROTOCOL, serve  # noqa: E402
+from retryproof.spec.digest import (  # noqa: E402
+    DIGEST_SCHEMA_VERSION,
+    check_submission_id,
+    request_digest,
+)
+from retryproof.spec.protocol import PROTOCOL, serve  # noqa: E402
 
 MODE = sys.argv[1]
 STATE = os.path.join(os.environ["RETRYPROOF_STATE_DIR"], "fake.json")
@@ -56,23 +60,45 @@ def write_task(args):
         return {**receipt, "disposition": "reused", "action_taken": False}
     task_id = f"T-{len(state['tasks']) + 1}"
     result = {
-        "disposition": "created", "action_taken": True, "task_id": task_id, "task_path": f"tasks/{task_id}.json",
-        "client_submission_id": submission_id, "request_digest": digest, "digest_schema_version": DIGEST_SCHEMA_VERSION, "idempotent": True,
+        "disposition": "created",
+        "action_taken": True,
+        "task_id": task_id,
+        "task_path": f"tasks/{task_id}.json",
+        "client_submission_id": submission_id,
+        "request_digest": digest,
+        "digest_schema_version": DIGEST_SCHEMA_VERSION,
+        "idempotent": True,
     }
-    state["tasks"].append({"task_id": task_id, "task_path": result["task_path"], "client_submission_id": submission_id, "request_digest": digest, "task": args["task"]})
+    state["tasks"].append(
+        {
+            "task_id": task_id,
+            "task_path": result["task_path"],
+            "client_submission_id": submission_id,
+            "request_digest": digest,
+            "task": args["task"],
+        }
+    )
     state["receipts"][submission_id] = result
     save(state)
     return result
 
 
 def list_tasks(args):
-    tasks = [{key: task[key] for key in ("task_id", "task_path", "client_submission_id", "request_digest")} for task in load()["tasks"]]
+    tasks = [
+        {key: task[key] for key in ("task_id", "task_path", "client_submission_id", "request_digest")}
+        for task in load()["tasks"]
+    ]
     return {"tasks": [] if MODE == "liar" else tasks}
 
 
 def read_task(args):
     task = next(task for task in load()["tasks"] if task["task_id"] == args["task_id"])
-    return {"task_id": task["task_id"], "task": task["task"], "client_submission_id": task["client_submission_id"], "request_digest": task["request_digest"]}
+    return {
+        "task_id": task["task_id"],
+        "task": task["task"],
+        "client_submission_id": task["client_submission_id"],
+        "request_digest": task["request_digest"],
+    }
 
 
 def main() -> None:

@@ -9,14 +9,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conformance.runner import Options, probe, run
-from conformance.scenarios.approval import CONTROL_TABLE, CRASH_TABLE, PROBE_TABLE
-from conformance.writers.markdown import render_markdown
-from spec import load_spec
+from retryproof.conformance.options import Options
+from retryproof.conformance.runner import probe, run
+from retryproof.conformance.scenarios.approval_steps import (
+    CONTROL_TABLE,
+    CRASH_TABLE,
+    PROBE_TABLE,
+)
+from retryproof.conformance.writers.markdown import render_markdown
+from retryproof.spec import load_spec
 
 # The catalogue's approval scenarios: a new one joins these runs without an edit here.
 APPROVAL_IDS = tuple(entry["id"] for entry in load_spec()["scenarios"] if "approval" in entry["needs"])
-REFERENCE = (sys.executable, "-m", "reference_impl")
+REFERENCE = (sys.executable, "-m", "retryproof.reference_impl")
 
 
 def certify(*fault: str):
@@ -38,12 +43,20 @@ def statuses(finished) -> dict[str, str]:
 
 def rows(finished, title: str) -> dict[str, list]:
     """The merged rows of one evidence table, keyed by their first cell."""
-    return {row[0]: row for result in finished.results for table in result.evidence.get("tables", ()) if table["title"] == title for row in table["rows"]}
+    return {
+        row[0]: row
+        for result in finished.results
+        for table in result.evidence.get("tables", ())
+        if table["title"] == title
+        for row in table["rows"]
+    }
 
 
 def test_the_reference_passes_every_approval_scenario(runs):
     finished = runs["reference"]
-    assert statuses(finished) == dict.fromkeys(APPROVAL_IDS, "passed"), [(r.entry.id, r.reason) for r in finished.results]
+    assert statuses(finished) == dict.fromkeys(APPROVAL_IDS, "passed"), [
+        (r.entry.id, r.reason) for r in finished.results
+    ]
 
 
 def test_the_reference_reproduces_the_probe_table_with_its_own_numbers(runs):
@@ -104,7 +117,12 @@ def test_the_markdown_report_merges_each_table_across_scenarios(runs):
     report = render_markdown(runs["reference"])
     probes = report[report.index(f"## {PROBE_TABLE}") : report.index(f"## {CONTROL_TABLE}")]
     assert "From P0-CONSUMED, P1-APPROVAL-AUDIT-FAULT, P2-START-AUDIT-FAULT, P3-COMPLETION-AUDIT-FAULT." in probes
-    assert [line.split("|")[1].strip() for line in probes.splitlines() if line.startswith("| P")] == ["P0", "P1", "P2", "P3"]
+    assert [line.split("|")[1].strip() for line in probes.splitlines() if line.startswith("| P")] == [
+        "P0",
+        "P1",
+        "P2",
+        "P3",
+    ]
     controls = report[report.index(f"## {CONTROL_TABLE}") : report.index(f"## {CRASH_TABLE}")]
     assert sum(line.startswith("| ") for line in controls.splitlines()) == 4  # header and three controls
     crashes = report[report.index(f"## {CRASH_TABLE}") : report.index("## Evidence")]

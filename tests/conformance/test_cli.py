@@ -8,8 +8,11 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"subject": "s"}\n' * 20000)
     done = subprocess.run(
-        f"{sys.executable} -m conformance.cli digest --jsonl {tasks} | head -1",
-        shell=True, capture_output=True, text=True, timeout=120,
+        f"{sys.executable} -m retryproof.conformance.cli digest --jsonl {tasks} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.stdout.startswith("sha256:")
     assert done.stderr == ""

@@ -12,13 +12,13 @@ import sys
 
 import pytest
 
-from adapters.connection import Lost
-from conformance.cli import main as cli
-from conformance.fuzz_model import Driver, HarnessSilent, ModelViolation
-from conformance.fuzz_profiles import CI, DEV, ENV_VAR, fuzz_settings
-from spec.protocol import Failure, Success
+from retryproof.adapters.connection import Lost
+from retryproof.conformance.cli import main as cli
+from retryproof.conformance.fuzz.model import Driver, HarnessSilent, ModelViolation
+from retryproof.conformance.fuzz.profiles import CI, DEV, ENV_VAR, fuzz_settings
+from retryproof.spec.protocol import Failure, Success
 
-REFERENCE = [sys.executable, "-m", "reference_impl"]
+REFERENCE = [sys.executable, "-m", "retryproof.reference_impl"]
 FAULTY = [*REFERENCE, "--fault", "recovery-new-number"]
 
 
@@ -35,7 +35,10 @@ def test_finds_recovery_new_number_and_the_replay_reproduces(tmp_path, monkeypat
     monkeypatch.setenv(ENV_VAR, CI)
     out = tmp_path / "report"
     harness = shlex.join(FAULTY)
-    assert cli(["run", "--harness", harness, "--only", "FUZZ-MODEL", "--seed", "0", "--out", str(out), "--format", "json"]) == 1
+    assert (
+        cli(["run", "--harness", harness, "--only", "FUZZ-MODEL", "--seed", "0", "--out", str(out), "--format", "json"])
+        == 1
+    )
     [result] = json.loads((out / "report.json").read_text(encoding="utf-8"))["scenarios"]
     assert result["status"] == "failed" and "tasks under one submission id" in result["reason"]
     steps = result["evidence"]["replay"]["steps"]
@@ -91,7 +94,9 @@ def test_an_indeterminate_answer_is_no_violation_and_silence_is_no_failure():
     Driver(_Stub(write_task=Failure(1, "io_error", "EIO"), list_tasks=_no_tasks), "h").apply(step)
     # list_tasks, the authoritative state, unanswered: nothing can be judged
     answers = iter([_no_tasks()])
-    silent = _Stub(write_task=Failure(1, "io_error", "EIO"), list_tasks=lambda: next(answers, Lost("timed out after 1 s")))
+    silent = _Stub(
+        write_task=Failure(1, "io_error", "EIO"), list_tasks=lambda: next(answers, Lost("timed out after 1 s"))
+    )
     with pytest.raises(HarnessSilent, match="list_tasks"):
         Driver(silent, "h").apply(step)
 
@@ -105,9 +110,28 @@ def test_every_success_is_checked_against_its_schema():
 def test_a_silent_harness_ends_fuzz_model_in_error(tmp_path):
     fake = f"{sys.executable} {os.path.join(os.path.dirname(__file__), 'fake_harness.py')} hang-on-write"
     subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "run", "--harness", fake, "--only", "FUZZ-MODEL", "--seed", "1",
-         "--call-timeout", "1", "--out", str(tmp_path), "--format", "json"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, ENV_VAR: DEV},
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            fake,
+            "--only",
+            "FUZZ-MODEL",
+            "--seed",
+            "1",
+            "--call-timeout",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, ENV_VAR: DEV},
     )
     judged = json.loads((tmp_path / "report.json").read_text())["scenarios"][0]
     assert judged["status"] == "error" and "FUZZ-MODEL stopped" in judged["reason"], judged["reason"]

@@ -15,9 +15,28 @@ SCENARIOS = "WT-CREATE,A2-RESPONSE-LOSS"
 def run_kit(tmp_path, mode, *extra):
     harness = f"{sys.executable} {FAKE} {mode}"
     done = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "run", "--harness", harness, "--only", SCENARIOS, "--seed", "7",
-         "--call-timeout", "1", "--start-timeout", "2", "--out", str(tmp_path), *extra],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            harness,
+            "--only",
+            SCENARIOS,
+            "--seed",
+            "7",
+            "--call-timeout",
+            "1",
+            "--start-timeout",
+            "2",
+            "--out",
+            str(tmp_path),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     report = tmp_path / "report.json"
     statuses = {s["id"]: s for s in json.loads(report.read_text())["scenarios"]} if report.exists() else {}
@@ -60,7 +79,9 @@ def test_a_misbehaving_harness_is_never_passed(tmp_path, mode, status, evidence)
     assert evidence in judged["reason"]
     assert "passed" not in {s["status"] for s in scenarios.values()} or mode == "double-create"
     # every option that changes the scenario's behaviour is in the reproduce line
-    assert judged["reproduce"].startswith("retryproof run --only A2-RESPONSE-LOSS --seed 7 --call-timeout 1 --start-timeout 2 --harness ")
+    assert judged["reproduce"].startswith(
+        "retryproof run --only A2-RESPONSE-LOSS --seed 7 --call-timeout 1 --start-timeout 2 --harness "
+    )
     assert "Traceback" not in done.stderr
 
 
@@ -69,9 +90,27 @@ def test_a_hung_harness_costs_one_timeout_per_pipelined_batch(tmp_path):
     batch (it used to be one full timeout per call, 8 s here)."""
     harness = f"{sys.executable} {FAKE} hang-on-write"
     subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "run", "--harness", harness, "--only", "A4-CONCURRENT", "--seed", "7",
-         "--call-timeout", "1", "--out", str(tmp_path), "--format", "json"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            harness,
+            "--only",
+            "A4-CONCURRENT",
+            "--seed",
+            "7",
+            "--call-timeout",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     judged = json.loads((tmp_path / "report.json").read_text())["scenarios"][0]
     assert judged["status"] == "error" and "8 calls got no answer" in judged["reason"]

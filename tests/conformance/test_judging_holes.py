@@ -25,9 +25,25 @@ BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
 
 def run_kit(tmp_path, defect, only):
     done = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "run", "--harness", f"{sys.executable} {BROKEN} {defect}", "--only", only,
-         "--seed", "3", "--out", str(tmp_path), "--format", "json,junit"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            f"{sys.executable} {BROKEN} {defect}",
+            "--only",
+            only,
+            "--seed",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--format",
+            "json,junit",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     report = json.loads((tmp_path / "report.json").read_text())
     return done, report, {s["id"]: s for s in report["scenarios"]}
@@ -45,14 +61,28 @@ def test_a_schema_violation_on_a_parallel_thread_fails_the_scenario(tmp_path):
     "defect, only, expected",
     [
         # after_task_write: list_tasks shows the task the first attempt wrote; the re-filed retry is caught without diagnose
-        ("renumber-without-diagnose", "CRASH-AFTER-TASK-WRITE", {"CRASH-AFTER-TASK-WRITE": ("failed", "not the task TASK-000001")}),
+        (
+            "renumber-without-diagnose",
+            "CRASH-AFTER-TASK-WRITE",
+            {"CRASH-AFTER-TASK-WRITE": ("failed", "not the task TASK-000001")},
+        ),
         # with diagnose, both crash points catch the renumbering (the control)
-        ("renumber", "CRASH-AFTER-RESERVE,CRASH-AFTER-TASK-WRITE",
-         {"CRASH-AFTER-RESERVE": ("failed", "not the preallocated"), "CRASH-AFTER-TASK-WRITE": ("failed", "not the task")}),
+        (
+            "renumber",
+            "CRASH-AFTER-RESERVE,CRASH-AFTER-TASK-WRITE",
+            {
+                "CRASH-AFTER-RESERVE": ("failed", "not the preallocated"),
+                "CRASH-AFTER-TASK-WRITE": ("failed", "not the task"),
+            },
+        ),
         ("removes-foreign", "PATH-OCCUPIED-CONFLICT", {"PATH-OCCUPIED-CONFLICT": ("failed", "overwritten or removed")}),
         # after_reserve and a foreign object: only diagnose can tell, so without it they are not verified, and block
         ("renumber-without-diagnose", "CRASH-AFTER-RESERVE", {"CRASH-AFTER-RESERVE": ("skipped", "diagnose")}),
-        ("removes-foreign-without-diagnose", "PATH-OCCUPIED-CONFLICT", {"PATH-OCCUPIED-CONFLICT": ("skipped", "diagnose")}),
+        (
+            "removes-foreign-without-diagnose",
+            "PATH-OCCUPIED-CONFLICT",
+            {"PATH-OCCUPIED-CONFLICT": ("skipped", "diagnose")},
+        ),
     ],
 )
 def test_recovery_identity_is_judged_with_or_without_diagnose(tmp_path, defect, only, expected):
@@ -77,7 +107,12 @@ def test_every_a4_round_is_judged(tmp_path):
 
 
 def test_concurrency_below_two_is_a_user_error():
-    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--concurrency", "1"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "retryproof.conformance.cli", "run", "--concurrency", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "must be at least 2" in done.stderr
 
 
@@ -88,14 +123,20 @@ def test_a_reuse_must_carry_its_own_submission_id_and_digest(tmp_path):
     done, _, scenarios = run_kit(tmp_path, "reuse-of-someone-else", only)
     for sid in only.split(","):
         assert scenarios[sid]["status"] == "failed", (sid, scenarios[sid]["reason"])
-        assert "client_submission_id 'someone-else'" in scenarios[sid]["reason"] and "is not the write-task-v1 digest" in scenarios[sid]["reason"]
+        assert (
+            "client_submission_id 'someone-else'" in scenarios[sid]["reason"]
+            and "is not the write-task-v1 digest" in scenarios[sid]["reason"]
+        )
     assert done.returncode == 1
 
 
 def test_a_report_id_bound_to_another_task_or_content_is_refused(tmp_path):
     done, _, scenarios = run_kit(tmp_path, "report-id-answers-anything", "WRITE-REPORT-DEDUP")
     judged = scenarios["WRITE-REPORT-DEDUP"]
-    assert judged["status"] == "failed" and "the same report id with other content: expected error invalid_request" in judged["reason"], judged["reason"]
+    assert (
+        judged["status"] == "failed"
+        and "the same report id with other content: expected error invalid_request" in judged["reason"]
+    ), judged["reason"]
     assert done.returncode == 1
 
 

@@ -1,17 +1,21 @@
 """The outcome model's classes come from the spec: the codes that prove nothing was
 written are exactly those the spec's error_codes describe so."""
 
-from conformance.outcome import FAIL_CODES, classify
-from spec import load_spec
-from spec.protocol import Failure
+from retryproof.conformance.outcome import FAIL_CODES, classify
+from retryproof.spec import load_spec
+from retryproof.spec.protocol import Failure
 
 SPEC = load_spec()
 
 
 def test_fail_codes_are_the_codes_the_spec_says_write_nothing():
     codes = SPEC["protocol_spec"]["error_codes"]
-    writes_nothing = {code for code, meaning in codes.items() if "nothing was written" in meaning or "nothing ran" in meaning}
-    indeterminate = {code for code, meaning in codes.items() if "indeterminate" in meaning or "may have happened" in meaning}
+    writes_nothing = {
+        code for code, meaning in codes.items() if "nothing was written" in meaning or "nothing ran" in meaning
+    }
+    indeterminate = {
+        code for code, meaning in codes.items() if "indeterminate" in meaning or "may have happened" in meaning
+    }
     assert FAIL_CODES == set(SPEC["outcome_model"]["fail_codes"]) <= set(codes)
     assert writes_nothing <= FAIL_CODES and not FAIL_CODES & indeterminate
     assert "not_found" in FAIL_CODES

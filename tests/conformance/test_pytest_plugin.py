@@ -12,10 +12,10 @@ import sys
 
 import pytest
 
-import spec
-from conformance.catalogue import entry
-from conformance.events import ScenarioResult
-from conformance.pytest_plugin import conclude
+from retryproof import spec
+from retryproof.conformance.catalogue import entry
+from retryproof.conformance.events import ScenarioResult
+from retryproof.conformance.pytest_plugin import conclude
 
 pytest_plugins = ["pytester"]
 
@@ -24,7 +24,7 @@ BASICS = "WT-CREATE,A2-RESPONSE-LOSS"
 
 
 def faulty(fault: str) -> str:
-    return f"{sys.executable} -m reference_impl --fault {fault}"
+    return f"{sys.executable} -m retryproof.reference_impl --fault {fault}"
 
 
 def catalogue_run(pytester, *args):
@@ -40,7 +40,7 @@ def test_inert_without_a_target(pytester):
 
         def test_the_plugin_is_loaded_and_did_nothing(request):
             assert request.config.getoption("retryproof") is False  # the options exist: it is loaded
-            assert "conformance.runner" not in sys.modules
+            assert "retryproof.conformance.runner" not in sys.modules
             assert not any("retryproof" in line for line in request.config.getini("markers"))
         """
     )
@@ -53,10 +53,19 @@ def test_the_reference_passes_the_basics_after_the_suites_own_tests(pytester):
     pytester.makepyfile("def test_own(): pass")
     out = pytester.path / "reports"
     junit = pytester.path / "junit.xml"
-    result = catalogue_run(pytester, "--retryproof", "--retryproof-only", BASICS, "--retryproof-out", str(out), f"--junitxml={junit}", "-v")
+    result = catalogue_run(
+        pytester, "--retryproof", "--retryproof-only", BASICS, "--retryproof-out", str(out), f"--junitxml={junit}", "-v"
+    )
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
-        ["*retryproof: seed 5, target the bundled reference runtime*", "*collected 3 items", "*test_own PASSED*", "retryproof::WT-CREATE PASSED*", "retryproof::A2-RESPONSE-LOSS PASSED*", "*retryproof verdict*"]
+        [
+            "*retryproof: seed 5, target the bundled reference runtime*",
+            "*collected 3 items",
+            "*test_own PASSED*",
+            "retryproof::WT-CREATE PASSED*",
+            "retryproof::A2-RESPONSE-LOSS PASSED*",
+            "*retryproof verdict*",
+        ]
     )
     report = json.loads((out / "report.json").read_text())
     assert not list(spec.validator("report").iter_errors(report))
@@ -66,13 +75,21 @@ def test_the_reference_passes_the_basics_after_the_suites_own_tests(pytester):
 
 def test_a_runtime_without_idempotency_fails_with_the_reproduce_line(pytester):
     out = pytester.path / "reports"
-    result = catalogue_run(pytester, "--retryproof-harness", faulty("no-idempotency"), "--retryproof-only", BASICS, "--retryproof-out", str(out))
+    result = catalogue_run(
+        pytester,
+        "--retryproof-harness",
+        faulty("no-idempotency"),
+        "--retryproof-only",
+        BASICS,
+        "--retryproof-out",
+        str(out),
+    )
     result.assert_outcomes(passed=1, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
             "A2-RESPONSE-LOSS failed: unexpected tasks*",
-            "  set_check: *\"unexpected\":*",
+            '  set_check: *"unexpected":*',
             "reproduce: retryproof run --only A2-RESPONSE-LOSS --seed 5 --harness *--fault no-idempotency*",
             "*NOT CONFORMANT*",
             "  blocking A2-RESPONSE-LOSS: failed: *",
@@ -87,7 +104,13 @@ def test_a_runtime_without_idempotency_fails_with_the_reproduce_line(pytester):
 def test_missing_capabilities_are_skipped_not_passed(pytester):
     """The fake declares write_task only: an optional feature missing is a plain skip,
     a missing failpoint a skip that says the runtime is therefore not conformant."""
-    result = catalogue_run(pytester, "--retryproof-harness", f"{sys.executable} {FAKE} honest", "--retryproof-only", "WT-CREATE,WRITE-REPORT-DEDUP,CRASH-AFTER-RESERVE")
+    result = catalogue_run(
+        pytester,
+        "--retryproof-harness",
+        f"{sys.executable} {FAKE} honest",
+        "--retryproof-only",
+        "WT-CREATE,WRITE-REPORT-DEDUP,CRASH-AFTER-RESERVE",
+    )
     result.assert_outcomes(passed=1, skipped=2)
     assert result.ret == pytest.ExitCode.OK  # pytest's rules; the verdict section below says otherwise
     result.stdout.fnmatch_lines_random(
@@ -101,7 +124,15 @@ def test_missing_capabilities_are_skipped_not_passed(pytester):
 
 def test_baseline_xfails_a_listed_failure_and_fails_a_stale_entry(pytester):
     baseline = pytester.makefile(".yaml", baseline="expected_failures: [WT-CREATE, A2-RESPONSE-LOSS]\n")
-    result = catalogue_run(pytester, "--retryproof-harness", faulty("no-idempotency"), "--retryproof-only", BASICS, "--retryproof-baseline", str(baseline))
+    result = catalogue_run(
+        pytester,
+        "--retryproof-harness",
+        faulty("no-idempotency"),
+        "--retryproof-only",
+        BASICS,
+        "--retryproof-baseline",
+        str(baseline),
+    )
     result.assert_outcomes(xfailed=1, failed=1)
     result.stdout.fnmatch_lines_random(
         [
@@ -119,7 +150,7 @@ def test_the_harness_shakes_hands_once_per_session(pytester):
         import os, sys
         with open({str(starts)!r}, "a") as log:
             log.write(os.path.basename(os.environ["RETRYPROOF_STATE_DIR"]) + "\\n")
-        os.execv(sys.executable, [sys.executable, "-m", "reference_impl"])
+        os.execv(sys.executable, [sys.executable, "-m", "retryproof.reference_impl"])
         """
     )
     result = catalogue_run(pytester, "--retryproof-harness", f"{sys.executable} {wrapper}", "--retryproof-only", BASICS)
@@ -145,13 +176,28 @@ def test_markers_select_by_level(pytester):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--retryproof", "--retryproof-only", "WT-CREATE,NO-SUCH-ID"], "ERROR: retryproof: unknown scenario id(s): NO-SUCH-ID"),
+        (
+            ["--retryproof", "--retryproof-only", "WT-CREATE,NO-SUCH-ID"],
+            "ERROR: retryproof: unknown scenario id(s): NO-SUCH-ID",
+        ),
         (["--retryproof-harness", "'unclosed"], "ERROR: retryproof: cannot parse --harness: *"),
-        (["--retryproof", "--retryproof-baseline", "missing.yaml"], "ERROR: retryproof: cannot read baseline missing.yaml*"),
+        (
+            ["--retryproof", "--retryproof-baseline", "missing.yaml"],
+            "ERROR: retryproof: cannot read baseline missing.yaml*",
+        ),
         (["--retryproof-only", "WT-CREATE"], "ERROR: retryproof: --retryproof-only given without a runtime*"),
-        (["--retryproof", "--retryproof-python", "a:b"], "ERROR: retryproof: --retryproof and --retryproof-python name two runtimes*"),
-        (["--retryproof-harness", "/no/such/harness"], "ERROR: retryproof: the harness failed its handshake: cannot run harness*"),
-        (["--retryproof-harness", f"{sys.executable} {FAKE} crash-at-start"], "ERROR: retryproof: the harness failed its handshake*"),
+        (
+            ["--retryproof", "--retryproof-python", "a:b"],
+            "ERROR: retryproof: --retryproof and --retryproof-python name two runtimes*",
+        ),
+        (
+            ["--retryproof-harness", "/no/such/harness"],
+            "ERROR: retryproof: the harness failed its handshake: cannot run harness*",
+        ),
+        (
+            ["--retryproof-harness", f"{sys.executable} {FAKE} crash-at-start"],
+            "ERROR: retryproof: the harness failed its handshake*",
+        ),
     ],
 )
 def test_bad_input_is_a_usage_error_without_traceback(pytester, args, message):
@@ -164,20 +210,59 @@ def test_bad_input_is_a_usage_error_without_traceback(pytester, args, message):
 
 
 def result_of(status, reason="why", baseline=None, scenario="A2-RESPONSE-LOSS", **evidence):
-    return ScenarioResult(entry(scenario), status, reason, 0.1, f"retryproof run --only {scenario} --seed 1", evidence, (), "harness said\nbye", baseline)
+    return ScenarioResult(
+        entry(scenario),
+        status,
+        reason,
+        0.1,
+        f"retryproof run --only {scenario} --seed 1",
+        evidence,
+        (),
+        "harness said\nbye",
+        baseline,
+    )
 
 
 @pytest.mark.parametrize(
     "result, outcome, words",
     [
-        (result_of("failed", set_check={"lost": ["T1"]}), pytest.fail.Exception, ["A2-RESPONSE-LOSS failed: why", 'set_check: {"lost":["T1"]}', "  bye", "reproduce: retryproof run --only A2-RESPONSE-LOSS --seed 1"]),
-        (result_of("error"), pytest.fail.Exception, ["A2-RESPONSE-LOSS error (the kit could not judge): why", "reproduce: "]),
+        (
+            result_of("failed", set_check={"lost": ["T1"]}),
+            pytest.fail.Exception,
+            [
+                "A2-RESPONSE-LOSS failed: why",
+                'set_check: {"lost":["T1"]}',
+                "  bye",
+                "reproduce: retryproof run --only A2-RESPONSE-LOSS --seed 1",
+            ],
+        ),
+        (
+            result_of("error"),
+            pytest.fail.Exception,
+            ["A2-RESPONSE-LOSS error (the kit could not judge): why", "reproduce: "],
+        ),
         (result_of("skipped", missing=["legacy"], scenario="LEGACY-NO-ID"), pytest.skip.Exception, ["why"]),
-        (result_of("skipped", missing=["tamper"], scenario="CONFLICT-SCHEMA"), pytest.skip.Exception, ["not verified, so not conformant: why"]),
+        (
+            result_of("skipped", missing=["tamper"], scenario="CONFLICT-SCHEMA"),
+            pytest.skip.Exception,
+            ["not verified, so not conformant: why"],
+        ),
         (result_of("not_applicable"), pytest.skip.Exception, ["not applicable: why"]),
-        (result_of("failed", baseline="xfail"), pytest.xfail.Exception, ["listed in the baseline known.yaml: failed: why"]),
-        (result_of("error", baseline="xfail"), pytest.xfail.Exception, ["listed in the baseline known.yaml: error: why"]),
-        (result_of("passed", baseline="xpass"), pytest.fail.Exception, ["[XPASS(strict)] A2-RESPONSE-LOSS passed but is listed in the baseline known.yaml"]),
+        (
+            result_of("failed", baseline="xfail"),
+            pytest.xfail.Exception,
+            ["listed in the baseline known.yaml: failed: why"],
+        ),
+        (
+            result_of("error", baseline="xfail"),
+            pytest.xfail.Exception,
+            ["listed in the baseline known.yaml: error: why"],
+        ),
+        (
+            result_of("passed", baseline="xpass"),
+            pytest.fail.Exception,
+            ["[XPASS(strict)] A2-RESPONSE-LOSS passed but is listed in the baseline known.yaml"],
+        ),
     ],
 )
 def test_every_status_that_is_not_a_pass_raises_its_outcome(result, outcome, words):

@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from conformance.fuzz_profiles import DEV, ENV_VAR
-from spec import load_spec
+from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
+from retryproof.spec import load_spec
 
 
 def test_reference_runtime_passes_every_scenario(tmp_path):
@@ -17,8 +17,12 @@ def test_reference_runtime_passes_every_scenario(tmp_path):
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "run", "--seed", "11", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, ENV_VAR: DEV},
+        [sys.executable, "-m", "retryproof.conformance.cli", "run", "--seed", "11", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, ENV_VAR: DEV},
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert os.listdir(cwd) == []
@@ -32,15 +36,33 @@ def test_reference_runtime_passes_every_scenario(tmp_path):
     assert report["verdict"]["headline"].startswith("CONFORMANT") and report["verdict"]["blocking"] == []
     assert {q["answer"] for q in report["checklist"]} == {"yes"}
     assert (tmp_path / "report.md").read_text().count("| passed ") == list(statuses.values()).count("passed")
-    assert subprocess.run([sys.executable, "-m", "conformance.cli", "validate-report", str(tmp_path / "report.json")]).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "retryproof.conformance.cli", "validate-report", str(tmp_path / "report.json")]
+        ).returncode
+        == 0
+    )
 
 
 def test_baseline_of_a_passing_scenario_is_stale(tmp_path):
     baseline = tmp_path / "baseline.yaml"
     baseline.write_text("expected_failures: [WT-CREATE]\n")
     done = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "run", "--only", "WT-CREATE", "--baseline", str(baseline), "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--only",
+            "WT-CREATE",
+            "--baseline",
+            str(baseline),
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1
     assert "stale baseline entry WT-CREATE" in done.stdout

@@ -4,26 +4,47 @@ and the kill matrix states each defect in full."""
 
 import io
 
-from conformance.catalogue import catalogue, entry
-from conformance.events import RunFinished, RunInfo, ScenarioFinished, ScenarioResult
-from conformance.verdict import judge
-from conformance.writers.console import ConsoleWriter
-from conformance.writers.markdown import render_markdown
+from retryproof.conformance.catalogue import catalogue, entry
+from retryproof.conformance.events import (
+    RunFinished,
+    RunInfo,
+    ScenarioFinished,
+    ScenarioResult,
+)
+from retryproof.conformance.verdict import judge
+from retryproof.conformance.writers.console import ConsoleWriter
+from retryproof.conformance.writers.markdown import render_markdown
 
 REPLAY_HINT = "re-run it with: retryproof replay <report dir>/replays/fuzz-model-some-runtime-with-a-long-name-seed1234567890.json --harness CMD"
 
 
 def result(scenario_id, status="passed", reason=None, evidence=None):
-    return ScenarioResult(entry(scenario_id), status, reason, 0.1, f"retryproof run --only {scenario_id} --seed 7", evidence or {})
+    return ScenarioResult(
+        entry(scenario_id), status, reason, 0.1, f"retryproof run --only {scenario_id} --seed 7", evidence or {}
+    )
 
 
 def a_run(results):
-    info = RunInfo("0.1.0", "1.0.0", "retryproof-harness/1", {"name": "r", "version": "1", "language": "x"}, "", ("write_task",), (), 7, 8, "2026-01-01T00:00:00+00:00")
+    info = RunInfo(
+        "0.1.0",
+        "1.0.0",
+        "retryproof-harness/1",
+        {"name": "r", "version": "1", "language": "x"},
+        "",
+        ("write_task",),
+        (),
+        7,
+        8,
+        "2026-01-01T00:00:00+00:00",
+    )
     return RunFinished(info, tuple(results), judge(results), 1.0)
 
 
 def test_the_console_keeps_a_failures_replay_path_whole():
-    reason = "2 tasks under one submission id h1.fz-a: T-1, T-2; minimal history of 3 step(s) saved beside the report; " + REPLAY_HINT
+    reason = (
+        "2 tasks under one submission id h1.fz-a: T-1, T-2; minimal history of 3 step(s) saved beside the report; "
+        + REPLAY_HINT
+    )
     stream = io.StringIO()
     ConsoleWriter(stream).handle(ScenarioFinished(result("FUZZ-MODEL", "failed", reason), 1, 1))
     assert REPLAY_HINT in stream.getvalue()
@@ -55,7 +76,21 @@ def test_the_checklist_lists_every_scenario_behind_an_answer():
 
 def test_evidence_lists_are_not_cut():
     history = [f"submit h1.fz-a (nfd): created TASK-{n:04d}" for n in range(60)]
-    text = render_markdown(a_run([result("FUZZ-MODEL", "failed", "why", {"minimal_history": history, "tasks": {"after": {"count": 45, "task_ids": [f"T-{n}" for n in range(45)]}}})]))
+    text = render_markdown(
+        a_run(
+            [
+                result(
+                    "FUZZ-MODEL",
+                    "failed",
+                    "why",
+                    {
+                        "minimal_history": history,
+                        "tasks": {"after": {"count": 45, "task_ids": [f"T-{n}" for n in range(45)]}},
+                    },
+                )
+            ]
+        )
+    )
     assert "…" not in text.split("## Evidence")[1]
     for line in history:
         assert line in text
@@ -63,13 +98,16 @@ def test_evidence_lists_are_not_cut():
 
 
 def test_the_field_report_figures_are_not_called_seed():
-    from conformance.scenarios.approval import CONTROL_COLUMNS, PROBE_COLUMNS
+    from retryproof.conformance.scenarios.approval_steps import (
+        CONTROL_COLUMNS,
+        PROBE_COLUMNS,
+    )
 
     assert not any("(seed)" in column for column in PROBE_COLUMNS + CONTROL_COLUMNS)
 
 
 def test_every_defect_in_the_kill_matrix_is_a_whole_sentence():
-    from conformance.selftest import REFERENCE, bundled_runtimes
+    from retryproof.conformance.commands.selftest import REFERENCE, bundled_runtimes
 
     faulty = [runtime for runtime in bundled_runtimes() if runtime.name != REFERENCE]
     assert faulty

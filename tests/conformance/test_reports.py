@@ -7,26 +7,45 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-import spec
-from conformance.catalogue import entry
-from conformance.events import RunFinished, RunInfo, ScenarioResult
-from conformance.verdict import judge
-from conformance.writers.document import report_document
-from conformance.writers.escape import md_inline
-from conformance.writers.junit import render_junit
-from conformance.writers.markdown import render_markdown
+from retryproof import spec
+from retryproof.conformance.catalogue import entry
+from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
+from retryproof.conformance.verdict import judge
+from retryproof.conformance.writers.document import report_document
+from retryproof.conformance.writers.escape import md_inline
+from retryproof.conformance.writers.junit import render_junit
+from retryproof.conformance.writers.markdown import render_markdown
 
 HOSTILE = "evil | `code` <script>alert(1)</script>\n## PASSED\x00\x1b[31m ]]>"
 
 
 def hostile_run():
-    info = RunInfo("0.1.0", "1.0.0", "retryproof-harness/1", {"name": HOSTILE, "version": HOSTILE, "language": "x"}, "--harness fake",
-                   ("write_task",), (), 7, 8, "2026-01-01T00:00:00+00:00")
+    info = RunInfo(
+        "0.1.0",
+        "1.0.0",
+        "retryproof-harness/1",
+        {"name": HOSTILE, "version": HOSTILE, "language": "x"},
+        "--harness fake",
+        ("write_task",),
+        (),
+        7,
+        8,
+        "2026-01-01T00:00:00+00:00",
+    )
     results = (
-        ScenarioResult(entry("WT-CREATE"), "failed", HOSTILE, 0.5, "retryproof run --only WT-CREATE --seed 7 --harness fake",
-                       {"tasks": {"before": {"count": 0, "task_ids": [HOSTILE]}}, "note": HOSTILE},
-                       ({"op": "write_task", "kind": "ok", "task_id": HOSTILE, "message": HOSTILE},), HOSTILE + "\n```\nstill inside?"),
-        ScenarioResult(entry("A2-RESPONSE-LOSS"), "passed", None, 0.2, "retryproof run --only A2-RESPONSE-LOSS --seed 7"),
+        ScenarioResult(
+            entry("WT-CREATE"),
+            "failed",
+            HOSTILE,
+            0.5,
+            "retryproof run --only WT-CREATE --seed 7 --harness fake",
+            {"tasks": {"before": {"count": 0, "task_ids": [HOSTILE]}}, "note": HOSTILE},
+            ({"op": "write_task", "kind": "ok", "task_id": HOSTILE, "message": HOSTILE},),
+            HOSTILE + "\n```\nstill inside?",
+        ),
+        ScenarioResult(
+            entry("A2-RESPONSE-LOSS"), "passed", None, 0.2, "retryproof run --only A2-RESPONSE-LOSS --seed 7"
+        ),
     )
     return RunFinished(info, results, judge(results), 0.7)
 
@@ -64,7 +83,9 @@ def test_report_json_validates_against_the_report_schema():
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "retryproof.conformance.cli", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_validate_report_good_corrupt_and_unreadable(tmp_path):
@@ -84,17 +105,26 @@ def test_validate_report_good_corrupt_and_unreadable(tmp_path):
 
 
 def test_bad_arguments_exit_2(tmp_path):
-    for args in (["--only", "NO-SUCH-ID"], ["--format", "pdf"], ["--baseline", str(tmp_path / "missing.yaml")], ["--harness", "'unclosed"]):
+    for args in (
+        ["--only", "NO-SUCH-ID"],
+        ["--format", "pdf"],
+        ["--baseline", str(tmp_path / "missing.yaml")],
+        ["--harness", "'unclosed"],
+    ):
         done = run_cli("run", *args, "--out", str(tmp_path))
         assert done.returncode == 2, args
         assert done.stderr.startswith("error:") and "hint:" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_reproduce_line_names_every_option_and_variable_that_changes_behaviour():
-    from conformance.runner import Options, reproduce_line
+    from retryproof.conformance.options import Options
+    from retryproof.conformance.runner import reproduce_line
 
     default = Options(("harness",), "--harness 'node h.js'", 5)
     assert reproduce_line(default, "WT-CREATE") == "retryproof run --only WT-CREATE --seed 5 --harness 'node h.js'"
     tuned = Options(("harness",), "", 5, concurrency=3, call_timeout=2.5, start_timeout=10.0)
     line = reproduce_line(tuned, "FUZZ-MODEL", {"RETRYPROOF_FUZZ_PROFILE": "retryproof-ci"})
-    assert line == "RETRYPROOF_FUZZ_PROFILE=retryproof-ci retryproof run --only FUZZ-MODEL --seed 5 --concurrency 3 --call-timeout 2.5"
+    assert (
+        line
+        == "RETRYPROOF_FUZZ_PROFILE=retryproof-ci retryproof run --only FUZZ-MODEL --seed 5 --concurrency 3 --call-timeout 2.5"
+    )

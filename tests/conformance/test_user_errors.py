@@ -9,16 +9,20 @@ import sys
 
 import pytest
 
-from conformance import fuzz_model
-from conformance.fuzz_model import REPLAY_FORMAT
+from retryproof.conformance import fuzz
+from retryproof.conformance.replay_file import FORMAT as REPLAY_FORMAT
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def run_cli(*args, cwd=None, stdin=None):
     return subprocess.run(
-        [sys.executable, "-m", "conformance.cli", *args],
-        capture_output=True, text=True, timeout=120, cwd=cwd, input=stdin,
+        [sys.executable, "-m", "retryproof.conformance.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        input=stdin,
         env={**os.environ, "PYTHONPATH": REPO},
     )
 
@@ -55,8 +59,19 @@ def test_an_unwritable_out_is_refused_before_the_harness_starts(tmp_path, where)
 def test_a_closed_stdout_still_finishes_the_run_and_writes_the_reports(tmp_path):
     with open(tmp_path / "stderr", "w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "conformance.cli", "run", "--only", "WT-CREATE", "--out", str(tmp_path / "out")],
-            stdout=subprocess.PIPE, stderr=stderr, cwd=REPO,
+            [
+                sys.executable,
+                "-m",
+                "retryproof.conformance.cli",
+                "run",
+                "--only",
+                "WT-CREATE",
+                "--out",
+                str(tmp_path / "out"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=REPO,
         )
         process.stdout.close()  # the reader is gone before the first line
         status = process.wait(120)
@@ -68,7 +83,7 @@ def test_a_closed_stdout_still_finishes_the_run_and_writes_the_reports(tmp_path)
 def test_the_kit_profiles_keep_no_example_database():
     from hypothesis import settings
 
-    from conformance.fuzz_profiles import PROFILES, register_profiles
+    from retryproof.conformance.fuzz.profiles import PROFILES, register_profiles
 
     register_profiles()
     for name in PROFILES:
@@ -98,12 +113,12 @@ GOOD_STEP = {"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "nfd", "
 )
 def test_replay_steps_outside_the_step_language_are_named_by_index_and_field(step, field):
     with pytest.raises(ValueError) as caught:
-        fuzz_model.validate_steps([GOOD_STEP, {"step": "restart", "graceful": False}, step])
+        fuzz.validate_steps([GOOD_STEP, {"step": "restart", "graceful": False}, step])
     assert "step 2" in str(caught.value) and repr(field) not in str(caught.value) and field in str(caught.value)
 
 
 def test_the_step_language_accepts_every_kind_of_step():
-    fuzz_model.validate_steps(
+    fuzz.validate_steps(
         [
             GOOD_STEP,
             {"step": "submit", "id": "fz-d", "task": 2},
@@ -118,7 +133,10 @@ def test_the_step_language_accepts_every_kind_of_step():
 
 def test_replay_refuses_a_bad_step_before_running_any(tmp_path):
     replay = tmp_path / "r2.json"
-    steps = [{"step": "submit", "id": "fz-a", "task": 0}, {"step": "submit", "id": "fz-a", "task": 99, "variant_kind": "zzz"}]
+    steps = [
+        {"step": "submit", "id": "fz-a", "task": 0},
+        {"step": "submit", "id": "fz-a", "task": 99, "variant_kind": "zzz"},
+    ]
     replay.write_text(json.dumps({"format": REPLAY_FORMAT, "seed": 1, "steps": steps}))
     harness, started = marker_harness(tmp_path)
     assert_user_error(run_cli("replay", str(replay), "--harness", harness), "step 1", "task")
@@ -130,7 +148,11 @@ def test_replay_refuses_steps_the_harness_cannot_take(tmp_path):
     steps = [{"step": "crash", "failpoint": "write_task.after_reserve", "id": "fz-a", "task": 0}]
     replay.write_text(json.dumps({"format": REPLAY_FORMAT, "seed": 1, "steps": steps}))
     fake = os.path.join(REPO, "tests", "conformance", "fake_harness.py")
-    assert_user_error(run_cli("replay", str(replay), "--harness", f"{sys.executable} {fake} honest"), "step 0", "write_task.after_reserve")
+    assert_user_error(
+        run_cli("replay", str(replay), "--harness", f"{sys.executable} {fake} honest"),
+        "step 0",
+        "write_task.after_reserve",
+    )
 
 
 # -- validate-report -------------------------------------------------------------
@@ -139,7 +161,12 @@ def test_replay_refuses_steps_the_harness_cannot_take(tmp_path):
 def a_report(tmp_path, change):
     """The report.json of a real (small) run, changed by ``change``."""
     out = tmp_path / "out"
-    assert run_cli("run", "--only", "WT-CREATE,A2-RESPONSE-LOSS", "--seed", "3", "--out", str(out), "--format", "json").returncode == 0
+    assert (
+        run_cli(
+            "run", "--only", "WT-CREATE,A2-RESPONSE-LOSS", "--seed", "3", "--out", str(out), "--format", "json"
+        ).returncode
+        == 0
+    )
     document = json.loads((out / "report.json").read_text())
     change(document)
     path = tmp_path / "changed.json"
@@ -173,7 +200,10 @@ def test_an_untouched_report_still_validates(tmp_path):
 
 
 def test_a_harness_that_exits_at_once_is_described_by_its_exit_status(tmp_path):
-    assert_user_error(run_cli("run", "--harness", "true", "--out", str(tmp_path / "out")), "exited with status 0 before answering hello")
+    assert_user_error(
+        run_cli("run", "--harness", "true", "--out", str(tmp_path / "out")),
+        "exited with status 0 before answering hello",
+    )
 
 
 def test_a_bad_option_value_has_a_hint(tmp_path):
@@ -184,11 +214,11 @@ def test_an_invalid_task_for_digest_has_a_hint():
     assert_user_error(run_cli("digest", stdin='{"title": "x"}'), "invalid_request", "task.title")
 
 
-NULL_AS_LEGACY = '''
+NULL_AS_LEGACY = """
 import sys
 sys.path.insert(0, {repo!r})
-from spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
-from spec.protocol import PROTOCOL, serve
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
+from retryproof.spec.protocol import PROTOCOL, serve
 
 def hello(args):
     return {{"protocol": PROTOCOL, "implementation": {{"name": "null-as-legacy", "version": "0", "language": "python"}},
@@ -203,12 +233,22 @@ def write_task(args):
     raise RuntimeError("only bad ids reach this harness")
 
 serve({{"hello": hello, "write_task": write_task, "list_tasks": lambda args: {{"tasks": []}}}})
-'''
+"""
 
 
 def test_a_failed_expectation_names_the_value_as_json(tmp_path):
     harness = tmp_path / "null_as_legacy.py"
     harness.write_text(NULL_AS_LEGACY.format(repo=REPO))
-    done = run_cli("run", "--only", "INVALID-INPUT", "--harness", f"{sys.executable} {harness}", "--out", str(tmp_path / "out"), "--format", "json")
+    done = run_cli(
+        "run",
+        "--only",
+        "INVALID-INPUT",
+        "--harness",
+        f"{sys.executable} {harness}",
+        "--out",
+        str(tmp_path / "out"),
+        "--format",
+        "json",
+    )
     reason = json.loads((tmp_path / "out" / "report.json").read_text())["scenarios"][0]["reason"]
     assert done.returncode == 1 and "client_submission_id null:" in reason and "None" not in reason, reason

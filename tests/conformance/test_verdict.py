@@ -1,13 +1,15 @@
 """The verdict rules of spec ``verdict``: what blocks, what does not, and the baseline."""
 
-from conformance.catalogue import catalogue, entry
-from conformance.events import ScenarioResult
-from conformance.verdict import judge
+from retryproof.conformance.catalogue import catalogue, entry
+from retryproof.conformance.events import ScenarioResult
+from retryproof.conformance.verdict import judge
 
 
 def result(scenario_id, status, missing=()):
     evidence = {"missing": list(missing)} if missing else {}
-    return ScenarioResult(entry(scenario_id), status, None if status == "passed" else "why", 0.1, "retryproof run", evidence)
+    return ScenarioResult(
+        entry(scenario_id), status, None if status == "passed" else "why", 0.1, "retryproof run", evidence
+    )
 
 
 def all_passed(**overrides):
@@ -47,7 +49,9 @@ def test_error_blocks_and_should_failure_only_warns():
 
 
 def test_not_applicable_neither_passes_nor_blocks():
-    verdict = judge(all_passed(**{"STALE-RESERVATION-DIAGNOSTICS": result("STALE-RESERVATION-DIAGNOSTICS", "not_applicable")}))
+    verdict = judge(
+        all_passed(**{"STALE-RESERVATION-DIAGNOSTICS": result("STALE-RESERVATION-DIAGNOSTICS", "not_applicable")})
+    )
     assert verdict.conformant
 
 

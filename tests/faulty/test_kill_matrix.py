@@ -11,7 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from conformance.selftest import REFERENCE, bundled_runtimes, judge, run_all
+from retryproof.conformance.commands.selftest import (
+    REFERENCE,
+    bundled_runtimes,
+    judge,
+    run_all,
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,5 +40,7 @@ def test_each_faulty_runtime_is_killed_by_its_declared_scenarios(runtimes):
     problems = [problem for runtime in runtimes for problem in judge(runtime, outcomes[runtime.name])]
     assert outcomes[REFERENCE]["results"], "the reference ran nothing"
     for runtime in runtimes[1:]:
-        assert set(outcomes[runtime.name]["results"]) == set(runtime.killed_by), f"{runtime.name} did not run all its killers"
+        assert set(outcomes[runtime.name]["results"]) == set(runtime.killed_by), (
+            f"{runtime.name} did not run all its killers"
+        )
     assert problems == []

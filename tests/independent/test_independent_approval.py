@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from spec import load_spec
+from retryproof.spec import load_spec
 
 HERE = Path(__file__).parent
 HARNESS = HERE / "approval_harness" / "harness.py"
@@ -42,10 +42,15 @@ VARIANTS = {
     "plain-crash-reads-absent": {"RECOVERY-UNKNOWN-EFFECT": "failed"},
     "dedupe-never-dedupes": {"RECOVERY-UNKNOWN-EFFECT": "failed"},
     "stale-only-once-dispatched": {"RECOVERY-STALE-REQUEST": "failed"},
-    "audit-pending-never-shown": dict.fromkeys(("P1-APPROVAL-AUDIT-FAULT", "P2-START-AUDIT-FAULT", "P3-COMPLETION-AUDIT-FAULT"), "failed"),
+    "audit-pending-never-shown": dict.fromkeys(
+        ("P1-APPROVAL-AUDIT-FAULT", "P2-START-AUDIT-FAULT", "P3-COMPLETION-AUDIT-FAULT"), "failed"
+    ),
     "stale-demotes-succeeded": {"RECOVERY-STALE-REQUEST": "failed"},
     # audit_pending reads false after a repair, so only list_audit shows the lost lines.
-    "repair-forgets-the-line": dict.fromkeys(("P1-APPROVAL-AUDIT-FAULT", "P2-START-AUDIT-FAULT", "P3-COMPLETION-AUDIT-FAULT", "RECOVERY-STALE-REQUEST"), "failed"),
+    "repair-forgets-the-line": dict.fromkeys(
+        ("P1-APPROVAL-AUDIT-FAULT", "P2-START-AUDIT-FAULT", "P3-COMPLETION-AUDIT-FAULT", "RECOVERY-STALE-REQUEST"),
+        "failed",
+    ),
 }
 
 
@@ -54,13 +59,28 @@ def runs(tmp_path_factory):
     """Run the kit against both modes and every variant at once; name -> (exit code,
     report.json, output)."""
     harnesses = {mode: (f"{sys.executable} {HARNESS} --mode {mode}", SCENARIOS) for mode in MODES}
-    harnesses |= {variant: (f"{sys.executable} {VARIANTS_SCRIPT} {variant}", tuple(expected)) for variant, expected in VARIANTS.items()}
+    harnesses |= {
+        variant: (f"{sys.executable} {VARIANTS_SCRIPT} {variant}", tuple(expected))
+        for variant, expected in VARIANTS.items()
+    }
     started = {}
     for name, (harness, only) in harnesses.items():
         out = tmp_path_factory.mktemp(name)
         command = [
-            sys.executable, "-m", "conformance.cli", "run",
-            "--harness", harness, "--only", ",".join(only), "--seed", "1", "--out", str(out), "--format", "json",
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            harness,
+            "--only",
+            ",".join(only),
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+            "--format",
+            "json",
         ]
         started[name] = (out, subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     results = {}
@@ -129,8 +149,18 @@ def test_a_fault_that_did_not_fire_is_an_error_not_a_verdict_on_recovery(runs):
 
 
 def test_the_independent_harness_refuses_a_failpoint_it_cannot_honour(tmp_path):
-    env = {"RETRYPROOF_STATE_DIR": str(tmp_path), "RETRYPROOF_FAILPOINTS": "approval.audit_completed=fail,approval.nowhere=crash"}
-    done = subprocess.run([sys.executable, str(HARNESS), "--mode", "correct"], input="", capture_output=True, text=True, env=env, timeout=30)
+    env = {
+        "RETRYPROOF_STATE_DIR": str(tmp_path),
+        "RETRYPROOF_FAILPOINTS": "approval.audit_completed=fail,approval.nowhere=crash",
+    }
+    done = subprocess.run(
+        [sys.executable, str(HARNESS), "--mode", "correct"],
+        input="",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
     assert done.returncode != 0
     assert "approval.nowhere=crash" in done.stderr
     assert done.stdout == ""
@@ -161,9 +191,18 @@ def test_harness_digest_matches_every_golden_vector():
 @pytest.mark.parametrize(
     ("number", "text"),
     [  # RFC 8785 appendix B and section 3.2.2.3 samples
-        (0.0, "0"), (-0.0, "0"), (1e21, "1e+21"), (1e20, "100000000000000000000"), (1e-7, "1e-7"),
-        (1e-6, "0.000001"), (5e-324, "5e-324"), (1.7976931348623157e308, "1.7976931348623157e+308"),
-        (333333333.3333333, "333333333.3333333"), (-1.5, "-1.5"), (2.0, "2"), (9007199254740991, "9007199254740991"),
+        (0.0, "0"),
+        (-0.0, "0"),
+        (1e21, "1e+21"),
+        (1e20, "100000000000000000000"),
+        (1e-7, "1e-7"),
+        (1e-6, "0.000001"),
+        (5e-324, "5e-324"),
+        (1.7976931348623157e308, "1.7976931348623157e+308"),
+        (333333333.3333333, "333333333.3333333"),
+        (-1.5, "-1.5"),
+        (2.0, "2"),
+        (9007199254740991, "9007199254740991"),
     ],
 )
 def test_harness_numbers_follow_rfc_8785(number, text):

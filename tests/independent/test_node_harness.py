@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from spec import load_spec
+from retryproof.spec import load_spec
 
 HARNESS = Path(__file__).parent / "node_harness" / "harness.js"
 
@@ -43,9 +43,24 @@ def run_kit(tmp_path, *args, defect=None):
     command = f"node {HARNESS}" + (f" --defect {defect}" if defect else "")
     out = tmp_path / "report"
     proc = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "run", "--harness", command,
-         "--out", str(out), "--seed", "1", "--format", "json", *args],
-        capture_output=True, text=True, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            command,
+            "--out",
+            str(out),
+            "--seed",
+            "1",
+            "--format",
+            "json",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
         # The dev fuzz budget: this checks that FUZZ-MODEL judges a third-party runtime
         # fairly, not how deep it explores (tests/conformance/test_fuzz_model.py does).
         env={**os.environ, "RETRYPROOF_FUZZ_PROFILE": "retryproof-dev"},

@@ -1,6 +1,6 @@
 """A tiny protocol client for the reference harness, knowing only ``spec``.
 
-The tests drive ``python -m reference_impl`` as a real OS process, the way the kit
+The tests drive ``python -m retryproof.reference_impl`` as a real OS process, the way the kit
 does, so what they prove holds for the harness a vendor would read. Every success is
 validated against its op's result schema on arrival: a shape error fails the test that
 provoked it, whatever that test asserts.
@@ -14,10 +14,19 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from spec import validator
-from spec.protocol import PROTOCOL, Failure, Request, Success, decode_response, encode, format_failpoints
+from retryproof.spec import validator
+from retryproof.spec.protocol import (
+    PROTOCOL,
+    Failure,
+    Request,
+    Success,
+    decode_response,
+    encode,
+    format_failpoints,
+)
 
 RESPONSE_TIMEOUT_S = 20.0
 
@@ -27,7 +36,7 @@ class HarnessDied(Exception):
 
 
 class Harness:
-    """One running ``python -m reference_impl`` and its connection."""
+    """One running ``python -m retryproof.reference_impl`` and its connection."""
 
     def __init__(self, state_dir: os.PathLike[str] | str, failpoints: Mapping[str, str] | None = None, *options: str):
         env = {**os.environ, "RETRYPROOF_STATE_DIR": str(state_dir)}
@@ -35,7 +44,7 @@ class Harness:
         if failpoints:
             env["RETRYPROOF_FAILPOINTS"] = format_failpoints(failpoints)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "reference_impl", *options],
+            [sys.executable, "-m", "retryproof.reference_impl", *options],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -83,13 +92,17 @@ class Harness:
     def wait(self, request_id: int | None, op: str | None = None) -> Success | Failure:
         """The response to ``request_id`` (``None``: the next id-less one)."""
         with self._arrived:
-            arrived = self._arrived.wait_for(lambda: self._responses.get(request_id) or self._closed, RESPONSE_TIMEOUT_S)
+            arrived = self._arrived.wait_for(
+                lambda: self._responses.get(request_id) or self._closed, RESPONSE_TIMEOUT_S
+            )
             if not self._responses.get(request_id):
                 stderr = self.stderr() if self._closed else ""
                 raise HarnessDied(f"no response to {request_id} ({'closed' if arrived else 'timeout'}): {stderr}")
             response = self._responses[request_id].pop(0)
         if isinstance(response, Success) and op is not None:
-            errors = sorted(validator(f"harness-response#/$defs/{op}_result").iter_errors(dict(response.result)), key=str)
+            errors = sorted(
+                validator(f"harness-response#/$defs/{op}_result").iter_errors(dict(response.result)), key=str
+            )
             assert not errors, f"{op} result breaks its schema: {errors[0].message} in {dict(response.result)}"
         return response
 

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from reference_impl.approval import ApprovalService
-from spec import validator
-from spec.digest import ContractError
-from spec.protocol import ProtocolError
+from retryproof.reference_impl.approval import ApprovalService
+from retryproof.spec import validator
+from retryproof.spec.digest import ContractError
+from retryproof.spec.protocol import ProtocolError
 
 REQUEST = {"action": "push", "branch": "release/2.1", "files": ["a.txt"]}
 
@@ -63,7 +63,9 @@ def test_p0_a_succeeded_operation_is_consumed(tmp_path):
 
 def test_p1_the_approval_persists_when_its_audit_fails(tmp_path):
     service = service_on(tmp_path, approval__audit_approved="fail")
-    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
+    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})[
+        "operation_id"
+    ]
     error = rejected(service.approve, {"operation_id": operation_id})
     assert error.code == "AUDIT_WRITE_FAILED" and "IsADirectoryError" in error.message
     view = service.get_operation({"operation_id": operation_id})
@@ -81,7 +83,9 @@ def test_p1_the_approval_persists_when_its_audit_fails(tmp_path):
 
 def test_p1_execute_appends_the_owed_approval_audit_before_it_runs(tmp_path):
     service = service_on(tmp_path, approval__audit_approved="fail")
-    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
+    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})[
+        "operation_id"
+    ]
     rejected(service.approve, {"operation_id": operation_id})
 
     restarted = service_on(tmp_path)
@@ -94,7 +98,9 @@ def test_p1_execute_appends_the_owed_approval_audit_before_it_runs(tmp_path):
 
 def test_p1_execute_runs_nothing_while_the_owed_approval_audit_still_fails(tmp_path):
     service = service_on(tmp_path, approval__audit_approved="fail")
-    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
+    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})[
+        "operation_id"
+    ]
     rejected(service.approve, {"operation_id": operation_id})
     assert rejected(service.execute, {"operation_id": operation_id}).code == "AUDIT_WRITE_FAILED"
     assert service.get_operation({"operation_id": operation_id})["state"] == "approved"
@@ -114,7 +120,9 @@ def test_approve_outside_proposed_and_approved_answers_the_state_and_changes_not
 
 def test_p1_retrying_approve_repairs_the_audit_instead_of_approving_twice(tmp_path):
     service = service_on(tmp_path, approval__audit_approved="fail")
-    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
+    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})[
+        "operation_id"
+    ]
     rejected(service.approve, {"operation_id": operation_id})
     assert service_on(tmp_path).approve({"operation_id": operation_id}) == {"state": "approved"}
     assert audit_events(service) == [("approved", True)]
@@ -178,7 +186,10 @@ def test_a_changed_request_is_stale_and_calls_nothing(tmp_path):
     restarted = service_on(tmp_path)
     changed = dict(REQUEST, branch="release/2.2")
     # The operation succeeded, so it keeps that state; the pending audit is still repaired.
-    assert restarted.recover({"operation_id": operation_id, "request": changed}) == {"outcome": "stale", "state": "succeeded"}
+    assert restarted.recover({"operation_id": operation_id, "request": changed}) == {
+        "outcome": "stale",
+        "state": "succeeded",
+    }
     assert effects(restarted) == (1, 1)
     assert restarted.get_operation({"operation_id": operation_id})["audit_pending"] is False
 
@@ -189,7 +200,10 @@ def test_a_changed_request_makes_an_unfinished_operation_stale_for_good(tmp_path
     rejected(service.execute, {"operation_id": operation_id})
 
     restarted = service_on(tmp_path)
-    assert restarted.recover({"operation_id": operation_id, "request": {"action": "other"}}) == {"outcome": "stale", "state": "stale"}
+    assert restarted.recover({"operation_id": operation_id, "request": {"action": "other"}}) == {
+        "outcome": "stale",
+        "state": "stale",
+    }
     assert restarted.recover({"operation_id": operation_id}) == {"outcome": "stale", "state": "stale"}
     assert rejected(restarted.execute, {"operation_id": operation_id}).code == "NOT_APPROVED"
     assert effects(restarted) == (0, 0)
@@ -200,9 +214,15 @@ def test_a_succeeded_operation_found_stale_has_nothing_to_do_with_the_original_r
     operation_id = approved(service)
     service.execute({"operation_id": operation_id})
     changed = dict(REQUEST, branch="release/2.2")
-    assert service.recover({"operation_id": operation_id, "request": changed}) == {"outcome": "stale", "state": "succeeded"}
+    assert service.recover({"operation_id": operation_id, "request": changed}) == {
+        "outcome": "stale",
+        "state": "succeeded",
+    }
     assert service.recover({"operation_id": operation_id}) == {"outcome": "nothing_to_do", "state": "succeeded"}
-    assert service.recover({"operation_id": operation_id, "request": changed}) == {"outcome": "stale", "state": "succeeded"}
+    assert service.recover({"operation_id": operation_id, "request": changed}) == {
+        "outcome": "stale",
+        "state": "succeeded",
+    }
     assert effects(service) == (1, 1)
 
 
@@ -216,7 +236,10 @@ def test_needs_verification_wins_over_stale_while_the_effect_is_unknown(tmp_path
     service.store.save(record)
     changed = dict(REQUEST, branch="release/2.2")
     for request in (changed, REQUEST, changed):
-        assert service.recover({"operation_id": operation_id, "request": request}) == {"outcome": "needs_verification", "state": "needs_verification"}
+        assert service.recover({"operation_id": operation_id, "request": request}) == {
+            "outcome": "needs_verification",
+            "state": "needs_verification",
+        }
     assert effects(service, "op-key-1") == (0, 0)
 
 
@@ -281,7 +304,12 @@ def test_the_harness_serves_the_ops_and_declares_the_failpoints(start):
     harness = start()
     hello = harness.hello()
     assert "approval" in hello["capabilities"]
-    assert {"approval.audit_approved", "approval.audit_started", "approval.after_effect", "approval.audit_completed"} <= set(hello["failpoints"])
+    assert {
+        "approval.audit_approved",
+        "approval.audit_started",
+        "approval.after_effect",
+        "approval.audit_completed",
+    } <= set(hello["failpoints"])
     # Results are checked against their shipped schemas on arrival.
     operation_id = harness.call("propose", operation_key="k", request=REQUEST, executor="opaque")["operation_id"]
     assert harness.call("approve", operation_id=operation_id) == {"state": "approved"}
@@ -334,7 +362,11 @@ def all_records_valid(service: ApprovalService) -> set[str]:
 def test_every_record_and_audit_event_matches_its_shipped_schema(tmp_path):
     # The reference does not validate at run time (it would cost every harness start
     # a jsonschema import); this walk through every written state does instead.
-    for key, failpoint, op in (("p1", "audit_approved", "approve"), ("p2", "audit_started", "execute"), ("p3", "audit_completed", "execute")):
+    for key, failpoint, op in (
+        ("p1", "audit_approved", "approve"),
+        ("p2", "audit_started", "execute"),
+        ("p3", "audit_completed", "execute"),
+    ):
         service = service_on(tmp_path, **{f"approval__{failpoint}": "fail"})
         operation_id = service.propose({"operation_key": key, "request": REQUEST, "executor": "plain"})["operation_id"]
         if op == "execute":
@@ -342,9 +374,22 @@ def test_every_record_and_audit_event_matches_its_shipped_schema(tmp_path):
         rejected(getattr(service, op), {"operation_id": operation_id})
     assert all_records_valid(service) == {"approved", "executing", "succeeded"}
     restarted = service_on(tmp_path)
-    restarted.recover({"operation_id": restarted.propose({"operation_key": "p2", "request": REQUEST, "executor": "plain"})["operation_id"], "request": {}})
+    restarted.recover(
+        {
+            "operation_id": restarted.propose({"operation_key": "p2", "request": REQUEST, "executor": "plain"})[
+                "operation_id"
+            ],
+            "request": {},
+        }
+    )
     for key in ("p1", "p3"):
-        restarted.recover({"operation_id": restarted.propose({"operation_key": key, "request": REQUEST, "executor": "plain"})["operation_id"]})
+        restarted.recover(
+            {
+                "operation_id": restarted.propose({"operation_key": key, "request": REQUEST, "executor": "plain"})[
+                    "operation_id"
+                ]
+            }
+        )
     assert all_records_valid(restarted) == {"approved", "stale", "succeeded"}
 
 
@@ -365,8 +410,8 @@ def test_concurrent_executes_of_one_operation_make_one_effect(state_dir, start):
 # appended. A test-only seam around the store, so the protocol gains no failpoint.
 _KILLED_AFTER_SAVE = """
 import sys
-from reference_impl.approval import ApprovalService
-from spec.protocol import crash_now
+from retryproof.reference_impl.approval import ApprovalService
+from retryproof.spec.protocol import crash_now
 
 state_dir, op, operation_id, state = sys.argv[1:]
 service = ApprovalService(state_dir)
@@ -388,10 +433,16 @@ getattr(service, op)({"operation_id": operation_id})
 )
 def test_a_kill_right_after_a_step_is_saved_leaves_its_audit_owed_and_repaired(tmp_path, op, state, event, repair):
     service = service_on(tmp_path)
-    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})["operation_id"]
+    operation_id = service.propose({"operation_key": "op-key-1", "request": REQUEST, "executor": "plain"})[
+        "operation_id"
+    ]
     if op == "execute":
         service.approve({"operation_id": operation_id})
-    done = subprocess.run([sys.executable, "-c", _KILLED_AFTER_SAVE, str(tmp_path), op, operation_id, state], capture_output=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_AFTER_SAVE, str(tmp_path), op, operation_id, state],
+        capture_output=True,
+        timeout=60,
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     after = service_on(tmp_path)
     assert after.get_operation({"operation_id": operation_id})["state"] == state
@@ -406,9 +457,9 @@ def test_a_kill_right_after_a_step_is_saved_leaves_its_audit_owed_and_repaired(t
 # and a directory stands in its place.
 _KILLED_INSIDE_AUDIT_FAULT = """
 import sys
-from reference_impl import approval_store
-from reference_impl.approval import ApprovalService
-from spec.protocol import crash_now
+from retryproof.reference_impl import approval_store
+from retryproof.reference_impl.approval import ApprovalService
+from retryproof.spec.protocol import crash_now
 
 state_dir, operation_id = sys.argv[1:]
 approval_store.append_line = lambda path, value: crash_now()
@@ -419,14 +470,21 @@ ApprovalService(state_dir, {"approval.audit_started": "fail"}).execute({"operati
 def test_a_kill_inside_an_audit_fault_is_undone_at_the_next_start(tmp_path):
     service = service_on(tmp_path)
     operation_id = approved(service)
-    done = subprocess.run([sys.executable, "-c", _KILLED_INSIDE_AUDIT_FAULT, str(tmp_path), operation_id], capture_output=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_INSIDE_AUDIT_FAULT, str(tmp_path), operation_id], capture_output=True, timeout=60
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert service.audit.path.is_dir()
     after = service_on(tmp_path)
     assert after.audit.path.is_file() and not after.audit.path.with_name("audit.jsonl.aside").exists()
     assert audit_events(after) == [("approved", False)]
     assert after.recover({"operation_id": operation_id}) == {"outcome": "re_executed", "state": "succeeded"}
-    assert [name for name, _ in audit_events(after)] == ["approved", "execution_started", "execution_started", "execution_completed"]
+    assert [name for name, _ in audit_events(after)] == [
+        "approved",
+        "execution_started",
+        "execution_started",
+        "execution_completed",
+    ]
 
 
 def test_list_audit_answers_the_operations_lines_in_order(tmp_path):
@@ -442,12 +500,14 @@ def test_list_audit_answers_the_operations_lines_in_order(tmp_path):
             {"event": "execution_completed", "state": "succeeded", "repaired": True},
         ]
     }
-    assert service.list_audit({"operation_id": other}) == {"events": [{"event": "approved", "state": "approved", "repaired": False}]}
+    assert service.list_audit({"operation_id": other}) == {
+        "events": [{"event": "approved", "state": "approved", "repaired": False}]
+    }
     assert rejected(service.list_audit, {"operation_id": "op-" + "0" * 32}).code == "not_found"
 
 
 def test_every_audit_event_carries_the_spec_state():
-    from reference_impl.approval import _STEP_STATE
-    from spec import load_spec
+    from retryproof.reference_impl.approval import _STEP_STATE
+    from retryproof.spec import load_spec
 
     assert _STEP_STATE == load_spec()["approval"]["audit_events"]

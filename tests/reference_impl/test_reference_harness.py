@@ -10,8 +10,8 @@ import sys
 import pytest
 from reference_client import snapshot
 
-from spec import load_spec
-from spec.protocol import Failure
+from retryproof.spec import load_spec
+from retryproof.spec.protocol import Failure
 
 TASK = {"sender": "PM", "recipient": "DEV", "subject": "Fix login"}
 
@@ -89,7 +89,9 @@ def test_invalid_ids_and_tasks_are_typed_errors_that_write_nothing(start, state_
     for name, bad_task in INVALID_TASKS.items():
         assert harness.error("write_task", client_submission_id="fresh", task=bad_task) == "invalid_request", name
         assert harness.error("write_task", task=bad_task) == "invalid_request", f"legacy, {name}"
-        assert harness.error("write_task", client_submission_id="existing", task=bad_task) == "invalid_request", f"existing id, {name}"
+        assert harness.error("write_task", client_submission_id="existing", task=bad_task) == "invalid_request", (
+            f"existing id, {name}"
+        )
     assert harness.error("write_task", client_submission_id="fresh") == "invalid_request"
     assert harness.error("write_task", client_submission_id="fresh", task=TASK, invocation="t-1") == "invalid_request"
     assert harness.error("write_task", client_submission_id="fresh", task=TASK, retry=1) == "invalid_request"
@@ -115,7 +117,14 @@ def _run_main(state_dir, *options: str, failpoints: str | None = None) -> subpro
     env.pop("RETRYPROOF_FAILPOINTS", None)
     if failpoints is not None:
         env["RETRYPROOF_FAILPOINTS"] = failpoints
-    return subprocess.run([sys.executable, "-m", "reference_impl", *options], input="", capture_output=True, text=True, env=env, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "retryproof.reference_impl", *options],
+        input="",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
 
 
 @pytest.mark.parametrize(
@@ -142,7 +151,7 @@ def test_a_missing_state_directory_is_one_line_and_exit_2(tmp_path):
 
 
 def test_a_bundled_fault_is_served_under_its_own_name(start):
-    from reference_impl.faulty import VARIANTS
+    from retryproof.reference_impl.faulty import VARIANTS
 
     name = next(iter(VARIANTS))
     assert start(None, "--fault", name).hello()["implementation"]["name"] == f"reference-fault-{name}"

@@ -10,7 +10,7 @@ import signal
 import pytest
 from reference_client import snapshot
 
-from spec.digest import request_digest
+from retryproof.spec.digest import request_digest
 
 TASK = {"sender": "PM", "recipient": "DEV", "subject": "Fix login", "references": ["INC-17"]}
 OTHER_TASK = {"sender": "PM", "recipient": "OPS", "subject": "Deploy staging"}
@@ -23,9 +23,13 @@ def tasks_of(harness) -> list[dict]:
 def test_a_lost_response_is_recovered_by_the_retry(start):
     harness = start()
     harness.wait(harness.send("write_task", {"client_submission_id": "lost-1", "task": TASK}))  # never read
-    retry = harness.call("write_task", client_submission_id="lost-1", task=TASK, invocation={"retry_count": 1, "trace_id": "t-2"})
+    retry = harness.call(
+        "write_task", client_submission_id="lost-1", task=TASK, invocation={"retry_count": 1, "trace_id": "t-2"}
+    )
     assert (retry["disposition"], retry["action_taken"]) == ("reused", False)
-    assert [(task["task_id"], task["client_submission_id"]) for task in tasks_of(harness)] == [(retry["task_id"], "lost-1")]
+    assert [(task["task_id"], task["client_submission_id"]) for task in tasks_of(harness)] == [
+        (retry["task_id"], "lost-1")
+    ]
     assert retry["request_digest"] == request_digest(TASK)
 
 
@@ -97,7 +101,15 @@ def test_a_different_task_under_one_id_is_a_conflict_that_changes_nothing(start,
 def test_a_receipt_of_another_digest_schema_is_a_conflict(start, state_dir):
     harness = start()
     created = harness.call("write_task", client_submission_id="schema-1", task=TASK)
-    assert harness.call("tamper", action="set_receipt_schema", client_submission_id="schema-1", digest_schema_version="write-task-v0") == {}
+    assert (
+        harness.call(
+            "tamper",
+            action="set_receipt_schema",
+            client_submission_id="schema-1",
+            digest_schema_version="write-task-v0",
+        )
+        == {}
+    )
     before = snapshot(state_dir)
     conflict = harness.call("write_task", client_submission_id="schema-1", task=TASK)
     assert snapshot(state_dir) == before
@@ -122,7 +134,11 @@ def test_a_vanished_task_is_task_missing_and_is_not_created_again(start, state_d
     before = snapshot(state_dir)
     for _ in range(2):
         conflict = harness.call("write_task", client_submission_id="gone-1", task=TASK)
-        assert (conflict["disposition"], conflict["conflict"]["reason"], conflict["task_id"]) == ("conflict", "task_missing", task_id)
+        assert (conflict["disposition"], conflict["conflict"]["reason"], conflict["task_id"]) == (
+            "conflict",
+            "task_missing",
+            task_id,
+        )
     assert snapshot(state_dir) == before
     assert tasks_of(harness) == []
 
@@ -145,7 +161,10 @@ def test_tamper_of_what_does_not_exist_is_not_found(start):
     harness = start()
     assert harness.error("tamper", action="remove_task", task_id="TASK-000404") == "not_found"
     assert harness.error("tamper", action="occupy_task_path", client_submission_id="nobody") == "not_found"
-    assert harness.error("tamper", action="set_receipt_schema", client_submission_id="nobody", digest_schema_version="v0") == "not_found"
+    assert (
+        harness.error("tamper", action="set_receipt_schema", client_submission_id="nobody", digest_schema_version="v0")
+        == "not_found"
+    )
     assert harness.error("tamper", action="remove_task", client_submission_id="x") == "invalid_request"
     assert harness.error("tamper", action="burn_it_down") == "invalid_request"
 
@@ -190,4 +209,7 @@ def test_report_deduplication_survives_a_restart(start):
     again = second.call("write_report", client_submission_id="rep-1", task_id=task_id, content="QA passed")
     assert (filed["deduplicated"], again) == (False, {"report_id": filed["report_id"], "deduplicated": True})
     assert second.call("list_reports")["reports"] == [{"report_id": filed["report_id"], "task_id": task_id}]
-    assert second.error("write_report", client_submission_id="rep-1", task_id=task_id, content="QA failed") == "invalid_request"
+    assert (
+        second.error("write_report", client_submission_id="rep-1", task_id=task_id, content="QA failed")
+        == "invalid_request"
+    )

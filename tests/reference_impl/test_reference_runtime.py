@@ -12,12 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from reference_client import snapshot
 
-from reference_impl import WRITE_TASK_FAILPOINTS, Runtime
-from reference_impl.locking import LockTimeout, hold
-from reference_impl.numbering import Numbering
-from spec import validator
-from spec.digest import ContractError
-from spec.protocol import ProtocolError
+from retryproof.reference_impl import WRITE_TASK_FAILPOINTS, Runtime
+from retryproof.reference_impl.locking import LockTimeout, hold
+from retryproof.reference_impl.numbering import Numbering
+from retryproof.spec import validator
+from retryproof.spec.digest import ContractError
+from retryproof.spec.protocol import ProtocolError
 
 TASK = {"sender": "PM", "recipient": "DEV", "subject": "Fix login"}
 
@@ -33,7 +33,11 @@ def assert_valid(schema: str, instance: dict) -> None:
 
 @pytest.mark.parametrize(
     ("failpoint", "state"),
-    [("write_task.after_reserve", "reserved"), ("write_task.after_task_created", "task_created"), ("write_task.after_commit", "committed")],
+    [
+        ("write_task.after_reserve", "reserved"),
+        ("write_task.after_task_created", "task_created"),
+        ("write_task.after_commit", "committed"),
+    ],
 )
 def test_each_receipt_state_on_disk_is_a_valid_receipt(state_dir, failpoint, state):
     with pytest.raises(OSError):
@@ -198,9 +202,11 @@ def test_invocation_must_be_an_object(state_dir):
 
 
 def test_the_failpoint_names_are_the_spec_ones():
-    from spec import load_spec
+    from retryproof.spec import load_spec
 
-    assert set(WRITE_TASK_FAILPOINTS) == {name for name in load_spec()["protocol_spec"]["failpoints"] if name.startswith("write_task.")}
+    assert set(WRITE_TASK_FAILPOINTS) == {
+        name for name in load_spec()["protocol_spec"]["failpoints"] if name.startswith("write_task.")
+    }
 
 
 def test_one_bounded_wait_inside_the_kits_call_timeout(state_dir):
@@ -209,9 +215,11 @@ def test_one_bounded_wait_inside_the_kits_call_timeout(state_dir):
     import subprocess
     import sys
 
-    from reference_impl.runtime import WAIT_TIMEOUT_S
+    from retryproof.reference_impl.runtime import WAIT_TIMEOUT_S
 
     assert WAIT_TIMEOUT_S == 5.0
     assert Runtime(state_dir).wait_timeout_s == WAIT_TIMEOUT_S
-    usage = subprocess.run([sys.executable, "-m", "reference_impl", "--help"], capture_output=True, text=True, check=True).stdout
+    usage = subprocess.run(
+        [sys.executable, "-m", "retryproof.reference_impl", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     assert f"(default {WAIT_TIMEOUT_S}," in " ".join(usage.split())

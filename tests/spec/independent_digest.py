@@ -1,6 +1,6 @@
 """A second, independent write-task-v1 implementation, written from the brief's rules.
 
-It shares no code with ``spec.digest`` or ``spec.jcs``: serialization is the ``rfc8785``
+It shares no code with ``retryproof.spec.digest`` or ``retryproof.spec.jcs``: serialization is the ``rfc8785``
 package, line endings a regular expression, validity an explicit table, duplicate keys
 its own parse hook. The golden vectors and the CLI are checked against it, so a bug in
 ``spec`` cannot certify itself by producing the vectors it is then compared with.

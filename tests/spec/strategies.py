@@ -5,21 +5,45 @@ from __future__ import annotations
 import unicodedata
 
 from hypothesis import strategies as st
-
 from independent_digest import ARRAYS, SCALARS
 
 # Characters that exercise a rule: line endings, combining marks that reorder and
 # compose, Hangul jamo, singletons NFC maps (ohm, angstrom), compatibility characters
 # NFC must keep, controls, separators that are not line endings, non-BMP.
 INTERESTING = [
-    "\r", "\n", "\r\n", "e\u0301", "\u0323", "\u0302", "\u1112", "\u1161", "\u11ab", "\u2126",
-    "\u212b", "\ufb01", "\uff21", "\u2028", "\u2029", "\u0085", "\x00", "\x1f", "\x7f", "\b",
-    "\f", "\t", '"', "\\", "/", "\U0001f600", "\U00020bb7", " ",
+    "\r",
+    "\n",
+    "\r\n",
+    "e\u0301",
+    "\u0323",
+    "\u0302",
+    "\u1112",
+    "\u1161",
+    "\u11ab",
+    "\u2126",
+    "\u212b",
+    "\ufb01",
+    "\uff21",
+    "\u2028",
+    "\u2029",
+    "\u0085",
+    "\x00",
+    "\x1f",
+    "\x7f",
+    "\b",
+    "\f",
+    "\t",
+    '"',
+    "\\",
+    "/",
+    "\U0001f600",
+    "\U00020bb7",
+    " ",
 ]
 
-texts = st.lists(
-    st.one_of(st.sampled_from(INTERESTING), st.characters(exclude_categories=("Cs",))), max_size=8
-).map("".join)
+texts = st.lists(st.one_of(st.sampled_from(INTERESTING), st.characters(exclude_categories=("Cs",))), max_size=8).map(
+    "".join
+)
 
 tasks = st.fixed_dictionaries(
     {},
@@ -50,7 +74,9 @@ def respell(text: str, data: st.DataObject) -> str:
 
 # One fault each, so that the field an implementation names is unambiguous.
 def _faults(task: dict) -> st.SearchStrategy[tuple[dict, str]]:
-    wrong_scalar = st.one_of(st.integers(), st.floats(allow_nan=False), st.booleans(), st.just({}), st.lists(texts, max_size=2))
+    wrong_scalar = st.one_of(
+        st.integers(), st.floats(allow_nan=False), st.booleans(), st.just({}), st.lists(texts, max_size=2)
+    )
     wrong_array = st.one_of(st.integers(), st.booleans(), texts, st.just({"0": "a"}))
     wrong_item = st.one_of(st.none(), st.integers(), st.booleans(), st.just(["nested"]), st.just({}))
 
@@ -62,10 +88,19 @@ def _faults(task: dict) -> st.SearchStrategy[tuple[dict, str]]:
         return ({**task, key: items[:index] + [item] + items[index:]}, f"task.{key}[{index}]")
 
     return st.one_of(
-        st.builds(lambda key: ({**task, key: "x"}, f"task.{key}"), st.sampled_from(["title", "trace_id", "retry_count", "Subject", "client_submission_id"])),
+        st.builds(
+            lambda key: ({**task, key: "x"}, f"task.{key}"),
+            st.sampled_from(["title", "trace_id", "retry_count", "Subject", "client_submission_id"]),
+        ),
         st.builds(lambda key, value: with_value(key, value, f"task.{key}"), st.sampled_from(SCALARS), wrong_scalar),
         st.builds(lambda key, value: with_value(key, value, f"task.{key}"), st.sampled_from(ARRAYS), wrong_array),
-        st.builds(lambda key, items, index, item: with_item(key, items, index, item), st.sampled_from(ARRAYS), st.lists(texts, max_size=3), st.integers(0, 3), wrong_item),
+        st.builds(
+            lambda key, items, index, item: with_item(key, items, index, item),
+            st.sampled_from(ARRAYS),
+            st.lists(texts, max_size=3),
+            st.integers(0, 3),
+            wrong_item,
+        ),
         st.builds(lambda key, text: with_value(key, text + "\ud800", f"task.{key}"), st.sampled_from(SCALARS), texts),
     )
 

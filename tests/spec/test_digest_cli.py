@@ -4,18 +4,18 @@ import json
 import subprocess
 import sys
 
+import independent_digest as independent
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import independent_digest as independent
-from spec.digest import request_digest
 from strategies import invalid_tasks, tasks
+
+from retryproof.spec.digest import request_digest
 
 
 def retryproof(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "conformance.cli", *args], input=stdin, capture_output=True, timeout=60
+        [sys.executable, "-m", "retryproof.conformance.cli", *args], input=stdin, capture_output=True, timeout=60
     )
 
 
@@ -80,8 +80,12 @@ task_lines = st.one_of(
     st.builds(_line, tasks, st.booleans()),
     st.builds(lambda case, ascii_only: _line(case[0], ascii_only), invalid_tasks, st.booleans()),
     # A repeated key is lost by the usual parsers, so it is spelled out as text.
-    st.builds(lambda key, first, second: f'{{"{key}": {json.dumps(first)}, "{key}": {json.dumps(second)}}}',
-              st.sampled_from(independent.SCALARS), st.text(max_size=3), st.text(max_size=3)),
+    st.builds(
+        lambda key, first, second: f'{{"{key}": {json.dumps(first)}, "{key}": {json.dumps(second)}}}',
+        st.sampled_from(independent.SCALARS),
+        st.text(max_size=3),
+        st.text(max_size=3),
+    ),
 )
 
 
@@ -102,7 +106,7 @@ def test_jsonl_agrees_with_the_independent_implementation_on_unseen_tasks(tmp_pa
     assert done.returncode == 0, done.stderr
     answers = done.stdout.decode("utf-8").splitlines()
     assert len(answers) == len(lines)
-    for line, answer in zip(lines, answers):
+    for line, answer in zip(lines, answers, strict=True):
         expected = independent.answer_line(line)
         assert answer.startswith(expected) if expected.startswith("error ") else answer == expected, (line, answer)
     assert sum(answer.startswith("sha256:") for answer in answers) > 50, "enough valid tasks to mean something"

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import json
 
+import independent_digest as independent
 from hypothesis import assume, given
 from hypothesis import strategies as st
-
-import independent_digest as independent
-from spec.digest import ContractError, canonical_json, canonical_task, request_digest
 from independent_digest import normalized
 from strategies import ARRAYS, SCALARS, invalid_tasks, respell, tasks, texts
+
+from retryproof.spec.digest import (
+    ContractError,
+    canonical_json,
+    canonical_task,
+    request_digest,
+)
 
 
 @given(tasks)
@@ -46,7 +51,11 @@ def test_key_order_does_not_matter(task, random):
 def test_line_endings_and_composition_do_not_matter(task, data):
     canonical = canonical_task(task)
     respelled = {
-        key: [respell(item, data) for item in value] if isinstance(value, list) else value if value is None else respell(value, data)
+        key: [respell(item, data) for item in value]
+        if isinstance(value, list)
+        else value
+        if value is None
+        else respell(value, data)
         for key, value in canonical.items()
     }
     assert request_digest(respelled) == request_digest(task)

@@ -7,7 +7,13 @@ import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spec.jcs import MAX_SAFE_INTEGER, CanonicalizationError, DuplicateKeyError, canonical_bytes, loads_strict
+from retryproof.spec.jcs import (
+    MAX_SAFE_INTEGER,
+    CanonicalizationError,
+    DuplicateKeyError,
+    canonical_bytes,
+    loads_strict,
+)
 
 strings = st.text(st.characters(exclude_categories=("Cs",)))
 json_values = st.recursive(

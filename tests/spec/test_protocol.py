@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from spec import validator
-from spec.digest import ContractError
-from spec.protocol import (
+from retryproof.spec import validator
+from retryproof.spec.digest import ContractError
+from retryproof.spec.protocol import (
     Failure,
     ProtocolError,
     Request,
@@ -27,7 +27,11 @@ def test_messages_round_trip_and_match_the_schemas():
     request = Request(7, "write_task", {"client_submission_id": "sub-1", "task": {"subject": "caf\u00e9 \u2028"}})
     assert decode_request(encode(request)) == request
     assert validator("harness-request").is_valid(json.loads(encode(request)))
-    for response in (Success(7, {"state": "approved"}), Failure(7, "not_found", "no such operation"), Failure(None, "bad_message", "x")):
+    for response in (
+        Success(7, {"state": "approved"}),
+        Failure(7, "not_found", "no such operation"),
+        Failure(None, "bad_message", "x"),
+    ):
         line = encode(response)
         assert line.endswith(b"\n") and line.count(b"\n") == 1
         assert decode_response(line) == response
@@ -36,8 +40,17 @@ def test_messages_round_trip_and_match_the_schemas():
 
 @pytest.mark.parametrize(
     "line",
-    [b"not json", b"[1]", b'{"op": "hello", "args": {}}', b'{"id": true, "op": "hello"}', b'{"id": 1, "op": 3}',
-     b'{"id": 1, "op": "x", "args": []}', b"\xff\xfe", b'{"id": 1, "op": "x", "args": {"n": NaN}}', b'{"id": 1, "id": 2, "op": "x"}'],
+    [
+        b"not json",
+        b"[1]",
+        b'{"op": "hello", "args": {}}',
+        b'{"id": true, "op": "hello"}',
+        b'{"id": 1, "op": 3}',
+        b'{"id": 1, "op": "x", "args": []}',
+        b"\xff\xfe",
+        b'{"id": 1, "op": "x", "args": {"n": NaN}}',
+        b'{"id": 1, "id": 2, "op": "x"}',
+    ],
 )
 def test_a_line_that_is_not_a_request_is_bad_message(line):
     with pytest.raises(ProtocolError) as caught:
@@ -55,7 +68,12 @@ def test_a_duplicate_key_in_the_args_is_that_requests_invalid_request():
 
 @pytest.mark.parametrize(
     "line",
-    [b'{"id": 1, "ok": true}', b'{"id": null, "ok": true, "result": {}}', b'{"id": 1, "ok": false, "error": {"message": "x"}}', b'{"id": "1", "ok": true, "result": {}}'],
+    [
+        b'{"id": 1, "ok": true}',
+        b'{"id": null, "ok": true, "result": {}}',
+        b'{"id": 1, "ok": false, "error": {"message": "x"}}',
+        b'{"id": "1", "ok": true, "result": {}}',
+    ],
 )
 def test_a_response_that_breaks_the_envelope_is_bad_message(line):
     with pytest.raises(ProtocolError) as caught:
@@ -87,14 +105,26 @@ def test_serve_answers_every_request_with_a_typed_outcome_and_keeps_serving():
         raise KeyError("oops")
 
     handlers = {"echo": lambda args: dict(args), "reject": reject, "disk_full": disk_full, "bug": bug}
-    lines = [Request(1, "echo", {"a": 1}), Request(2, "reject"), Request(3, "disk_full"), Request(4, "bug"), Request(5, "nope")]
-    stdin = io.BytesIO(b"".join(map(encode, lines)) + b"garbage\n\n" + encode(Request(6, "echo")) + encode(Request(7, "shutdown")))
+    lines = [
+        Request(1, "echo", {"a": 1}),
+        Request(2, "reject"),
+        Request(3, "disk_full"),
+        Request(4, "bug"),
+        Request(5, "nope"),
+    ]
+    stdin = io.BytesIO(
+        b"".join(map(encode, lines)) + b"garbage\n\n" + encode(Request(6, "echo")) + encode(Request(7, "shutdown"))
+    )
     stdout = io.BytesIO()
     serve(handlers, stdin, stdout)
     answers = {message.id: message for message in map(decode_response, stdout.getvalue().splitlines())}
     assert answers[1] == Success(1, {"a": 1})
     assert {key: answers[key].code for key in (2, 3, 4, 5, None)} == {
-        2: "invalid_request", 3: "io_error", 4: "internal_error", 5: "unknown_op", None: "bad_message",
+        2: "invalid_request",
+        3: "io_error",
+        4: "internal_error",
+        5: "unknown_op",
+        None: "bad_message",
     }
     assert answers[6] == Success(6, {}) and answers[7] == Success(7, {})
     assert list(answers)[-1] == 7, "shutdown is answered last, after the calls in flight"
@@ -103,10 +133,12 @@ def test_serve_answers_every_request_with_a_typed_outcome_and_keeps_serving():
 
 
 def test_hello_handler_answers_the_declarations_and_refuses_another_protocol():
-    from spec.digest import ContractError
-    from spec.protocol import PROTOCOL, hello_handler
+    from retryproof.spec.digest import ContractError
+    from retryproof.spec.protocol import PROTOCOL, hello_handler
 
-    hello = hello_handler({"name": "x", "version": "1", "language": "go"}, ("write_task",), ("write_task.after_commit",))
+    hello = hello_handler(
+        {"name": "x", "version": "1", "language": "go"}, ("write_task",), ("write_task.after_commit",)
+    )
     greeting = hello({"protocol": PROTOCOL})
     assert greeting["capabilities"] == ["write_task"] and greeting["failpoints"] == ["write_task.after_commit"]
     assert greeting["digest_schema_version"] == "write-task-v1" and greeting["implementation"]["language"] == "go"

@@ -8,12 +8,20 @@ from importlib import resources
 import pytest
 from jsonschema import Draft202012Validator
 
-import spec
-from spec import load_spec, schema, validator
+from retryproof import spec
+from retryproof.spec import load_spec, schema, validator
 
-STEMS = sorted(entry.name[: -len(".json")] for entry in resources.files("spec").joinpath("schemas").iterdir() if entry.name.endswith(".json"))
-YAML_EXAMPLES = [(name, index, example) for name, items in load_spec()["examples"].items() for index, example in enumerate(items)]
-SCHEMA_EXAMPLES = [(stem, index, example) for stem in STEMS for index, example in enumerate(schema(stem).get("examples", []))]
+STEMS = sorted(
+    entry.name[: -len(".json")]
+    for entry in resources.files("retryproof.spec").joinpath("schemas").iterdir()
+    if entry.name.endswith(".json")
+)
+YAML_EXAMPLES = [
+    (name, index, example) for name, items in load_spec()["examples"].items() for index, example in enumerate(items)
+]
+SCHEMA_EXAMPLES = [
+    (stem, index, example) for stem in STEMS for index, example in enumerate(schema(stem).get("examples", []))
+]
 
 
 def errors(name: str, instance) -> list[str]:
@@ -28,13 +36,25 @@ def test_schema_is_valid_draft_2020_12_with_its_urn(stem):
     assert contents["$id"] == spec.SCHEMA_URN + stem
 
 
-@pytest.mark.parametrize("name, index, example", SCHEMA_EXAMPLES + YAML_EXAMPLES, ids=lambda value: value if isinstance(value, (str, int)) else "")
+@pytest.mark.parametrize(
+    "name, index, example",
+    SCHEMA_EXAMPLES + YAML_EXAMPLES,
+    ids=lambda value: value if isinstance(value, (str, int)) else "",
+)
 def test_every_example_validates(name, index, example):
     assert errors(name, example) == []
 
 
 def test_the_yaml_has_examples_for_every_schema_here():
-    mine = {"task", "write-task-call", "creation-result", "receipt", "diagnostics", "harness-request", "harness-response"}
+    mine = {
+        "task",
+        "write-task-call",
+        "creation-result",
+        "receipt",
+        "diagnostics",
+        "harness-request",
+        "harness-response",
+    }
     assert mine <= set(load_spec()["examples"])
 
 
@@ -57,14 +77,35 @@ WRONG = {
     "task with a number": ("task", {"priority": 1}),
     "task with a non-string item": ("task", {"references": ["a", 2]}),
     "call with an extra argument": ("write-task-call", {"task": {}, "retry": 1}),
-    "call with an id that could leave the state dir": ("write-task-call", {"client_submission_id": "../etc", "task": {}}),
+    "call with an id that could leave the state dir": (
+        "write-task-call",
+        {"client_submission_id": "../etc", "task": {}},
+    ),
     "call with a null id": ("write-task-call", {"client_submission_id": None, "task": {}}),
     "created without action": ("creation-result", _with("creation-result", CREATED, action_taken=False)),
     "reused with action": ("creation-result", _with("creation-result", REUSED, action_taken=True)),
     "conflict without its object": ("creation-result", _with("creation-result", CONFLICT, drop=["conflict"])),
-    "created with a conflict object": ("creation-result", _with("creation-result", CREATED, conflict=example("creation-result", CONFLICT)["conflict"])),
-    "conflict with an unknown reason": ("creation-result", _with("creation-result", CONFLICT, conflict={**example("creation-result", CONFLICT)["conflict"], "reason": "busy"})),
-    "schema conflict with the same schema": ("creation-result", _with("creation-result", SCHEMA_CONFLICT, conflict={**example("creation-result", SCHEMA_CONFLICT)["conflict"], "receipt_digest_schema_version": "write-task-v1"})),
+    "created with a conflict object": (
+        "creation-result",
+        _with("creation-result", CREATED, conflict=example("creation-result", CONFLICT)["conflict"]),
+    ),
+    "conflict with an unknown reason": (
+        "creation-result",
+        _with(
+            "creation-result", CONFLICT, conflict={**example("creation-result", CONFLICT)["conflict"], "reason": "busy"}
+        ),
+    ),
+    "schema conflict with the same schema": (
+        "creation-result",
+        _with(
+            "creation-result",
+            SCHEMA_CONFLICT,
+            conflict={
+                **example("creation-result", SCHEMA_CONFLICT)["conflict"],
+                "receipt_digest_schema_version": "write-task-v1",
+            },
+        ),
+    ),
     "legacy claiming idempotence": ("creation-result", _with("creation-result", LEGACY, idempotent=True)),
     "id path claiming no idempotence": ("creation-result", _with("creation-result", CREATED, idempotent=False)),
     "legacy reuse": ("creation-result", _with("creation-result", LEGACY, disposition="reused", action_taken=False)),
@@ -77,19 +118,48 @@ WRONG = {
     "receipt with an extra field": ("receipt", _with("receipt", 0, owner_pid=12)),
     "diagnostics of an absent receipt with a task": ("diagnostics", _with("diagnostics", 1, task_id="TASK-1")),
     "digest match without a task": ("diagnostics", _with("diagnostics", 0, task_exists=False)),
-    "stalled committed receipt": ("diagnostics", {"state": "committed", "task_id": "T", "task_path": "t", "task_exists": True, "digest_matches": True, "age_s": 9.0, "stalled": True}),
+    "stalled committed receipt": (
+        "diagnostics",
+        {
+            "state": "committed",
+            "task_id": "T",
+            "task_path": "t",
+            "task_exists": True,
+            "digest_matches": True,
+            "age_s": 9.0,
+            "stalled": True,
+        },
+    ),
     "request with an unknown op": ("harness-request", {"id": 1, "op": "drop_tables", "args": {}}),
     "request without args": ("harness-request", {"id": 1, "op": "list_tasks"}),
     "request with an extra arg": ("harness-request", {"id": 1, "op": "list_tasks", "args": {"all": True}}),
-    "tamper mixing two actions": ("harness-request", {"id": 1, "op": "tamper", "args": {"action": "remove_task", "client_submission_id": "sub-1"}}),
-    "propose with an unknown executor": ("harness-request", {"id": 1, "op": "propose", "args": {"operation_key": "k", "request": {}, "executor": "magic"}}),
+    "tamper mixing two actions": (
+        "harness-request",
+        {"id": 1, "op": "tamper", "args": {"action": "remove_task", "client_submission_id": "sub-1"}},
+    ),
+    "propose with an unknown executor": (
+        "harness-request",
+        {"id": 1, "op": "propose", "args": {"operation_key": "k", "request": {}, "executor": "magic"}},
+    ),
     "success without a result": ("harness-response", {"id": 1, "ok": True}),
     "failure without a code": ("harness-response", {"id": 1, "ok": False, "error": {"message": "x"}}),
     "success with a null id": ("harness-response", {"id": None, "ok": True, "result": {}}),
-    "hello without write_task": ("harness-response#/$defs/hello_result", _with("harness-response#/$defs/hello_result", capabilities=["legacy"])),
-    "hello with a misspelt capability": ("harness-response#/$defs/hello_result", _with("harness-response#/$defs/hello_result", capabilities=["write_task", "diagnostic"])),
-    "hello with an implementation missing its language": ("harness-response#/$defs/hello_result", _with("harness-response#/$defs/hello_result", implementation={"name": "x", "version": "1"})),
-    "recover with an unknown outcome": ("harness-response#/$defs/recover_result", {"outcome": "retried", "state": "succeeded"}),
+    "hello without write_task": (
+        "harness-response#/$defs/hello_result",
+        _with("harness-response#/$defs/hello_result", capabilities=["legacy"]),
+    ),
+    "hello with a misspelt capability": (
+        "harness-response#/$defs/hello_result",
+        _with("harness-response#/$defs/hello_result", capabilities=["write_task", "diagnostic"]),
+    ),
+    "hello with an implementation missing its language": (
+        "harness-response#/$defs/hello_result",
+        _with("harness-response#/$defs/hello_result", implementation={"name": "x", "version": "1"}),
+    ),
+    "recover with an unknown outcome": (
+        "harness-response#/$defs/recover_result",
+        {"outcome": "retried", "state": "succeeded"},
+    ),
     "list_effects without executor_calls": ("harness-response#/$defs/list_effects_result", {"effects": []}),
 }
 
@@ -101,5 +171,8 @@ def test_a_wrong_instance_fails(case):
 
 
 def test_results_may_carry_vendor_fields_but_requests_may_not():
-    assert errors("harness-response#/$defs/write_report_result", {"report_id": "R1", "deduplicated": False, "x_shard": 3}) == []
+    assert (
+        errors("harness-response#/$defs/write_report_result", {"report_id": "R1", "deduplicated": False, "x_shard": 3})
+        == []
+    )
     assert errors("write-task-call", {"task": {}, "x_shard": 3}) != []

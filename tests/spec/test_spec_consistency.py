@@ -12,9 +12,14 @@ from importlib import resources
 
 import pytest
 
-from spec import SPEC_VERSION, load_spec, schema
-from spec.digest import ARRAY_FIELDS, DIGEST_SCHEMA_VERSION, SCALAR_FIELDS, SUBMISSION_ID_PATTERN
-from spec.protocol import FAILPOINT_ACTIONS, PROTOCOL
+from retryproof.spec import SPEC_VERSION, load_spec, schema
+from retryproof.spec.digest import (
+    ARRAY_FIELDS,
+    DIGEST_SCHEMA_VERSION,
+    SCALAR_FIELDS,
+    SUBMISSION_ID_PATTERN,
+)
+from retryproof.spec.protocol import FAILPOINT_ACTIONS, PROTOCOL
 
 SPEC = load_spec()
 PROTO = SPEC["protocol_spec"]
@@ -25,7 +30,12 @@ REQUEST_DEFS = schema("harness-request")["$defs"]
 
 def test_versions_agree():
     assert SPEC["spec_version"] == SPEC_VERSION
-    assert SPEC["protocol"] == PROTO["name"] == PROTOCOL == RESPONSE_DEFS["hello_result"]["properties"]["protocol"]["const"]
+    assert (
+        SPEC["protocol"]
+        == PROTO["name"]
+        == PROTOCOL
+        == RESPONSE_DEFS["hello_result"]["properties"]["protocol"]["const"]
+    )
     assert SPEC["digest"]["schema_version"] == DIGEST_SCHEMA_VERSION
 
 
@@ -140,7 +150,7 @@ def test_receipt_and_diagnostics_states_match_the_receipt_section():
 
 
 def test_every_schema_path_named_in_the_yaml_exists():
-    shipped = {entry.name for entry in resources.files("spec").joinpath("schemas").iterdir()}
+    shipped = {entry.name for entry in resources.files("retryproof.spec").joinpath("schemas").iterdir()}
 
     def paths(node):
         if isinstance(node, dict):

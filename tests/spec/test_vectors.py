@@ -1,6 +1,6 @@
 """The golden vectors: well-formed, grouped into true equivalence classes, and right.
 
-"Right" is decided twice: by ``spec.digest`` (what the kit and the reference runtime
+"Right" is decided twice: by ``retryproof.spec.digest`` (what the kit and the reference runtime
 use) and by ``independent_digest`` (written from the brief's rules, sharing no code), so
 the vectors cannot merely echo the code that generated them.
 """
@@ -10,12 +10,17 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 
+import independent_digest as independent
 import pytest
 
-import independent_digest as independent
-from spec import load_spec, load_vectors
-from spec.digest import DIGEST_SCHEMA_VERSION, ContractError, canonical_json, request_digest
-from spec.jcs import DuplicateKeyError, loads_strict
+from retryproof.spec import load_spec, load_vectors
+from retryproof.spec.digest import (
+    DIGEST_SCHEMA_VERSION,
+    ContractError,
+    canonical_json,
+    request_digest,
+)
+from retryproof.spec.jcs import DuplicateKeyError, loads_strict
 
 VECTORS = load_vectors()
 CASES = VECTORS["cases"]
@@ -62,7 +67,7 @@ def test_the_file_is_big_enough_and_well_formed():
 def test_the_file_is_ascii_so_no_tool_can_normalize_the_inputs():
     from importlib import resources
 
-    raw = resources.files("spec").joinpath("vectors", "write-task-v1.json").read_bytes()
+    raw = resources.files("retryproof.spec").joinpath("vectors", "write-task-v1.json").read_bytes()
     assert raw.isascii()
 
 
@@ -100,10 +105,29 @@ def test_every_rule_has_vectors():
     """Each rule of the brief is pinned by at least one group (names are the index)."""
     groups = set(VECTORS["groups"])
     for rule in [
-        "base-task", "subject-only", "empty-task", "empty-string-subject", "array-order-ab", "array-order-ba",
-        "line-endings-lf", "line-endings-in-arrays", "unicode-line-separators", "nfc-cafe", "nfc-combining-order",
-        "nfc-hangul", "nfc-ohm", "compat-fi-ligature", "control-characters", "escapes-in-input", "non-bmp",
-        "invalid-unknown-field", "invalid-invocation-field", "invalid-scalar-type", "invalid-array-type",
-        "invalid-array-item", "invalid-lone-surrogate", "invalid-duplicate-key",
+        "base-task",
+        "subject-only",
+        "empty-task",
+        "empty-string-subject",
+        "array-order-ab",
+        "array-order-ba",
+        "line-endings-lf",
+        "line-endings-in-arrays",
+        "unicode-line-separators",
+        "nfc-cafe",
+        "nfc-combining-order",
+        "nfc-hangul",
+        "nfc-ohm",
+        "compat-fi-ligature",
+        "control-characters",
+        "escapes-in-input",
+        "non-bmp",
+        "invalid-unknown-field",
+        "invalid-invocation-field",
+        "invalid-scalar-type",
+        "invalid-array-type",
+        "invalid-array-item",
+        "invalid-lone-surrogate",
+        "invalid-duplicate-key",
     ]:
         assert rule in groups, rule

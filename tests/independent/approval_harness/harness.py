@@ -50,8 +50,11 @@ AUDIT_POINTS = {
 }
 # The state each audit event's step set; a repaired line carries it too.
 STEP_STATES = {
-    "approved": "approved", "execution_started": "executing", "execution_completed": "succeeded",
-    "verification_required": "needs_verification", "marked_stale": "stale",
+    "approved": "approved",
+    "execution_started": "executing",
+    "execution_completed": "succeeded",
+    "verification_required": "needs_verification",
+    "marked_stale": "stale",
 }
 MAX_SAFE_INTEGER = 2**53 - 1
 
@@ -115,7 +118,7 @@ def _jcs_string(s):
         s.encode("utf-8")
     except UnicodeEncodeError:
         raise ValueError("a string holds a lone surrogate") from None
-    escaped = (_SHORT_ESCAPES.get(ch) or ("\\u%04x" % ord(ch) if ord(ch) < 0x20 else ch) for ch in s)
+    escaped = (_SHORT_ESCAPES.get(ch) or (f"\\u{ord(ch):04x}" if ord(ch) < 0x20 else ch) for ch in s)
     return '"' + "".join(escaped) + '"'
 
 
@@ -289,7 +292,9 @@ class Runtime:
         self.root = state_dir
         self.failpoints = failpoints
         self.mode = mode
-        self.dirs = {name: os.path.join(state_dir, name) for name in ("receipts", "tasks", "ids", "operations", "effects")}
+        self.dirs = {
+            name: os.path.join(state_dir, name) for name in ("receipts", "tasks", "ids", "operations", "effects")
+        }
         for path in self.dirs.values():
             ensure_dir(path)
         self.audit_path = os.path.join(state_dir, "audit.jsonl")
@@ -358,7 +363,9 @@ class Runtime:
         return receipt
 
     def op_write_task(self, task, client_submission_id=..., invocation=None):
-        if client_submission_id is not ... and (not isinstance(client_submission_id, str) or not SUBMISSION_ID.match(client_submission_id)):
+        if client_submission_id is not ... and (
+            not isinstance(client_submission_id, str) or not SUBMISSION_ID.match(client_submission_id)
+        ):
             raise OpError("invalid_submission_id", "client_submission_id does not match the pattern")
         if invocation is not None and not isinstance(invocation, dict):
             raise OpError("invalid_request", "invocation: must be an object")
@@ -389,16 +396,24 @@ class Runtime:
             existing = self._read_task_object(receipt["task_path"])
             if existing is None:
                 try:
-                    create_json(self._task_file(receipt["task_path"]), {
-                        "task_id": receipt["task_id"], "task_path": receipt["task_path"],
-                        "client_submission_id": client_submission_id, "request_digest": digest,
-                        "task": canonical_task(task),
-                    })
+                    create_json(
+                        self._task_file(receipt["task_path"]),
+                        {
+                            "task_id": receipt["task_id"],
+                            "task_path": receipt["task_path"],
+                            "client_submission_id": client_submission_id,
+                            "request_digest": digest,
+                            "task": canonical_task(task),
+                        },
+                    )
                     disposition = "created"
                 except FileExistsError:
                     existing = self._read_task_object(receipt["task_path"])
-            if disposition != "created" and (not isinstance(existing, dict) or existing.get("request_digest") != digest
-                                             or existing.get("client_submission_id") != client_submission_id):
+            if disposition != "created" and (
+                not isinstance(existing, dict)
+                or existing.get("request_digest") != digest
+                or existing.get("client_submission_id") != client_submission_id
+            ):
                 return self._result("conflict", receipt, digest, "task_path_occupied")
             receipt = self._set_receipt(receipt_path, receipt, "task_created")
         if self._read_task_object(receipt["task_path"]) is None:
@@ -459,10 +474,21 @@ class Runtime:
 
     def _append_audit(self, op, event, repaired):
         """Append one audit line durably; AuditWriteFailed when the append fails."""
-        line = json.dumps({
-            "event": event, "operation_id": op["operation_id"], "operation_key": op["operation_key"],
-            "request_digest": op["request_digest"], "state": STEP_STATES[event], "repaired": repaired, "at": time.time(),
-        }, sort_keys=True) + "\n"
+        line = (
+            json.dumps(
+                {
+                    "event": event,
+                    "operation_id": op["operation_id"],
+                    "operation_key": op["operation_key"],
+                    "request_digest": op["request_digest"],
+                    "state": STEP_STATES[event],
+                    "repaired": repaired,
+                    "at": time.time(),
+                },
+                sort_keys=True,
+            )
+            + "\n"
+        )
         try:
             if event in AUDIT_POINTS:
                 self.reach(AUDIT_POINTS[event])
@@ -503,8 +529,16 @@ class Runtime:
             existing = self._markers(op["operation_key"])
             if existing:
                 return existing[0], True
-        effect_id = create_numbered(markers, "E", lambda name: {
-            "effect_id": name, "operation_id": op["operation_id"], "operation_key": op["operation_key"], "at": time.time()})
+        effect_id = create_numbered(
+            markers,
+            "E",
+            lambda name: {
+                "effect_id": name,
+                "operation_id": op["operation_id"],
+                "operation_key": op["operation_key"],
+                "at": time.time(),
+            },
+        )
         return effect_id, False
 
     def _effect_evidence(self, op):
@@ -522,7 +556,9 @@ class Runtime:
         self._save(op, dispatched=True)
         effect_id, already = self._run_executor(op)
         self.reach("approval.after_effect")
-        self._save(op, state="succeeded", effect_id=effect_id, audit_pending=op["audit_pending"] + ["execution_completed"])
+        self._save(
+            op, state="succeeded", effect_id=effect_id, audit_pending=op["audit_pending"] + ["execution_completed"]
+        )
         self._audit(op, "execution_completed")
         return already
 
@@ -559,9 +595,17 @@ class Runtime:
         except FileNotFoundError:
             now = time.time()
             op = {
-                "operation_id": operation_id, "operation_key": operation_key, "executor": executor,
-                "request": request, "request_digest": digest, "state": "proposed", "dispatched": False,
-                "effect_id": None, "audit_pending": [], "proposed_at": now, "updated_at": now,
+                "operation_id": operation_id,
+                "operation_key": operation_key,
+                "executor": executor,
+                "request": request,
+                "request_digest": digest,
+                "state": "proposed",
+                "dispatched": False,
+                "effect_id": None,
+                "audit_pending": [],
+                "proposed_at": now,
+                "updated_at": now,
             }
             try:
                 create_json(path, op)
@@ -612,7 +656,11 @@ class Runtime:
         state = op["state"]
         if state == "needs_verification":
             return {"outcome": "needs_verification", "state": state}
-        if state in ("executing", "failed") and self._effect_evidence(op) == "unknown" and recalculated != op["request_digest"]:
+        if (
+            state in ("executing", "failed")
+            and self._effect_evidence(op) == "unknown"
+            and recalculated != op["request_digest"]
+        ):
             # needs_verification wins over stale while the effect is unknown.
             return self._verification_required(op)
         if state == "stale" or recalculated != op["request_digest"]:
@@ -665,10 +713,13 @@ class Runtime:
                 lines = [json.loads(line) for line in handle.read().splitlines() if line.strip()]
         except FileNotFoundError:
             lines = []
-        return {"events": [
-            {"event": line["event"], "state": line["state"], "repaired": line["repaired"]}
-            for line in lines if line["operation_id"] == op["operation_id"]
-        ]}
+        return {
+            "events": [
+                {"event": line["event"], "state": line["state"], "repaired": line["repaired"]}
+                for line in lines
+                if line["operation_id"] == op["operation_id"]
+            ]
+        }
 
     def op_list_effects(self, operation_key):
         if not isinstance(operation_key, str) or not operation_key:
@@ -717,9 +768,14 @@ def parse_request(line):
         message = parse_json(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise OpError("bad_message", "not a JSON line") from None
-    if (not isinstance(message, dict) or isinstance(message, _DuplicateKeys) or set(message) != {"id", "op", "args"}
-            or type(message["id"]) is not int or not isinstance(message["op"], str)
-            or not isinstance(message["args"], dict)):
+    if (
+        not isinstance(message, dict)
+        or isinstance(message, _DuplicateKeys)
+        or set(message) != {"id", "op", "args"}
+        or type(message["id"]) is not int
+        or not isinstance(message["op"], str)
+        or not isinstance(message["args"], dict)
+    ):
         raise OpError("bad_message", "not a request {id, op, args}")
     return message["id"], message["op"], message["args"]
 

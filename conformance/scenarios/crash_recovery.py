@@ -6,8 +6,15 @@ from __future__ import annotations
 
 import time
 
-from conformance.scenarios import Context, scenario
-from conformance.scenarios.common import expect_faithful, expect_identity, expect_kept, fired, pin_reservation, stalled_reservation
+from retryproof.conformance.scenarios import Context, scenario
+from retryproof.conformance.scenarios.common import (
+    expect_faithful,
+    expect_identity,
+    expect_kept,
+    fired,
+    pin_reservation,
+    stalled_reservation,
+)
 
 AFTER_RESERVE = "write_task.after_reserve"
 
@@ -30,15 +37,24 @@ def crash_then_retry(ctx: Context, failpoint: str) -> None:
     # that scenario needs diagnose), and list_tasks shows the task object once it is
     # durable (every later failpoint), so no runtime escapes by not offering diagnose.
     reserved = ctx.receipt(submission_id, "after the crash")
-    ctx.check(reserved is None or reserved.get("state") != "absent", f"diagnose says absent after a crash at {failpoint}, where the receipt was durable")
+    ctx.check(
+        reserved is None or reserved.get("state") != "absent",
+        f"diagnose says absent after a crash at {failpoint}, where the receipt was durable",
+    )
     present = ctx.tasks("after restart").for_submission(submission_id)
     if failpoint != AFTER_RESERVE:
-        ctx.check(len(present) == 1, f"the task object was durable at {failpoint}, yet list_tasks after the restart holds {len(present)} tasks for the id")
+        ctx.check(
+            len(present) == 1,
+            f"the task object was durable at {failpoint}, yet list_tasks after the restart holds {len(present)} tasks for the id",
+        )
     # Only a crash before the task object is durable leaves the retry anything to
     # write; a runtime may also have finished the creation itself at start-up.
     expected = "created" if failpoint == AFTER_RESERVE and not present else "reused"
     result = ctx.expect_disposition(ctx.write_task(submission_id, task), expected, "retry after the crash")
-    ctx.check(result.get("action_taken") is (expected == "created"), f"retry: {expected} must say action_taken {expected == 'created'}")
+    ctx.check(
+        result.get("action_taken") is (expected == "created"),
+        f"retry: {expected} must say action_taken {expected == 'created'}",
+    )
     after = ctx.tasks("after retry")
     ctx.check_tasks(before, after, new=1)
     expect_faithful(ctx, result, submission_id, task, "retry after the crash")
@@ -46,10 +62,16 @@ def crash_then_retry(ctx: Context, failpoint: str) -> None:
     answered = (result["task_id"], result["task_path"])
     if present:
         written = (present[0].get("task_id"), present[0].get("task_path"))
-        ctx.check(answered == written, f"the retry answered {answered[0]} at {answered[1]}, not the task {written[0]} at {written[1]} the first attempt wrote")
+        ctx.check(
+            answered == written,
+            f"the retry answered {answered[0]} at {answered[1]}, not the task {written[0]} at {written[1]} the first attempt wrote",
+        )
     if reserved is not None:
         preallocated = (reserved.get("task_id"), reserved.get("task_path"))
-        ctx.check(answered == preallocated, f"the retry answered {answered[0]} at {answered[1]}, not the preallocated {preallocated[0]} at {preallocated[1]}")
+        ctx.check(
+            answered == preallocated,
+            f"the retry answered {answered[0]} at {answered[1]}, not the preallocated {preallocated[0]} at {preallocated[1]}",
+        )
     second = ctx.expect_disposition(ctx.write_task(submission_id, task), "reused", "second retry")
     ctx.check(second.get("task_id") == result["task_id"], "the second retry answered another task id")
     ctx.receipt(submission_id, "after retry")
@@ -57,9 +79,13 @@ def crash_then_retry(ctx: Context, failpoint: str) -> None:
         # The runtime may have finished the pinned creation at start-up (reused).
         finished = bool(after.for_submission(pinned_id))
         call = ctx.write_task(pinned_id, pinned_task)
-        kept = ctx.expect_disposition(call, "reused" if finished else "created", "retry of the submission pinned before the restarts")
+        kept = ctx.expect_disposition(
+            call, "reused" if finished else "created", "retry of the submission pinned before the restarts"
+        )
         expect_faithful(ctx, kept, pinned_id, pinned_task, "retry of the pinned submission")
-        expect_kept(ctx, (kept.get("task_id"), kept.get("task_path")), pinned, "the retry of the pinned submission answered")
+        expect_kept(
+            ctx, (kept.get("task_id"), kept.get("task_path")), pinned, "the retry of the pinned submission answered"
+        )
         ctx.check_tasks(after, ctx.tasks("after the pinned retry"), new=0 if finished else 1)
 
 
@@ -94,7 +120,10 @@ def stale_reservation(ctx: Context) -> None:
     ctx.check(stalled.get("state") == "reserved", f"diagnose says state {stalled.get('state')}, expected reserved")
     ctx.check(stalled.get("task_exists") is False, "diagnose says the task exists, but it was never written")
     ctx.check(stalled.get("stalled") is True, "a reservation older than stale_after_s=0 is not reported stalled")
-    ctx.check(isinstance(stalled.get("task_id"), str) and stalled.get("task_id"), "diagnose of a reservation names no preallocated task_id")
+    ctx.check(
+        isinstance(stalled.get("task_id"), str) and stalled.get("task_id"),
+        "diagnose of a reservation names no preallocated task_id",
+    )
     fresh = ctx.receipt(submission_id, "stale_after_s=3600", stale_after_s=3600)
     ctx.check(fresh.get("stalled") is False, "a reservation younger than stale_after_s=3600 is reported stalled")
     # Reading must not refresh the reservation: between two readings AGE_STEP_S apart
@@ -103,21 +132,31 @@ def stale_reservation(ctx: Context) -> None:
     time.sleep(AGE_STEP_S)
     first = ctx.receipt(submission_id, "after a pause", stale_after_s=3600)
     time.sleep(AGE_STEP_S)
-    second = ctx.receipt(submission_id, f"{AGE_STEP_S}s later, stale_after_s={AGE_STEP_S / 2}", stale_after_s=AGE_STEP_S / 2)
+    second = ctx.receipt(
+        submission_id, f"{AGE_STEP_S}s later, stale_after_s={AGE_STEP_S / 2}", stale_after_s=AGE_STEP_S / 2
+    )
     ages = (first.get("age_s"), second.get("age_s"))
     ctx.check(
         all(isinstance(age, (int, float)) for age in ages) and ages[1] - ages[0] >= AGE_STEP_S * 0.9,
         f"age_s went from {ages[0]} to {ages[1]} over {AGE_STEP_S}s: diagnostics must measure the reservation's age, and reading them must not refresh it",
     )
-    ctx.check(second.get("stalled") is True, f"a reservation {ages[1]}s old is not reported stalled past stale_after_s={AGE_STEP_S / 2}")
+    ctx.check(
+        second.get("stalled") is True,
+        f"a reservation {ages[1]}s old is not reported stalled past stale_after_s={AGE_STEP_S / 2}",
+    )
     absent = ctx.receipt(ctx.submission_id(), "an unknown id")
-    ctx.check(absent.get("state") == "absent", f"diagnose of an unknown id says state {absent.get('state')}, expected absent")
+    ctx.check(
+        absent.get("state") == "absent", f"diagnose of an unknown id says state {absent.get('state')}, expected absent"
+    )
     ctx.restart(graceful=True)
     again = ctx.receipt(submission_id, "after another restart", stale_after_s=0)
     ctx.check(
-        (again.get("state"), again.get("task_id"), again.get("task_path")) == ("reserved", stalled.get("task_id"), stalled.get("task_path")),
+        (again.get("state"), again.get("task_id"), again.get("task_path"))
+        == ("reserved", stalled.get("task_id"), stalled.get("task_path")),
         "reading diagnostics or restarting changed the stalled reservation",
     )
     ctx.check(ctx.tasks("after diagnostics").count == state.count, "diagnostics created or deleted a task")
     result = ctx.expect_disposition(ctx.write_task(submission_id, task), "created", "retry after the diagnostics")
-    expect_kept(ctx, (result.get("task_id"), result.get("task_path")), pinned, "the retry after the diagnostics answered")
+    expect_kept(
+        ctx, (result.get("task_id"), result.get("task_path")), pinned, "the retry after the diagnostics answered"
+    )

@@ -1,7 +1,7 @@
 """``retryproof selftest``: the kill matrix, the evidence that the kit has teeth.
 
 Runs the catalogue against the bundled reference runtime and every bundled faulty
-runtime (``python -m reference_impl --fault NAME``), each through its harness process
+runtime (``python -m retryproof.reference_impl --fault NAME``), each through its harness process
 like any third-party runtime, two runtimes at a time (one per core). The verdict:
 
 * the reference passes every scenario (a scenario skipped for a missing tool, such
@@ -28,9 +28,9 @@ from typing import Any
 
 from tabulate import tabulate
 
-from conformance.catalogue import catalogue
-from conformance.errors import KitError
-from conformance.writers.files import prepare_directory, write_atomically
+from retryproof.conformance.catalogue import catalogue
+from retryproof.conformance.errors import KitError
+from retryproof.conformance.writers.files import prepare_directory, write_atomically
 
 REFERENCE = "reference"
 # The cell of each status in the matrix; "killed" marks a declared killer that failed.
@@ -46,42 +46,59 @@ class Runtime:
 
     @property
     def command(self) -> tuple[str, ...]:
-        from conformance.run_cli import REFERENCE_COMMAND
+        from retryproof.conformance.options import REFERENCE_COMMAND
 
         return REFERENCE_COMMAND if self.name == REFERENCE else (*REFERENCE_COMMAND, "--fault", self.name)
 
 
 def bundled_runtimes() -> list[Runtime]:
-    """The reference and the variants ``python -m reference_impl.faulty`` lists."""
+    """The reference and the variants ``python -m retryproof.reference_impl.faulty`` lists."""
     try:
-        done = subprocess.run([sys.executable, "-m", "reference_impl.faulty"], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "retryproof.reference_impl.faulty"], capture_output=True, text=True, timeout=60
+        )
     except subprocess.TimeoutExpired:
-        raise KitError("listing the faulty runtimes timed out", "run 'python -m reference_impl.faulty' to see why") from None
+        raise KitError(
+            "listing the faulty runtimes timed out", "run 'python -m retryproof.reference_impl.faulty' to see why"
+        ) from None
     if done.returncode != 0:
-        raise KitError("cannot list the bundled faulty runtimes", done.stderr.strip()[-500:] or "is reference_impl installed?")
+        raise KitError(
+            "cannot list the bundled faulty runtimes", done.stderr.strip()[-500:] or "is reference_impl installed?"
+        )
     variants = json.loads(done.stdout)
     known = {item.id for item in catalogue()}
     runtimes = [Runtime(REFERENCE, "none: the reference runtime", ())]
     for variant in variants:
         unknown = sorted(set(variant["killed_by"]) - known)
         if not variant["killed_by"] or unknown:
-            raise KitError(f"faulty runtime {variant['name']} declares no killer or unknown ones: {unknown}", "killed_by must name catalogue ids")
+            raise KitError(
+                f"faulty runtime {variant['name']} declares no killer or unknown ones: {unknown}",
+                "killed_by must name catalogue ids",
+            )
         runtimes.append(Runtime(variant["name"], variant["defect"], tuple(variant["killed_by"])))
     return runtimes
 
 
 def run_runtime(runtime: Runtime, seed: int, only: tuple[str, ...] = ()) -> dict[str, Any]:
     """Run the catalogue (or ``only``) against one runtime; statuses and reasons by id."""
-    from conformance.runner import Options, probe, run
+    from retryproof.conformance.options import Options
+    from retryproof.conformance.runner import probe, run
 
-    target = "" if runtime.name == REFERENCE else "--harness " + shlex.quote(f"python -m reference_impl --fault {runtime.name}")
+    target = (
+        ""
+        if runtime.name == REFERENCE
+        else "--harness " + shlex.quote(f"python -m retryproof.reference_impl --fault {runtime.name}")
+    )
     options = Options(command=runtime.command, target=target, seed=seed, only=only)
     began = time.perf_counter()
     try:
         finished = run(options, probe(options), [])
     except KitError as exc:
         return {"error": exc.message, "results": {}, "seconds": time.perf_counter() - began}
-    results = {result.entry.id: {"status": result.status, "reason": result.reason, "reproduce": result.reproduce} for result in finished.results}
+    results = {
+        result.entry.id: {"status": result.status, "reason": result.reason, "reproduce": result.reproduce}
+        for result in finished.results
+    }
     return {"error": None, "results": results, "seconds": round(time.perf_counter() - began, 2)}
 
 
@@ -103,7 +120,9 @@ def judge(runtime: Runtime, outcome: dict[str, Any]) -> list[str]:
     ]
 
 
-def matrix_rows(runtimes: list[Runtime], outcomes: dict[str, dict[str, Any]], scenario_ids: list[str]) -> list[list[str]]:
+def matrix_rows(
+    runtimes: list[Runtime], outcomes: dict[str, dict[str, Any]], scenario_ids: list[str]
+) -> list[list[str]]:
     rows = []
     for runtime in runtimes:
         results = outcomes[runtime.name]["results"]
@@ -118,11 +137,26 @@ def matrix_rows(runtimes: list[Runtime], outcomes: dict[str, dict[str, Any]], sc
     return rows
 
 
-def write_files(out: str, runtimes: list[Runtime], outcomes: dict[str, dict[str, Any]], scenario_ids: list[str], problems: list[str], seed: int, seconds: float) -> list[str]:
+def write_files(
+    out: str,
+    runtimes: list[Runtime],
+    outcomes: dict[str, dict[str, Any]],
+    scenario_ids: list[str],
+    problems: list[str],
+    seed: int,
+    seconds: float,
+) -> list[str]:
     headers = ["runtime", *scenario_ids]
     rows = matrix_rows(runtimes, outcomes, scenario_ids)
-    verdict = "the kit has teeth: every faulty runtime killed by its declared scenarios, the reference clean" if not problems else f"{len(problems)} problem(s)"
-    defects = [[runtime.name, runtime.defect, ", ".join(runtime.killed_by) or "-", outcomes[runtime.name]["seconds"]] for runtime in runtimes]
+    verdict = (
+        "the kit has teeth: every faulty runtime killed by its declared scenarios, the reference clean"
+        if not problems
+        else f"{len(problems)} problem(s)"
+    )
+    defects = [
+        [runtime.name, runtime.defect, ", ".join(runtime.killed_by) or "-", outcomes[runtime.name]["seconds"]]
+        for runtime in runtimes
+    ]
     markdown = "\n".join(
         [
             "# retryproof selftest: kill matrix",
@@ -150,7 +184,12 @@ def write_files(out: str, runtimes: list[Runtime], outcomes: dict[str, dict[str,
         "problems": problems,
         "scenarios": scenario_ids,
         "runtimes": [
-            {"name": runtime.name, "defect": runtime.defect, "killed_by": list(runtime.killed_by), **outcomes[runtime.name]}
+            {
+                "name": runtime.name,
+                "defect": runtime.defect,
+                "killed_by": list(runtime.killed_by),
+                **outcomes[runtime.name],
+            }
             for runtime in runtimes
         ],
     }
@@ -177,10 +216,19 @@ def main(args) -> int:
     seconds = time.perf_counter() - began
     scenario_ids = [item.id for item in catalogue()]
     problems = [problem for runtime in runtimes for problem in judge(runtime, outcomes[runtime.name])]
-    print(tabulate(matrix_rows(runtimes, outcomes, scenario_ids), headers=["runtime", *[s[:14] for s in scenario_ids]], tablefmt="simple"))
+    print(
+        tabulate(
+            matrix_rows(runtimes, outcomes, scenario_ids),
+            headers=["runtime", *[s[:14] for s in scenario_ids]],
+            tablefmt="simple",
+        )
+    )
     for path in write_files(args.out, runtimes, outcomes, scenario_ids, problems, args.seed, seconds):
         print(f"wrote {path}")
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
-    print(f"selftest: {len(runtimes)} runtimes in {seconds:.1f}s: " + ("the kit has teeth" if not problems else f"{len(problems)} problem(s)"))
+    print(
+        f"selftest: {len(runtimes)} runtimes in {seconds:.1f}s: "
+        + ("the kit has teeth" if not problems else f"{len(problems)} problem(s)")
+    )
     return 0 if not problems else 1

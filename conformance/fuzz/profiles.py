@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from hypothesis import HealthCheck, settings
 from hypothesis.configuration import set_hypothesis_home_dir
@@ -66,7 +66,7 @@ def choose_profile(explicit: str | None = None) -> str:
     choice = explicit or os.environ.get(ENV_VAR)
     if choice:
         if choice not in PROFILES:
-            from conformance.errors import KitError
+            from retryproof.conformance.errors import KitError
 
             raise KitError(f"unknown fuzz profile {choice!r}", f"use one of {', '.join(PROFILES)}")
         return choice

@@ -2,7 +2,7 @@
 
 First the shape (``spec/schemas/report.json``); then, for a well-shaped report, that its
 summary agrees with its own scenario list: the counts with the statuses, and the
-verdict and checklist with what ``conformance.verdict`` makes of those statuses. A
+verdict and checklist with what ``retryproof.conformance.verdict`` makes of those statuses. A
 report edited by hand (a failure turned into a pass, a count raised) is caught even
 when each part alone has a valid shape. Problems are plain sentences with JSON values,
 never Python reprs.
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-import spec
-from conformance.catalogue import entry
-from conformance.errors import load_user_file
-from conformance.events import STATUSES, ScenarioResult
-from conformance.verdict import Verdict, judge
+from retryproof import spec
+from retryproof.conformance.catalogue import entry
+from retryproof.conformance.errors import load_user_file
+from retryproof.conformance.events import STATUSES, ScenarioResult
+from retryproof.conformance.verdict import Verdict, judge
 
 #: Problems printed at most; a report broken everywhere needs no thousand lines.
 MAX_PROBLEMS = 20
@@ -28,15 +29,19 @@ def report_problems(document: Any) -> list[str]:
     """Every problem found, as ``<where>: <what>`` lines (empty: a valid report)."""
     shape = sorted(spec.validator("report").iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
     if shape:
-        return [f"{'/'.join(map(str, error.absolute_path)) or '(document)'}: {_schema_message(error)}" for error in shape]
+        return [
+            f"{'/'.join(map(str, error.absolute_path)) or '(document)'}: {_schema_message(error)}" for error in shape
+        ]
     try:
         results = [_result(scenario) for scenario in document["scenarios"]]
     except KeyError as exc:
-        return [f"scenarios: {json.dumps(exc.args[0])} is not a scenario of this kit's catalogue (a report of another kit version?)"]
+        return [
+            f"scenarios: {json.dumps(exc.args[0])} is not a scenario of this kit's catalogue (a report of another kit version?)"
+        ]
     return [*_count_problems(document["counts"], results), *_verdict_problems(document, results)]
 
 
-def validate_report(args) -> int:
+def main(args) -> int:
     """Exit 0 for a valid report, 1 for an invalid one (problems on stderr)."""
     document = load_user_file(args.file, "report", json.load, "JSON", "pass the report.json of a run (not report.md)")
     problems = report_problems(document)
@@ -75,8 +80,15 @@ def _schema_message(error: Any) -> str:
 
 def _result(scenario: dict[str, Any]) -> ScenarioResult:
     return ScenarioResult(
-        entry(scenario["id"]), scenario["status"], scenario["reason"], scenario["duration_s"], scenario["reproduce"],
-        scenario["evidence"], tuple(scenario["calls"]), scenario["stderr"], scenario["baseline"],
+        entry(scenario["id"]),
+        scenario["status"],
+        scenario["reason"],
+        scenario["duration_s"],
+        scenario["reproduce"],
+        scenario["evidence"],
+        tuple(scenario["calls"]),
+        scenario["stderr"],
+        scenario["baseline"],
     )
 
 
@@ -105,9 +117,13 @@ def _verdict_problems(document: dict[str, Any], results: list[ScenarioResult]) -
     ]
     for key in ("blocking", "warnings", "not_covered", "expected_failures", "stale_baseline"):
         if key in stated and _ids(stated[key]) != _ids(getattr(verdict, key)):
-            problems.append(f"verdict/{key}: lists {_ids(stated[key])}, but the scenario statuses give {_ids(getattr(verdict, key))}")
+            problems.append(
+                f"verdict/{key}: lists {_ids(stated[key])}, but the scenario statuses give {_ids(getattr(verdict, key))}"
+            )
     derived = {answer.question: answer.answer for answer in verdict.checklist}
     for item in document["checklist"]:
         if item["id"] in derived and item["answer"] != derived[item["id"]]:
-            problems.append(f"checklist/{item['id']}: answers {json.dumps(item['answer'])}, but its scenarios give {json.dumps(derived[item['id']])}")
+            problems.append(
+                f"checklist/{item['id']}: answers {json.dumps(item['answer'])}, but its scenarios give {json.dumps(derived[item['id']])}"
+            )
     return problems

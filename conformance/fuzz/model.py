@@ -1,7 +1,7 @@
 """The FUZZ-MODEL step language, the model of what a conformant runtime may do, and
 the driver that runs steps against any harness and checks the invariants after each.
 
-Hypothesis (``conformance.fuzz_machine``) only *chooses* steps; this module runs them.
+Hypothesis (``retryproof.conformance.fuzz.machine``) only *chooses* steps; this module runs them.
 A replay file is the list of steps of a shrunk failure, and ``retryproof replay``
 feeds it to the same driver, so a replay means exactly what the fuzz run meant.
 
@@ -23,26 +23,44 @@ from __future__ import annotations
 import json
 import time
 import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-from adapters.connection import Connection, Lost, Reply
-from conformance.outcome import classify, id_answer_problems
-from conformance.validation import result_problem
-from spec import load_spec
-from spec.digest import request_digest
-from spec.protocol import Failure, Success
-
-REPLAY_FORMAT = "retryproof-fuzz-replay/1"
+from retryproof.adapters.connection import Connection, Lost, Reply
+from retryproof.conformance.options import CALL_TIMEOUT_S
+from retryproof.conformance.outcome import classify, id_answer_problems
+from retryproof.conformance.validation import result_problem
+from retryproof.spec import load_spec
+from retryproof.spec.digest import request_digest
+from retryproof.spec.protocol import Failure, Success
 
 SUBMISSION_IDS = ("fz-a", "fz-b", "fz-c", "fz-d")
 # Two tasks share a subject and a body, so fuzzy matching on either merges two
 # intents; every body holds a composed character and a line break, so the NFD and
 # CRLF variants change bytes but not meaning.
 TASKS = (
-    {"sender": "PM", "recipient": "DEV", "subject": "Fix login", "body": "Café login fails\nafter retry", "references": ["R-1"]},
-    {"sender": "PM", "recipient": "OPS", "subject": "Fix login", "body": "Café login fails\nafter retry", "priority": "high"},
-    {"sender": "QA", "recipient": "DEV", "subject": "Résumé upload", "body": "Naïve check\non size", "depends_on": ["R-1", "R-2"]},
+    {
+        "sender": "PM",
+        "recipient": "DEV",
+        "subject": "Fix login",
+        "body": "Café login fails\nafter retry",
+        "references": ["R-1"],
+    },
+    {
+        "sender": "PM",
+        "recipient": "OPS",
+        "subject": "Fix login",
+        "body": "Café login fails\nafter retry",
+        "priority": "high",
+    },
+    {
+        "sender": "QA",
+        "recipient": "DEV",
+        "subject": "Résumé upload",
+        "body": "Naïve check\non size",
+        "depends_on": ["R-1", "R-2"],
+    },
 )
 EQUAL_VARIANTS = ("same", "key_order", "crlf", "nfd", "explicit_nulls")
 CRASH_FAILPOINT_PREFIX = "write_task."
@@ -68,7 +86,11 @@ class StepField:
 
 
 def _choice(values: Sequence[Any], required: bool = True) -> StepField:
-    return StepField(lambda value: isinstance(value, str) and value in values, "one of " + ", ".join(map(json.dumps, values)), required)
+    return StepField(
+        lambda value: isinstance(value, str) and value in values,
+        "one of " + ", ".join(map(json.dumps, values)),
+        required,
+    )
 
 
 def _integer(low: int, high: int, required: bool = True) -> StepField:
@@ -84,7 +106,12 @@ def step_language() -> dict[str, dict[str, StepField]]:
     """Each step the driver runs (a ``_step_<kind>`` method) and its fields."""
     submission_id, task = _choice(SUBMISSION_IDS), _integer(0, len(TASKS) - 1)
     return {
-        "submit": {"id": submission_id, "task": task, "variant_kind": _choice(EQUAL_VARIANTS, required=False), "burst": _integer(1, MAX_BURST, required=False)},
+        "submit": {
+            "id": submission_id,
+            "task": task,
+            "variant_kind": _choice(EQUAL_VARIANTS, required=False),
+            "burst": _integer(1, MAX_BURST, required=False),
+        },
         "conflict": {"id": submission_id},
         "legacy": {},
         "crash": {"failpoint": _choice(_crash_failpoints()), "id": submission_id, "task": task},
@@ -100,17 +127,21 @@ def validate_steps(steps: Sequence[Any], hello: Mapping[str, Any] | None = None)
     language = step_language()
     for index, step in enumerate(steps):
         if not isinstance(step, dict):
-            raise StepError(f"step {index}: not an object; expected {{\"step\": ..., ...}}")
+            raise StepError(f'step {index}: not an object; expected {{"step": ..., ...}}')
         kind = step.get("step")
         if kind not in language:
-            raise StepError(f"step {index}: step: {json.dumps(kind)} is not a step; expected one of {', '.join(language)}")
+            raise StepError(
+                f"step {index}: step: {json.dumps(kind)} is not a step; expected one of {', '.join(language)}"
+            )
         fields = language[kind]
         where = f"step {index} ({kind})"
         for name, value in step.items():
             if name == "step":
                 continue
             if name not in fields:
-                raise StepError(f"{where}: {name}: not a field of this step; its fields are {', '.join(fields) or 'none'}")
+                raise StepError(
+                    f"{where}: {name}: not a field of this step; its fields are {', '.join(fields) or 'none'}"
+                )
             if not fields[name].accepts(value):
                 raise StepError(f"{where}: {name}: {json.dumps(value)} is not {fields[name].expected}")
         for name, spec_field in fields.items():
@@ -185,7 +216,7 @@ class Driver:
     Every step is logged (``log``) with what the runtime answered.
     """
 
-    def __init__(self, connection: Connection, namespace: str, call_timeout: float = 10.0):
+    def __init__(self, connection: Connection, namespace: str, call_timeout: float = CALL_TIMEOUT_S):
         self.connection = connection
         self.namespace = namespace
         self.call_timeout = call_timeout
@@ -218,7 +249,10 @@ class Driver:
     def _write_args(self, submission_id: str | None, task: Mapping[str, Any]) -> dict[str, Any]:
         # Every call carries new invocation data, which must never change the request.
         self._invocations += 1
-        args: dict[str, Any] = {"task": dict(task), "invocation": {"trace_id": f"trace-{self._invocations}", "retry_count": self._invocations}}
+        args: dict[str, Any] = {
+            "task": dict(task),
+            "invocation": {"trace_id": f"trace-{self._invocations}", "retry_count": self._invocations},
+        }
         if submission_id is not None:
             args["client_submission_id"] = submission_id
         return args
@@ -267,7 +301,9 @@ class Driver:
             )
         if disposition not in ("created", "reused"):
             raise ModelViolation(f"{what}: unknown disposition {disposition!r}")
-        problems = id_answer_problems(result, submission_id, request_digest(self._task(self.model.intended[submission_id])))
+        problems = id_answer_problems(
+            result, submission_id, request_digest(self._task(self.model.intended[submission_id]))
+        )
         if problems:
             raise ModelViolation(f"{what}: {'; '.join(problems)}")
         if result.get("action_taken") is not (disposition == "created"):
@@ -283,12 +319,16 @@ class Driver:
             self.log.append(f"conflicting request for {id}: not sent, no ok result bound the id yet")
             return
         before = self._tasks()
-        reply = self.connection.call("write_task", self._write_args(id, conflicting(self._task_for(id, 0))), self.call_timeout)
+        reply = self.connection.call(
+            "write_task", self._write_args(id, conflicting(self._task_for(id, 0))), self.call_timeout
+        )
         self.log.append(f"conflicting request for {id}: {_describe(reply)}")
         self._valid("write_task", reply, f"conflicting request for {id}")
         after = self._tasks()
         if len(after) != len(before):
-            raise ModelViolation(f"a conflicting request for {id} changed the task count from {len(before)} to {len(after)}")
+            raise ModelViolation(
+                f"a conflicting request for {id} changed the task count from {len(before)} to {len(after)}"
+            )
         if after != before:
             raise ModelViolation(f"a conflicting request for {id} changed the stored tasks")
         if isinstance(reply, Success) and reply.result.get("disposition") != "conflict":
@@ -303,9 +343,13 @@ class Driver:
         if isinstance(self._valid("write_task", reply, "legacy call"), Success):
             result = reply.result
             if result.get("idempotent") is not False:
-                raise ModelViolation(f"the legacy path answered idempotent={result.get('idempotent')!r}; it must say false")
+                raise ModelViolation(
+                    f"the legacy path answered idempotent={result.get('idempotent')!r}; it must say false"
+                )
             if result.get("disposition") != "created":
-                raise ModelViolation(f"a legacy call answered {result.get('disposition')}; every legacy call creates a task")
+                raise ModelViolation(
+                    f"a legacy call answered {result.get('disposition')}; every legacy call creates a task"
+                )
 
     def _step_crash(self, failpoint: str, id: str, task: int) -> None:
         """Start with ``failpoint=crash``, call, restart clean, retry the same call."""
@@ -333,7 +377,9 @@ class Driver:
             raise HarnessSilent(f"{what}: the retry after restart got no answer ({retry.reason})")
         self._judge_same_request(submission_id, retry, f"{what}, then retry")
         if isinstance(retry, Success) and not self._tasks_of(submission_id):
-            raise ModelViolation(f"{what}: the retry answered {_describe(retry)} but no task of {submission_id} is listed")
+            raise ModelViolation(
+                f"{what}: the retry answered {_describe(retry)} but no task of {submission_id} is listed"
+            )
 
     def _step_restart(self, graceful: bool) -> None:
         self.connection.restart(graceful=graceful)
@@ -376,24 +422,34 @@ class Driver:
             if submission_id is None:
                 continue
             if submission_id not in self.model.attempted:
-                raise ModelViolation(f"unexpected task {listed[0].get('task_id')} under {submission_id!r}, an id no call used")
+                raise ModelViolation(
+                    f"unexpected task {listed[0].get('task_id')} under {submission_id!r}, an id no call used"
+                )
             if len(listed) > 1:
                 raise ModelViolation(
                     f"{len(listed)} tasks under one submission id {submission_id}: {', '.join(str(t.get('task_id')) for t in listed)}"
                 )
             expected_digest = request_digest(self._task(self.model.intended[submission_id]))
             if listed[0].get("request_digest") != expected_digest:
-                raise ModelViolation(f"the task of {submission_id} has request_digest {listed[0].get('request_digest')}, not {expected_digest}")
+                raise ModelViolation(
+                    f"the task of {submission_id} has request_digest {listed[0].get('request_digest')}, not {expected_digest}"
+                )
         legacy = len(by_id.get(None, []))
         if legacy > self.model.legacy_attempts:
-            raise ModelViolation(f"{legacy} tasks without a submission id, but only {self.model.legacy_attempts} legacy calls")
+            raise ModelViolation(
+                f"{legacy} tasks without a submission id, but only {self.model.legacy_attempts} legacy calls"
+            )
         for submission_id, task_ids in self.model.ok_task_ids.items():
             if len(task_ids) > 1:
-                raise ModelViolation(f"ok results for {submission_id} named {len(task_ids)} different tasks: {', '.join(sorted(task_ids))}")
+                raise ModelViolation(
+                    f"ok results for {submission_id} named {len(task_ids)} different tasks: {', '.join(sorted(task_ids))}"
+                )
             listed_ids = {str(t.get("task_id")) for t in by_id.get(submission_id, [])}
             for task_id in task_ids:
                 if task_id not in listed_ids:
-                    owner = next((t.get("client_submission_id") for t in tasks if str(t.get("task_id")) == task_id), None)
+                    owner = next(
+                        (t.get("client_submission_id") for t in tasks if str(t.get("task_id")) == task_id), None
+                    )
                     where = f"it is listed under {owner!r}" if owner else "list_tasks lacks it (lost)"
                     raise ModelViolation(f"an ok result for {submission_id} named task {task_id}, but {where}")
         for submission_id, count in self.model.created.items():
@@ -401,7 +457,12 @@ class Driver:
                 raise ModelViolation(f"{submission_id} was answered created {count} times")
 
 
-def run_steps(connection: Connection, steps: list[Mapping[str, Any]], namespace: str = "replay", call_timeout: float = 10.0) -> tuple[str | None, list[str]]:
+def run_steps(
+    connection: Connection,
+    steps: list[Mapping[str, Any]],
+    namespace: str = "replay",
+    call_timeout: float = CALL_TIMEOUT_S,
+) -> tuple[str | None, list[str]]:
     """Run ``steps`` as one history: ``(violation or None, log)``. Steps this harness
     cannot take raise ``StepError`` before any runs."""
     driver = Driver(connection, namespace, call_timeout)

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import sys
-from typing import IO, Iterable
+from collections.abc import Iterable
+from typing import IO
 
-from spec.digest import ARRAY_FIELDS, SCALAR_FIELDS, ContractError, canonical_json, request_digest
-from spec.jcs import DuplicateKeyError, loads_strict
-
-from conformance.errors import KitError
-
+from retryproof.conformance.errors import KitError
+from retryproof.spec.digest import (
+    ARRAY_FIELDS,
+    SCALAR_FIELDS,
+    ContractError,
+    canonical_json,
+    request_digest,
+)
+from retryproof.spec.jcs import DuplicateKeyError, loads_strict
 
 TASK_HINT = (
     f"a task is one JSON object (UTF-8, no duplicate keys) with only these fields: {', '.join(SCALAR_FIELDS)} "

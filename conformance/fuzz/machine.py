@@ -1,6 +1,6 @@
 """FUZZ-MODEL's explorer: a Hypothesis state machine that chooses steps.
 
-Each rule draws one step of ``conformance.fuzz_model`` and hands it to the driver,
+Each rule draws one step of ``retryproof.conformance.fuzz.model`` and hands it to the driver,
 which runs it against the harness and checks every invariant. Hypothesis does the
 rest: it explores histories of submissions, variants, conflicts, legacy calls,
 bursts, crashes at declared failpoints, SIGKILLs at seeded moments and restarts,
@@ -11,19 +11,35 @@ what a replay file holds.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
+from hypothesis import Phase
 from hypothesis import seed as fixed_seed
 from hypothesis import settings as Settings
 from hypothesis import strategies as st
-from hypothesis import Phase
 from hypothesis.reporting import with_reporter
-from hypothesis.stateful import RuleBasedStateMachine, get_state_machine_test, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    get_state_machine_test,
+    precondition,
+    rule,
+)
 
-from adapters.connection import Connection
-from conformance.fuzz_model import EQUAL_VARIANTS, REPLAY_FORMAT, SUBMISSION_IDS, TASKS, Driver, HarnessSilent, ModelViolation, run_steps
-from conformance.fuzz_profiles import choose_profile
+from retryproof.adapters.connection import Connection
+from retryproof.conformance import replay_file
+from retryproof.conformance.fuzz.model import (
+    EQUAL_VARIANTS,
+    SUBMISSION_IDS,
+    TASKS,
+    Driver,
+    HarnessSilent,
+    ModelViolation,
+    run_steps,
+)
+from retryproof.conformance.fuzz.profiles import choose_profile
+from retryproof.conformance.options import CALL_TIMEOUT_S
 
 _ids = st.sampled_from(SUBMISSION_IDS)
 _task_indexes = st.integers(0, len(TASKS) - 1)
@@ -55,7 +71,7 @@ class FuzzOutcome:
     def replay_document(self, implementation: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The replay file: enough to re-run the minimal history against any harness."""
         return {
-            "format": REPLAY_FORMAT,
+            "format": replay_file.FORMAT,
             "scenario": "FUZZ-MODEL",
             "seed": self.seed,
             "profile": self.profile,
@@ -69,7 +85,7 @@ def run_fuzz(
     connection: Connection,
     seed: int,
     profile: str | None = None,
-    call_timeout: float = 10.0,
+    call_timeout: float = CALL_TIMEOUT_S,
     max_examples: int | None = None,
     shrink_budget_s: float = 30.0,
 ) -> FuzzOutcome:
@@ -110,7 +126,9 @@ def run_fuzz(
     overrides: dict[str, Any] = {"phases": (Phase.explicit, Phase.reuse, Phase.generate), "report_multiple_bugs": False}
     if max_examples is not None:
         overrides["max_examples"] = max_examples
-    test = fixed_seed(seed)(get_state_machine_test(Machine, settings=Settings(Settings.get_profile(outcome.profile), **overrides)))
+    test = fixed_seed(seed)(
+        get_state_machine_test(Machine, settings=Settings(Settings.get_profile(outcome.profile), **overrides))
+    )
     try:
         with with_reporter(outcome.hypothesis_report.append):
             test()
@@ -152,7 +170,7 @@ def shrink(
         return steps, violation, [], True
     index = len(steps) - 1
     while index >= 0 and time.monotonic() < deadline:
-        candidate = steps[:index] + steps[index + 1:]
+        candidate = steps[:index] + steps[index + 1 :]
         result = fails(candidate) if candidate else None
         if result is not None:
             steps, confirmed = candidate, result
@@ -208,7 +226,12 @@ class _FuzzMachine(RuleBasedStateMachine):
         # A write_task failpoint lies on the path of a first creation; on an id already
         # committed it is never reached, so fresh ids come first while any are left.
         fresh = [i for i in SUBMISSION_IDS if self.driver.fresh(i)]
-        self._do(step="crash", failpoint=failpoint, id=data.draw(st.sampled_from(fresh or SUBMISSION_IDS), label="id"), task=task)
+        self._do(
+            step="crash",
+            failpoint=failpoint,
+            id=data.draw(st.sampled_from(fresh or SUBMISSION_IDS), label="id"),
+            task=task,
+        )
 
     # A SIGKILL at a random moment lands in a window by timing, so the history it
     # makes replays only by luck; runtimes that declare crash failpoints are crashed

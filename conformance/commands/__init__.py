@@ -1,0 +1,1 @@
+"""The ``retryproof`` subcommands, one module each, every one exposing ``main(args)``."""

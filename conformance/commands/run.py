@@ -1,0 +1,44 @@
+"""``retryproof run``: certify one runtime against the catalogue and write the reports."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from retryproof.conformance.errors import KitError
+from retryproof.conformance.options import from_arguments
+from retryproof.conformance.runner import probe
+from retryproof.conformance.runner import run as run_catalogue
+from retryproof.conformance.writers.console import ConsoleWriter
+from retryproof.conformance.writers.files import (
+    FORMATS,
+    ReplayFileWriter,
+    ReportFileWriter,
+    prepare_directory,
+)
+
+
+def _slug(name: Any) -> str:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name)).strip("-.")
+    return slug[:64] or "unnamed"
+
+
+def main(args) -> int:
+    formats = list(dict.fromkeys(args.format))
+    unknown = [fmt for fmt in formats if fmt not in FORMATS]
+    if unknown:
+        raise KitError(f"unknown report format(s): {', '.join(unknown)}", f"choose from {','.join(FORMATS)}")
+    options = from_arguments(args)
+    if args.out:
+        prepare_directory(args.out)  # a report that cannot be written is known before the harness starts
+    hello = probe(options)
+    out = args.out or os.path.join("reports", _slug(hello.get("implementation", {}).get("name")))
+    if not args.out:
+        prepare_directory(out)
+    writers = [ReportFileWriter(out, fmt) for fmt in formats]
+    replays = ReplayFileWriter(out)
+    finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays])
+    for path in [writer.path for writer in writers] + replays.paths:
+        print(f"wrote {path}")
+    return finished.verdict.exit_code

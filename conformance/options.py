@@ -1,0 +1,125 @@
+"""The options of a run, in one typed object shared by ``retryproof run`` and the
+pytest plugin, with their defaults and the checks that turn user text into them.
+
+Only the standard library is imported at module level: the pytest plugin reads the
+defaults and value parsers in every session, even one that never names a runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from retryproof.conformance.errors import KitError
+
+#: Seconds to wait for one response, and for a harness's handshake.
+CALL_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 10.0
+#: Callers racing on one submission id in the A4 scenarios.
+CONCURRENCY = 8
+#: The bundled reference runtime: the target when none is named.
+REFERENCE_COMMAND = (sys.executable, "-m", "retryproof.reference_impl")
+
+
+@dataclass(frozen=True)
+class Options:
+    command: tuple[str, ...]
+    target: str  # the CLI arguments that select this harness, for reproduce lines
+    seed: int
+    concurrency: int = CONCURRENCY
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    call_timeout: float = CALL_TIMEOUT_S
+    start_timeout: float = START_TIMEOUT_S
+    baseline: frozenset[str] = field(default_factory=frozenset)
+    baseline_file: str | None = None
+
+
+def racing_callers(text: str) -> int:
+    """``--concurrency``: one caller cannot race, so A4 would pass by construction."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 2")
+    return value
+
+
+def id_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def harness_target(harness: str | None, python: str | None) -> tuple[tuple[str, ...], str]:
+    """The harness command line and the CLI arguments that name it again (neither
+    given: the bundled reference runtime)."""
+    from retryproof.adapters.python_host import host_command
+
+    if python:
+        if ":" not in python:
+            raise KitError(
+                f"--python {python!r} is not of the form module:factory",
+                "for example --python my_runtime.harness:make_runtime",
+            )
+        return tuple(host_command(python)), f"--python {shlex.quote(python)}"
+    if harness:
+        try:
+            command = tuple(shlex.split(harness))
+        except ValueError as exc:
+            raise KitError(
+                f"cannot parse --harness: {exc}", 'quote the whole command line: --harness "node harness.js"'
+            ) from None
+        if not command:
+            raise KitError(
+                "--harness is empty", 'give the command line that starts your harness, e.g. --harness "node harness.js"'
+            )
+        return command, f"--harness {shlex.quote(harness)}"
+    return REFERENCE_COMMAND, ""
+
+
+def load_baseline(path: str) -> frozenset[str]:
+    """The expected-failure ids of a baseline file (``spec verdict.baseline.format``)."""
+    import yaml
+
+    from retryproof.conformance.catalogue import catalogue
+    from retryproof.conformance.errors import load_user_file
+
+    document = load_user_file(
+        path,
+        "baseline",
+        yaml.safe_load,
+        "YAML or JSON",
+        "expected a YAML or JSON file: {expected_failures: [SCENARIO-ID, ...]}",
+    )
+    entries = document.get("expected_failures") if isinstance(document, dict) else None
+    if not isinstance(entries, (list, dict)) or not all(isinstance(item, str) for item in entries):
+        raise KitError(
+            f"baseline {path} has no list of expected_failures", "expected {expected_failures: [SCENARIO-ID, ...]}"
+        )
+    unknown = sorted(set(entries) - {item.id for item in catalogue()})
+    if unknown:
+        raise KitError(f"baseline {path} names unknown scenario id(s): {', '.join(unknown)}", "see 'retryproof list'")
+    return frozenset(entries)
+
+
+def from_arguments(args: Any) -> Options:
+    """The options of a run from parsed arguments: those of ``retryproof run``, or the
+    pytest plugin's, which carry the same names (``harness``, ``python``, ``only``,
+    ``skip``, ``seed``, ``concurrency``, ``call_timeout``, ``start_timeout``, ``baseline``)."""
+    command, target = harness_target(args.harness, args.python)
+    return Options(
+        command=command,
+        target=target,
+        seed=args.seed if args.seed is not None else secrets.randbelow(2**31),
+        concurrency=args.concurrency,
+        only=tuple(args.only or ()),
+        skip=tuple(args.skip or ()),
+        call_timeout=args.call_timeout,
+        start_timeout=args.start_timeout,
+        baseline=load_baseline(args.baseline) if args.baseline else frozenset(),
+        baseline_file=args.baseline,
+    )
