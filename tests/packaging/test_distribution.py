@@ -1,0 +1,103 @@
+"""The installed distribution: one import name, and no collision with a vendor's own
+``spec`` or ``adapters`` package.
+
+The wheel is built once per session from the working tree (``pip wheel``), so these
+tests see exactly what a user's ``pip install retryproof`` would put on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (built,) = out.glob("retryproof-*.whl")
+    return built
+
+
+def test_the_wheel_has_exactly_one_top_level_import_name(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    packages = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
+    assert packages == {"retryproof"}
+    # The contract travels with the code: the kit reads these at run time.
+    for data in ("spec/retryproof.yaml", "spec/schemas/report.json", "spec/vectors/write-task-v1.json"):
+        assert f"retryproof/{data}" in names
+    entry_points = next(name for name in names if name.endswith(".dist-info/entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "retryproof = retryproof.conformance.cli:main" in text
+    assert "retryproof = retryproof.conformance.pytest_plugin" in text
+
+
+def test_the_kit_and_a_vendors_own_spec_and_adapters_packages_live_side_by_side(wheel: Path, tmp_path: Path) -> None:
+    # A fresh environment with the wheel installed in it; the kit's dependencies are
+    # reached through a path entry (not a site dir, so this environment's editable
+    # install of the kit is not loaded there).
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=False)
+    python = env_dir / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
+    (site / "kit-dependencies.pth").write_text(str(Path(yaml.__file__).resolve().parents[1]) + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    # The vendor's repository: packages named like the kit's folders, first on sys.path.
+    vendor = tmp_path / "vendor"
+    for name in ("spec", "adapters"):
+        (vendor / name).mkdir(parents=True)
+        (vendor / name / "__init__.py").write_text(f"OWNER = 'vendor {name}'\n")
+    out = tmp_path / "reports"
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        import spec, adapters
+        from retryproof.conformance.cli import main
+        import retryproof.spec
+        status = main(["run", "--only", "WT-CREATE", "--seed", "1", "--out", {str(out)!r}, "--format", "json"])
+        print(json.dumps([spec.OWNER, adapters.OWNER, retryproof.spec.__file__, status]))
+        """
+    )
+    done = subprocess.run(
+        [python, "-c", script],
+        cwd=vendor,
+        env={**os.environ, "PYTHONPATH": str(vendor)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    vendor_spec, vendor_adapters, kit_spec, status = json.loads(done.stdout.splitlines()[-1])
+    assert (vendor_spec, vendor_adapters) == ("vendor spec", "vendor adapters")
+    assert Path(kit_spec).is_relative_to(site), "the kit was not imported from the installed wheel"
+    assert status == 0
+    report = json.loads((out / "report.json").read_text())
+    assert [item["status"] for item in report["scenarios"]] == ["passed"]
