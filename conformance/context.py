@@ -283,8 +283,7 @@ class Context:
     def tasks(self, label: str | None = None, *, connection: Connection | None = None) -> TaskSet:
         """The tasks in durable state (``list_tasks``); recorded under ``label``."""
         call = self.call("list_tasks", connection=connection)
-        self.expect_ok(call, "list_tasks")
-        snapshot = TaskSet(tuple(call.result.get("tasks", ())))
+        snapshot = TaskSet(tuple(self.expect_ok(call, "list_tasks").get("tasks", ())))
         if label:
             self.evidence.setdefault("tasks", {})[label] = {
                 "count": snapshot.count,
@@ -298,9 +297,17 @@ class Context:
         if not self.has("diagnose"):
             return None
         call = self.call("diagnose", {"client_submission_id": submission_id, "stale_after_s": stale_after_s})
-        self.expect_ok(call, "diagnose")
-        self.evidence.setdefault("receipts", {})[label] = dict(call.result)
-        return call.result
+        result = self.expect_ok(call, "diagnose")
+        self.evidence.setdefault("receipts", {})[label] = dict(result)
+        return result
+
+    def diagnose(self, submission_id: str, label: str, stale_after_s: float = 3600.0) -> Mapping[str, Any]:
+        """``receipt`` for a scenario that reads diagnostics: its needs include
+        ``diagnose``, so the runner skipped it for a runtime without."""
+        found = self.receipt(submission_id, label, stale_after_s)
+        if found is None:
+            raise Unjudgeable("this scenario reads diagnostics, but the runtime does not declare diagnose")
+        return found
 
     # -- judging ------------------------------------------------------------------
 
@@ -309,11 +316,11 @@ class Context:
         if not condition:
             raise ScenarioFailed(message)
 
-    def expect_ok(self, call: Call, what: str) -> Call:
-        """A success, or: a lost call makes the scenario ``error`` (nothing to judge),
+    def expect_ok(self, call: Call, what: str) -> Mapping[str, Any]:
+        """The result of a success, or: a lost call makes the scenario ``error`` (nothing to judge),
         a structured error or a conflict makes it ``failed``."""
-        if call.kind == "ok":
-            return call
+        if call.kind == "ok" and call.result is not None:
+            return call.result
         if not call.answered:
             raise Unjudgeable(f"{what}: no answer ({call.message})")
         if call.result is not None:
@@ -325,9 +332,8 @@ class Context:
         ``expect_conflict``."""
         if not call.answered:
             raise Unjudgeable(f"{what}: no answer ({call.message})")
-        self.check(
-            call.disposition == disposition, f"{what}: expected disposition {disposition}, got {_describe(call)}"
-        )
+        if call.result is None or call.disposition != disposition:
+            raise ScenarioFailed(f"{what}: expected disposition {disposition}, got {_describe(call)}")
         return call.result
 
     def expect_conflict(self, call: Call, reason: str, what: str) -> Mapping[str, Any]:

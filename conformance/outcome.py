@@ -73,7 +73,7 @@ class Call:
 
 
 def classify(op: str, args: Mapping[str, Any], reply: Reply, duration_s: float, process: int) -> Call:
-    common = {"op": op, "args": dict(args), "duration_s": duration_s, "process": process}
+    common: dict[str, Any] = {"op": op, "args": dict(args), "duration_s": duration_s, "process": process}
     if isinstance(reply, Lost):
         return Call(kind="info", message=reply.reason, **common)
     if isinstance(reply, Failure):

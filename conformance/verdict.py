@@ -75,13 +75,15 @@ def _blocking_reason(result: ScenarioResult) -> str | None:
 
 def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = ()) -> Verdict:
     baseline = set(baseline)
-    blocking, warnings, not_covered = [], [], []
+    blocking: list[tuple[str, str]] = []
+    warnings: list[tuple[str, str]] = []
+    not_covered: list[tuple[str, str]] = []
     for result in results:
         reason = _blocking_reason(result)
         if result.entry.level == "MUST" and reason:
             blocking.append((result.entry.id, reason))
         elif result.entry.level != "MUST" and result.status in ("failed", "error"):
-            warnings.append((result.entry.id, reason))
+            warnings.append((result.entry.id, reason or result.status))
         elif result.status == "skipped" and not applies(result):
             not_covered.append((result.entry.id, result.reason or "skipped"))
     expected = tuple(scenario_id for scenario_id, _ in blocking if scenario_id in baseline)

@@ -30,7 +30,9 @@ def _runtime_class(fault: str | None) -> type[Runtime]:
     except ModuleNotFoundError as exc:
         if exc.name != "retryproof.reference_impl.faulty":
             raise
-        raise StartupError("--fault needs retryproof.reference_impl.faulty, which this build does not include") from None
+        raise StartupError(
+            "--fault needs retryproof.reference_impl.faulty, which this build does not include"
+        ) from None
     variants = getattr(faulty, "VARIANTS", {})
     if fault not in variants:
         raise StartupError(f"unknown fault {fault!r}; known: {', '.join(sorted(variants)) or 'none'}")

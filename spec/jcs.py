@@ -93,6 +93,8 @@ def _number(value: float) -> str:
     sign = "-" if value < 0 else ""
     # repr() gives the shortest digits that round-trip, as ECMAScript requires.
     _, digits_tuple, exponent = Decimal(repr(abs(value))).as_tuple()
+    if not isinstance(exponent, int):  # 'n', 'N', 'F': unreachable for a finite value
+        raise CanonicalizationError(f"{value!r} has no JSON form")
     digits = "".join(map(str, digits_tuple)).rstrip("0") or "0"
     # value = 0.DIGITS * 10**point
     point = exponent + len("".join(map(str, digits_tuple)))
@@ -166,5 +168,5 @@ def loads_strict(text: str | bytes) -> Any:
 
     value = json.loads(text, object_pairs_hook=unique_pairs, parse_constant=_reject_constant)
     if duplicated:  # walk only then, so a clean parse costs nothing extra
-        raise DuplicateKeyError(_find_duplicate(value, ()))
+        raise DuplicateKeyError(_find_duplicate(value, ()) or ())
     return value

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeGuard
 
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError
 from retryproof.spec.jcs import DuplicateKeyError, loads_strict
@@ -89,7 +89,7 @@ def encode(message: Request | Success | Failure) -> bytes:
     return json.dumps(message.to_json(), ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
-def _is_id(value: Any) -> bool:
+def _is_id(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -16,6 +16,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis.configuration import set_hypothesis_home_dir
@@ -29,13 +30,13 @@ ENV_VAR = "RETRYPROOF_FUZZ_PROFILE"
 
 # Every example starts real harness processes, so wall-clock deadlines would only
 # measure the machine; too_slow and the data-size checks would flag exactly that.
-_SLOW_IS_EXPECTED = dict(
+_SLOW_IS_EXPECTED: dict[str, Any] = dict(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 # The replay file is FUZZ-MODEL's persistence. An example database would leave
 # .hypothesis/ in the user's working directory and feed one runtime's histories to the next.
-_NO_DATABASE = dict(database=None)
+_NO_DATABASE: dict[str, Any] = dict(database=None)
 
 
 def register_profiles() -> None:

@@ -30,7 +30,7 @@ from retryproof.conformance.scenarios.approval_steps import (
 def consumed(ctx: Context) -> None:
     ctx.start()
     operation = approved(ctx, "plain")
-    first = ctx.expect_ok(ctx.call("execute", {"operation_id": operation.operation_id}), "first execute").result
+    first = ctx.expect_ok(ctx.call("execute", {"operation_id": operation.operation_id}), "first execute")
     ctx.check(
         first.get("state") == "succeeded", f"first execute answered state {first.get('state')}, expected succeeded"
     )

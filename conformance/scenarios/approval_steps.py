@@ -91,7 +91,7 @@ def proposed(ctx: Context, executor: str) -> Operation:
     request = {"action": "append-marker", "target": f"repo-{suffix}", "ref": f"release/{ctx.rng.randrange(100)}"}
     result = ctx.expect_ok(
         ctx.call("propose", {"operation_key": key, "request": request, "executor": executor}), "propose"
-    ).result
+    )
     return Operation(result["operation_id"], key, request, executor)
 
 
@@ -103,7 +103,7 @@ def approved(ctx: Context, executor: str) -> Operation:
 
 def effects(ctx: Context, operation: Operation, label: str) -> tuple[int, int]:
     """``(effects, executor_calls)`` from the runtime's effect evidence, noted as evidence."""
-    result = ctx.expect_ok(ctx.call("list_effects", {"operation_key": operation.operation_key}), "list_effects").result
+    result = ctx.expect_ok(ctx.call("list_effects", {"operation_key": operation.operation_key}), "list_effects")
     ids = [str(effect.get("effect_id")) for effect in result["effects"]]
     ctx.check(len(set(ids)) == len(ids), f"list_effects names one effect twice: {ids}")
     ctx.evidence.setdefault("effects", {})[label] = {
@@ -116,7 +116,7 @@ def effects(ctx: Context, operation: Operation, label: str) -> tuple[int, int]:
 
 def operation_view(ctx: Context, operation: Operation, label: str) -> Mapping[str, Any]:
     """``get_operation``, noted as evidence under ``label``."""
-    view = ctx.expect_ok(ctx.call("get_operation", {"operation_id": operation.operation_id}), "get_operation").result
+    view = ctx.expect_ok(ctx.call("get_operation", {"operation_id": operation.operation_id}), "get_operation")
     ctx.evidence.setdefault("operations", {})[label] = dict(view)
     return view
 
@@ -142,7 +142,7 @@ def recovered(
     args: dict[str, Any] = {"operation_id": operation.operation_id}
     if request is not None:
         args["request"] = dict(request)
-    result = ctx.expect_ok(ctx.call("recover", args), what).result
+    result = ctx.expect_ok(ctx.call("recover", args), what)
     ctx.evidence.setdefault("recoveries", []).append({"what": what, **result})
     return result
 
@@ -230,9 +230,7 @@ def audit_fault_reported(ctx: Context, call: Call, view: Mapping[str, Any], coun
 
 def audit_log(ctx: Context, operation: Operation, label: str) -> list[Mapping[str, Any]]:
     """``list_audit``, noted as evidence; each line must carry the state its step sets."""
-    events = ctx.expect_ok(ctx.call("list_audit", {"operation_id": operation.operation_id}), "list_audit").result[
-        "events"
-    ]
+    events = ctx.expect_ok(ctx.call("list_audit", {"operation_id": operation.operation_id}), "list_audit")["events"]
     ctx.evidence.setdefault("audit", {})[label] = [dict(line) for line in events]
     for line in events:
         expected = AUDIT_STATES[line["event"]]

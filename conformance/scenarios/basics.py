@@ -34,7 +34,7 @@ def create(ctx: Context) -> None:
         listed.get("request_digest") == result["request_digest"],
         "list_tasks holds another request_digest than the result",
     )
-    stored = ctx.expect_ok(ctx.call("read_task", {"task_id": result["task_id"]}), "read_task").result
+    stored = ctx.expect_ok(ctx.call("read_task", {"task_id": result["task_id"]}), "read_task")
     ctx.check(stored.get("task_id") == result["task_id"], "read_task answered another task_id")
     try:
         same = canonical_task(stored.get("task")) == canonical_task(task)

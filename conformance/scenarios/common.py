@@ -73,8 +73,9 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
     ctx.check(
         not waited, f"{what}: {len(waited)} calls answered in_progress instead of waiting for the holder and reusing"
     )
-    created = [call for call in calls if call.disposition == "created"]
-    reused = [call for call in calls if call.disposition == "reused"]
+    # Every call answered: a disposition means a result.
+    created = [call.result for call in calls if call.result is not None and call.disposition == "created"]
+    reused = [call.result for call in calls if call.result is not None and call.disposition == "reused"]
     ctx.check(
         len(created) == 1 and len(reused) == len(calls) - 1,
         f"{what}: expected created=1, reused={len(calls) - 1}; got {_tally(calls)}",
@@ -84,14 +85,17 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
         len(ids) == 1, f"{what}: the calls answered {len(ids)} different task ids: {', '.join(sorted(map(str, ids)))}"
     )
     ctx.check(
-        all(call.result.get("action_taken") is False for call in reused),
+        all(result.get("action_taken") is False for result in reused),
         f"{what}: a reused result says action_taken true",
     )
     for call in calls:
-        expect_faithful(ctx, call.result, submission_id, call.args.get("task"), f"{what}: a {call.disposition} call")
+        if call.result is not None:
+            expect_faithful(
+                ctx, call.result, submission_id, call.args.get("task"), f"{what}: a {call.disposition} call"
+            )
     after = ctx.tasks(f"after {what}")
     ctx.check_tasks(before, after, new=1)
-    expect_identity(ctx, created[0].result, after, submission_id, f"{what}: the created call")
+    expect_identity(ctx, created[0], after, submission_id, f"{what}: the created call")
     return after
 
 
@@ -118,10 +122,10 @@ def pin_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, tuple[Any,
     ctx.start(failpoints={failpoint: "fail"})
     submission_id, task = ctx.submission_id(), ctx.task()
     failed_at(ctx, ctx.write_task(submission_id, task), failpoint)
-    reserved = ctx.receipt(submission_id, "before the restart")
+    reserved = ctx.diagnose(submission_id, "before the restart")
     ctx.check(
-        reserved is not None and reserved.get("state") == "reserved",
-        f"diagnose after fail at {failpoint} says state {(reserved or {}).get('state')}, expected reserved",
+        reserved.get("state") == "reserved",
+        f"diagnose after fail at {failpoint} says state {reserved.get('state')}, expected reserved",
     )
     ctx.check(
         isinstance(reserved.get("task_id"), str) and bool(reserved.get("task_id")),
@@ -155,7 +159,7 @@ def stalled_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, TaskSe
         ctx.not_applicable(
             f"the runtime finished the interrupted creation at start-up (task {finished[0].get('task_id')}); no stalled reservation is left"
         )
-    again = ctx.receipt(submission_id, "after restart")
+    again = ctx.diagnose(submission_id, "after restart")
     expect_kept(ctx, (again.get("task_id"), again.get("task_path")), pinned, "after the restart diagnose shows")
     return submission_id, task, state, pinned
 

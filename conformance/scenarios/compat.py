@@ -32,12 +32,12 @@ def write_report(ctx: Context) -> None:
     submission_id, task = ctx.submission_id(), ctx.task()
     task_id = expect_created(ctx, ctx.write_task(submission_id, task), submission_id, task, "write_task")["task_id"]
     report = {"client_submission_id": ctx.submission_id(), "task_id": task_id, "content": f"done: {task['subject']}"}
-    first = ctx.expect_ok(ctx.call("write_report", report), "first write_report").result
+    first = ctx.expect_ok(ctx.call("write_report", report), "first write_report")
     ctx.check(first.get("deduplicated") is False, "the first write_report says deduplicated")
     for attempt, restart in (("retry", False), ("retry after SIGKILL", True)):
         if restart:
             ctx.restart()
-        again = ctx.expect_ok(ctx.call("write_report", report), attempt).result
+        again = ctx.expect_ok(ctx.call("write_report", report), attempt)
         ctx.check(again.get("deduplicated") is True, f"{attempt}: write_report did not deduplicate")
         ctx.check(
             again.get("report_id") == first.get("report_id"),
@@ -69,7 +69,7 @@ def write_report(ctx: Context) -> None:
     second = ctx.expect_ok(
         ctx.call("write_report", {**report, "client_submission_id": ctx.submission_id()}),
         "the same report under a new id",
-    ).result
+    )
     ctx.check(
         second.get("deduplicated") is False,
         "the same content under a new id was deduplicated: reports are deduplicated by content, not by id",
@@ -78,7 +78,7 @@ def write_report(ctx: Context) -> None:
         second.get("report_id") != first.get("report_id"),
         f"a new id answered the first report {first.get('report_id')}",
     )
-    reports = ctx.expect_ok(ctx.call("list_reports"), "list_reports").result.get("reports", [])
+    reports = ctx.expect_ok(ctx.call("list_reports"), "list_reports").get("reports", [])
     ctx.note("reports", len(reports))
     listed = sorted(str(item.get("report_id")) for item in reports)
     expected = sorted(str(item.get("report_id")) for item in (first, second))

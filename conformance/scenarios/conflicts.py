@@ -16,12 +16,12 @@ def _created_task(ctx: Context):
     before = ctx.tasks("before")
     submission_id, task = ctx.submission_id(), ctx.task()
     result = expect_created(ctx, ctx.write_task(submission_id, task), submission_id, task, "first call")
-    stored = ctx.expect_ok(ctx.call("read_task", {"task_id": result["task_id"]}), "read_task").result
+    stored = ctx.expect_ok(ctx.call("read_task", {"task_id": result["task_id"]}), "read_task")
     return before, submission_id, task, result, stored
 
 
 def _unchanged(ctx: Context, result, stored) -> None:
-    again = ctx.expect_ok(ctx.call("read_task", {"task_id": result["task_id"]}), "read_task after the conflict").result
+    again = ctx.expect_ok(ctx.call("read_task", {"task_id": result["task_id"]}), "read_task after the conflict")
     ctx.check(again == stored, "the original task changed after the conflicting call")
 
 
@@ -107,7 +107,7 @@ def path_occupied(ctx: Context) -> None:
     )
     # Only diagnose can see the foreign object (its form is the runtime's choice), so
     # the scenario needs diagnose: without it "not overwritten" could not be judged.
-    receipt = ctx.receipt(submission_id, "after the conflicts")
+    receipt = ctx.diagnose(submission_id, "after the conflicts")
     ctx.check(
         receipt.get("task_exists") is True and receipt.get("digest_matches") is False,
         "the foreign object at the reserved path was overwritten or removed",
