@@ -20,6 +20,7 @@ class Entry:
     checks: tuple[str, ...]
     checklist: tuple[str, ...]
     needs: tuple[str, ...]
+    description: str = ""  # what the scenario does, step by step, in the spec's words
 
     @property
     def capabilities(self) -> tuple[str, ...]:
@@ -45,6 +46,7 @@ def catalogue() -> tuple[Entry, ...]:
             checks=tuple(item.get("checks", ())),
             checklist=tuple(item.get("checklist", ())),
             needs=tuple(item.get("needs", ())),
+            description=" ".join(str(item.get("description", "")).split()),
         )
         for item in load_spec()["scenarios"]
     )
@@ -59,3 +61,9 @@ def entry(scenario_id: str) -> Entry:
 
 def checklist_questions() -> dict[str, str]:
     return dict(load_spec()["checklist"])
+
+
+@cache
+def requirement_texts() -> dict[str, str]:
+    """Requirement id -> its text, so a report can quote what a failed scenario checks."""
+    return {item["id"]: " ".join(str(item["text"]).split()) for item in load_spec()["requirements"]}

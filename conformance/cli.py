@@ -22,7 +22,7 @@ from retryproof.conformance.options import (
 )
 
 #: Every subcommand is ``retryproof.conformance.commands.<name>.main(args)``.
-COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay")
+COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay", "diff")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip", type=id_list, metavar="IDS", default=[], help="comma-separated scenario ids to leave out"
     )
     run.add_argument("--out", metavar="DIR", help="report directory (default: reports/<implementation name>/)")
-    run.add_argument("--format", type=id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit")
+    run.add_argument(
+        "--format", type=id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit,html,badge"
+    )
     run.add_argument("--seed", type=int, metavar="N", help="seed for every random choice (default: random, printed)")
     run.add_argument(
         "--concurrency",
@@ -93,6 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--harness", metavar="CMD", help="harness command line (default: the bundled reference runtime)"
     )
+    diff = sub.add_parser("diff", help="compare two report.json files: regressions, fixes, verdict change")
+    diff.add_argument("old", metavar="OLD.json")
+    diff.add_argument("new", metavar="NEW.json")
     return parser
 
 

@@ -28,6 +28,9 @@ class RunInfo:
     concurrency: int
     started_at: str
     baseline: str | None = None
+    harness_command: str = ""  # the command line the kit started ("" for a report that predates it)
+    python: str = ""  # the interpreter the kit ran on
+    platform: str = ""  # the operating system the kit ran on
 
 
 @dataclass(frozen=True)

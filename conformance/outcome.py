@@ -16,7 +16,7 @@ from typing import Any
 
 from retryproof.adapters.connection import Lost, Reply
 from retryproof.spec import load_spec
-from retryproof.spec.digest import DIGEST_SCHEMA_VERSION
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
 from retryproof.spec.protocol import Failure
 
 #: Error codes that, per spec ``outcome_model.fail_codes``, prove nothing was written.
@@ -59,6 +59,13 @@ class Call:
         }
         if "client_submission_id" in self.args:
             record["client_submission_id"] = self.args["client_submission_id"]
+        if self.op == "write_task":
+            # The kit's own digest of what it sent, not the runtime's claim: calls
+            # with other content show another digest even when the runtime lies.
+            try:
+                record["request_digest"] = request_digest(self.args.get("task"))
+            except ContractError:
+                record["request_digest"] = "(invalid task)"
         if self.result is not None:
             for key in ("disposition", "action_taken", "task_id", "idempotent", "deduplicated", "state"):
                 if key in self.result:

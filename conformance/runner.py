@@ -7,8 +7,10 @@ end every process it started. The runner never writes a report itself.
 
 from __future__ import annotations
 
+import platform
 import shlex
 import shutil
+import sys
 import tempfile
 import time
 import traceback
@@ -97,7 +99,18 @@ def run_info(options: Options, hello: Mapping[str, Any]) -> RunInfo:
         concurrency=options.concurrency,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         baseline=options.baseline_file,
+        harness_command=harness_command(options.command),
+        python=f"{platform.python_implementation()} {platform.python_version()}",
+        platform=platform.platform(),
     )
+
+
+def harness_command(command: Sequence[str]) -> str:
+    """The harness command line as a user would type it: the kit's own interpreter
+    (the bundled reference runtime, a hosted --python class) is named ``python``,
+    not by its path on this machine."""
+    words = ["python" if index == 0 and word == sys.executable else word for index, word in enumerate(command)]
+    return shlex.join(words)
 
 
 class Run:

@@ -17,6 +17,7 @@ from retryproof.conformance.writers.files import (
     ReportFileWriter,
     prepare_directory,
 )
+from retryproof.conformance.writers.step_summary import from_environment as step_summary
 
 
 def _slug(name: Any) -> str:
@@ -32,13 +33,14 @@ def main(args) -> int:
     options = from_arguments(args)
     if args.out:
         prepare_directory(args.out)  # a report that cannot be written is known before the harness starts
+    summaries = step_summary()  # an unwritable GITHUB_STEP_SUMMARY is known before the harness starts
     hello = probe(options)
     out = args.out or os.path.join("reports", _slug(hello.get("implementation", {}).get("name")))
     if not args.out:
         prepare_directory(out)
     writers = [ReportFileWriter(out, fmt) for fmt in formats]
     replays = ReplayFileWriter(out)
-    finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays])
+    finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays, *summaries])
     for path in [writer.path for writer in writers] + replays.paths:
         print(f"wrote {path}")
     return finished.verdict.exit_code

@@ -33,7 +33,7 @@ def report_problems(document: Any) -> list[str]:
             f"{'/'.join(map(str, error.absolute_path)) or '(document)'}: {_schema_message(error)}" for error in shape
         ]
     try:
-        results = [_result(scenario) for scenario in document["scenarios"]]
+        results = [scenario_result(scenario) for scenario in document["scenarios"]]
     except KeyError as exc:
         return [
             f"scenarios: {json.dumps(exc.args[0])} is not a scenario of this kit's catalogue (a report of another kit version?)"
@@ -78,7 +78,7 @@ def _schema_message(error: Any) -> str:
     return error.message.replace(repr(value), _json(value)).replace(repr(rule), _json(rule))[:300]
 
 
-def _result(scenario: dict[str, Any]) -> ScenarioResult:
+def scenario_result(scenario: dict[str, Any]) -> ScenarioResult:
     return ScenarioResult(
         entry(scenario["id"]),
         scenario["status"],

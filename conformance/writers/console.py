@@ -12,6 +12,7 @@ from retryproof.conformance.events import (
     RunStarted,
     ScenarioFinished,
 )
+from retryproof.conformance.writers.content import tally
 from retryproof.conformance.writers.escape import one_line
 
 
@@ -54,11 +55,7 @@ class ConsoleWriter:
                 self._print(f"    reproduce: {result.reproduce}")
         elif isinstance(event, RunFinished):
             verdict = event.verdict
-            counts: dict[str, int] = {}
-            for result in event.results:
-                counts[result.status] = counts.get(result.status, 0) + 1
-            summary = ", ".join(f"{count} {status}" for status, count in counts.items())
-            self._print(f"{verdict.headline}: {summary} in {event.duration_s:.1f}s")
+            self._print(f"{verdict.headline}: {tally(event.results).line()} in {event.duration_s:.1f}s")
             for scenario_id, why in verdict.blocking:
                 self._print(f"  blocking {scenario_id}: {one_line(why, 200)}")
             for scenario_id in verdict.stale_baseline:

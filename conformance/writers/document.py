@@ -49,6 +49,11 @@ def report_document(run: RunFinished) -> dict[str, Any]:
         "started_at": info.started_at,
         "duration_s": round(run.duration_s, 3),
         "baseline": info.baseline,
+        "environment": {
+            "python": info.python,
+            "platform": info.platform,
+            "harness_command": info.harness_command,
+        },
         "verdict": {
             "conformant": verdict.conformant,
             "complete": verdict.complete,

@@ -1,4 +1,4 @@
-"""The report files: report.json, report.md and junit.xml, written when the run ends,
+"""The report files (report.json, report.md, junit.xml, report.html, badge.json), written when the run ends,
 and the replay file of each scenario whose evidence carries one."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from collections.abc import Callable
 from retryproof.conformance import replay_file
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.events import Event, RunFinished, ScenarioFinished
+from retryproof.conformance.writers.badge import render_badge
 from retryproof.conformance.writers.document import report_document
+from retryproof.conformance.writers.html import render_html
 from retryproof.conformance.writers.junit import render_junit
 from retryproof.conformance.writers.markdown import render_markdown
 
@@ -20,6 +22,8 @@ FORMATS: dict[str, tuple[str, Callable[[RunFinished], str]]] = {
     "json": ("report.json", lambda run: json.dumps(report_document(run), indent=2, ensure_ascii=False) + "\n"),
     "md": ("report.md", render_markdown),
     "junit": ("junit.xml", render_junit),
+    "html": ("report.html", render_html),
+    "badge": ("badge.json", render_badge),
 }
 
 

@@ -42,7 +42,12 @@ def save(state: dict) -> None:
 def hello(args):
     return {
         "protocol": PROTOCOL,
-        "implementation": {"name": f"fake-{MODE}", "version": "0", "language": "python"},
+        # FAKE_IMPLEMENTATION_NAME: a hostile name, for the reports' escaping tests.
+        "implementation": {
+            "name": os.environ.get("FAKE_IMPLEMENTATION_NAME", f"fake-{MODE}"),
+            "version": "0",
+            "language": "python",
+        },
         "capabilities": ["write_task"],
         "failpoints": [],
         "digest_schema_version": DIGEST_SCHEMA_VERSION,

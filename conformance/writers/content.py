@@ -1,0 +1,246 @@
+"""What the human-readable reports say, decided once: report.md, report.html and the
+GitHub step summary render these pieces, each in its own markup, so the three never
+drift apart (a count, a grouping or a row of evidence is computed here and nowhere else).
+
+Nothing here escapes: values stay as the harness gave them, and each renderer escapes
+for its format (``writers/escape.py``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from retryproof.conformance.catalogue import Entry, requirement_texts
+from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
+from retryproof.conformance.verdict import applies
+
+#: The columns of a call table, in order; ``request_digest`` shows which calls carried
+#: the same request (CONFLICT-DIGEST's second call differs there and only there).
+CALL_COLUMNS = (
+    "op",
+    "process",
+    "client_submission_id",
+    "request_digest",
+    "kind",
+    "disposition",
+    "action_taken",
+    "task_id",
+    "conflict_reason",
+    "error",
+    "message",
+)
+
+#: Ids per line where a cell lists ids (WT-DIGEST-VECTORS snapshots hold dozens).
+IDS_PER_LINE = 6
+
+#: Hex digits of a digest shown in a call table; report.json keeps the whole digest.
+DIGEST_HEX_SHOWN = 12
+
+
+class IdList(tuple):
+    """A cell that is a list of ids: renderers wrap it every ``IDS_PER_LINE`` items
+    instead of cutting it or letting it widen the table."""
+
+    def lines(self) -> list[list[str]]:
+        items = [str(item) for item in self]
+        return [items[start : start + IDS_PER_LINE] for start in range(0, len(items), IDS_PER_LINE)]
+
+
+@dataclass(frozen=True)
+class Table:
+    caption: str | None
+    headers: Sequence[str]
+    rows: Sequence[Sequence[Any]]
+    whole: bool = False  # evidence a reviewer must see uncut
+
+
+@dataclass(frozen=True)
+class Fact:
+    key: str
+    value: str | list[str]  # a list is shown item by item, never cut
+
+
+@dataclass(frozen=True)
+class Code:
+    caption: str
+    text: str
+
+
+Block = Table | Fact | Code
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The counts line: how many scenarios ended each way, as the verdict sees them."""
+
+    passed: int
+    failed: int  # MUST scenarios that failed or ended in error
+    warnings: int  # SHOULD scenarios that failed or ended in error
+    not_verified: int  # MUST scenarios skipped for a need that applies (they block)
+    skipped: int  # every other skip: a feature the runtime lacks, or a SHOULD scenario's tool
+    not_applicable: int
+
+    def line(self) -> str:
+        return (
+            f"{self.passed} passed · {self.failed} failed (MUST) · {self.warnings} SHOULD warnings · "
+            f"{self.not_verified} not verified · {self.skipped} skipped · {self.not_applicable} not applicable"
+        )
+
+
+def broken(result: ScenarioResult) -> bool:
+    return result.status in ("failed", "error")
+
+
+def not_verified(result: ScenarioResult) -> bool:
+    """A MUST scenario skipped for something the runtime should offer: it blocks."""
+    return result.status == "skipped" and result.entry.level == "MUST" and applies(result)
+
+
+def tally(results: Sequence[ScenarioResult]) -> Tally:
+    return Tally(
+        passed=sum(result.status == "passed" for result in results),
+        failed=sum(broken(result) and result.entry.level == "MUST" for result in results),
+        warnings=sum(broken(result) and result.entry.level != "MUST" for result in results),
+        not_verified=sum(not_verified(result) for result in results),
+        skipped=sum(result.status == "skipped" and not not_verified(result) for result in results),
+        not_applicable=sum(result.status == "not_applicable" for result in results),
+    )
+
+
+def failures(run: RunFinished) -> list[ScenarioResult]:
+    """Scenarios that failed or ended in error, MUST first (they decide the verdict)."""
+    return sorted((result for result in run.results if broken(result)), key=lambda r: r.entry.level != "MUST")
+
+
+def unverified(run: RunFinished) -> list[ScenarioResult]:
+    return [result for result in run.results if not_verified(result)]
+
+
+def requirements(item: Entry) -> list[tuple[str, str]]:
+    """(id, text) of every requirement the scenario checks."""
+    texts = requirement_texts()
+    return [(requirement, texts.get(requirement, "(not in this spec version)")) for requirement in item.checks]
+
+
+def harness_line(info: RunInfo) -> str:
+    return info.harness_command or "the bundled reference runtime"
+
+
+def environment(run: RunFinished) -> list[tuple[str, Any]]:
+    """Where and how the run happened: what a reviewer needs to trust or repeat it."""
+    info, implementation = run.info, run.info.implementation
+    return [
+        (
+            "implementation",
+            f"{implementation.get('name')} {implementation.get('version')} ({implementation.get('language')})",
+        ),
+        ("kit version", f"retryproof {info.kit_version}"),
+        ("spec version", info.spec_version),
+        ("protocol", info.protocol),
+        ("Python", info.python or "unknown"),
+        ("OS", info.platform or "unknown"),
+        ("harness command", harness_line(info)),
+        ("target arguments", info.target or "none (the bundled reference runtime)"),
+        ("seed", info.seed),
+        ("concurrency", info.concurrency),
+        ("capabilities", IdList(info.capabilities)),
+        ("failpoints", IdList(info.failpoints)),
+        ("baseline", info.baseline or "none"),
+        ("started", info.started_at),
+        ("duration", f"{run.duration_s:.2f}s"),
+    ]
+
+
+def checklist_rows(run: RunFinished) -> list[tuple[str, str, str, IdList]]:
+    return [
+        (answer.question, answer.text, answer.answer, IdList(f"{sid} ({status})" for sid, status in answer.scenarios))
+        for answer in run.verdict.checklist
+    ]
+
+
+def baseline_line(run: RunFinished) -> str | None:
+    """What the baseline did to the exit code, when one was given and mattered."""
+    verdict = run.verdict
+    if not (verdict.expected_failures or verdict.stale_baseline):
+        return None
+    return (
+        f"Baseline: expected failures {', '.join(verdict.expected_failures) or 'none'}; "
+        f"stale entries (now passing, remove them) {', '.join(verdict.stale_baseline) or 'none'}."
+    )
+
+
+def status_text(result: ScenarioResult) -> str:
+    return result.status + (f" ({result.baseline})" if result.baseline else "")
+
+
+def short_digest(value: Any) -> Any:
+    """``sha256:`` and the first hex digits: enough to tell two requests apart in a table."""
+    if isinstance(value, str) and value.startswith("sha256:") and len(value) > 7 + DIGEST_HEX_SHOWN:
+        return value[: 7 + DIGEST_HEX_SHOWN] + "…"
+    return value
+
+
+def merged_tables(results: Sequence[ScenarioResult]) -> list[tuple[Table, list[str]]]:
+    """Evidence tables (``evidence["tables"]``: ``[{title, columns, rows}]``) that
+    share a title, merged across scenarios in catalogue order, so a table whose rows
+    come from several scenarios reads as one; with the ids of the scenarios behind each."""
+    merged: dict[str, tuple[Sequence[str], list[Sequence[Any]], list[str]]] = {}
+    for result in results:
+        for table in result.evidence.get("tables", ()):
+            _, rows, sources = merged.setdefault(table["title"], (table["columns"], [], []))
+            rows.extend(table["rows"])
+            if result.entry.id not in sources:
+                sources.append(result.entry.id)
+    return [(Table(title, columns, rows), sources) for title, (columns, rows, sources) in merged.items()]
+
+
+def evidence_blocks(result: ScenarioResult) -> list[Block]:
+    """A scenario's evidence in reading order: snapshots, receipts, its own tables,
+    the other facts, the calls, and for a failure how to reproduce it."""
+    evidence = dict(result.evidence)
+    blocks: list[Block] = []
+    tasks = evidence.pop("tasks", None)
+    if tasks:
+        rows = [(label, snap["count"], IdList(map(str, snap["task_ids"]))) for label, snap in tasks.items()]
+        blocks.append(Table(None, ("snapshot (list_tasks)", "count", "task ids"), rows, whole=True))
+    receipts = evidence.pop("receipts", None)
+    if receipts:
+        keys = ("state", "task_id", "task_exists", "digest_matches", "stalled", "age_s")
+        rows = [(label, *(receipt.get(key) for key in keys)) for label, receipt in receipts.items()]
+        blocks.append(Table(None, ("receipt (diagnose)", *keys), rows))
+    for table in evidence.pop("tables", ()):
+        blocks.append(Table(table["title"], table["columns"], table["rows"]))
+    trace = evidence.pop("traceback", None)
+    for key, value in evidence.items():
+        if isinstance(value, list) and value:
+            blocks.append(Fact(key, [item if isinstance(item, str) else _json(item) for item in value]))
+        else:
+            blocks.append(Fact(key, _json(value)))
+    if result.calls:
+        dispositions: dict[str, int] = {}
+        for call in result.calls:
+            if call.get("disposition"):
+                dispositions[call["disposition"]] = dispositions.get(call["disposition"], 0) + 1
+        if dispositions:
+            blocks.append(Fact("dispositions", ", ".join(f"{name}={count}" for name, count in dispositions.items())))
+        calls = [[_call_cell(call, column) for column in CALL_COLUMNS] for call in result.calls]
+        blocks.append(Table("calls", CALL_COLUMNS, calls))
+    if broken(result):
+        blocks.append(Code("reproduce", result.reproduce))
+        if result.stderr:
+            blocks.append(Code("harness stderr (tail)", result.stderr))
+        if trace:
+            blocks.append(Code("kit traceback", str(trace)))
+    return blocks
+
+
+def _call_cell(call: Mapping[str, Any], column: str) -> Any:
+    value = call.get(column)
+    return short_digest(value) if column == "request_digest" else value
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
