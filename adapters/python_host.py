@@ -119,7 +119,7 @@ def handlers_for(runtime: Any) -> dict[str, Callable[[Mapping[str, Any]], Mappin
 def check_armed(armed: Mapping[str, str], supported: Any) -> None:
     """Refuse (``ValueError``) a failpoint the runtime does not list in hello: served
     anyway, the window would go untested while the kit believes it was (spec
-    ``protocol_spec.decisions``). Both actions are the host's own ``failpoint``."""
+    PROTOCOL-R18). Both actions are the host's own ``failpoint``."""
     unknown = sorted(set(armed) - set(supported or ()))
     if unknown:
         raise ValueError(

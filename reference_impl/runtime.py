@@ -51,7 +51,7 @@ WRITE_TASK_FAILPOINTS = (
     "write_task.after_commit",
 )
 # How long a call waits for another holder of its id (or operation) before in_progress:
-# well inside the kit's 10 s call timeout (protocol_spec.decisions), or a wait that would
+# well inside the kit's 10 s call timeout (DISP-R8), or a wait that would
 # have ended in reuse reads as no answer.
 WAIT_TIMEOUT_S = 5.0
 TASK_ID_PATTERN = re.compile(r"TASK-[0-9]{6,}")

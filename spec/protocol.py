@@ -109,7 +109,7 @@ def decode_request(line: bytes) -> Request:
     """Parse one request line; raise ``ProtocolError("bad_message")`` otherwise.
 
     A duplicate key inside ``args`` (a task that names ``subject`` twice) is that
-    request's ``invalid_request`` (retryproof.yaml, digest.decisions), raised with the
+    request's ``invalid_request`` (retryproof.yaml, PROTOCOL-R8), raised with the
     request's id so that a pipelining caller can match the answer.
     """
     try:

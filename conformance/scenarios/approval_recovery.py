@@ -9,13 +9,12 @@ from typing import Any
 from retryproof.conformance.context import Context
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.approval_steps import (
+    AFTER_CRASH,
     AFTER_EFFECT,
     AUDIT_COMPLETED,
     AUDIT_STARTED,
     CRASH_COLUMNS,
     CRASH_TABLE,
-    EXPECTED_AFTER_CRASH,
-    OUTCOME_REASON,
     Operation,
     approved,
     audit_shows,
@@ -121,7 +120,7 @@ def stale_request(ctx: Context) -> None:
 def unknown_effect(ctx: Context) -> None:
     # One crash per executor, each in its own process: SIGKILL ends the process.
     ctx.start(failpoints={AFTER_EFFECT: "crash"})
-    operations = {executor: approved(ctx, executor) for executor in EXPECTED_AFTER_CRASH}
+    operations = {executor: approved(ctx, executor) for executor in AFTER_CRASH}
     for index, operation in enumerate(operations.values()):
         if index:
             ctx.restart(failpoints={AFTER_EFFECT: "crash"})
@@ -147,7 +146,7 @@ def unknown_effect(ctx: Context) -> None:
                 crashed[executor][0][0],
                 after,
                 calls,
-                EXPECTED_AFTER_CRASH[executor],
+                AFTER_CRASH[executor]["outcome"],
                 result["outcome"],
                 result["state"],
             ],
@@ -163,10 +162,10 @@ def unknown_effect(ctx: Context) -> None:
             after == 1,
             f"{executor}: recovery after a crash following the effect made the effect count {after}, expected 1",
         )
-        outcome = EXPECTED_AFTER_CRASH[executor]
+        outcome = AFTER_CRASH[executor]["outcome"]
         ctx.check(
             result["outcome"] == outcome,
-            f"{executor}: {OUTCOME_REASON[executor]}, so recovery must answer {outcome}; it answered {result['outcome']}",
+            f"{executor}: {AFTER_CRASH[executor]['reason']}, so recovery must answer {outcome}; it answered {result['outcome']}",
         )
         state = "needs_verification" if outcome == "needs_verification" else "succeeded"
         ctx.check(

@@ -57,13 +57,9 @@ CONTROLS_SEED = {
 
 CRASH_TABLE = "Crash after the effect, then recovery in a new process"
 CRASH_COLUMNS = ["executor", "effects after crash", "after recovery", "calls", "recovery (spec)", "recovery", "state"]
-# executor -> the outcome the spec decides after a crash that follows the effect.
-EXPECTED_AFTER_CRASH = {"opaque": "needs_verification", "plain": "reconciled", "dedupe": "reconciled"}
-OUTCOME_REASON = {
-    "opaque": "an opaque effect cannot be confirmed and the executor cannot deduplicate",
-    "plain": "a plain executor's effect is observable and exists",
-    "dedupe": "the dedupe executor, called again under the same key, finds its effect",
-}
+# executor -> {outcome, reason}: what recovery owes after a crash that follows the
+# effect, and why (approval.after_crash).
+AFTER_CRASH: dict[str, dict[str, str]] = load_spec()["approval"]["after_crash"]
 
 # event -> the state its step sets: every audit line must say it (approval.audit_events).
 AUDIT_STATES = load_spec()["approval"]["audit_events"]
@@ -195,7 +191,7 @@ def faulted(
     """Call ``op`` with ``failpoint=fail`` armed: ``(call, effects, get_operation)`` after it.
 
     A ``fail`` failpoint fires every time its step is reached in the process
-    (protocol_spec.decisions). A success while no audit is pending means it did not
+    (PROTOCOL-R14, PROTOCOL-R17). A success while no audit is pending means it did not
     fire here, so nothing about the window can be judged: the scenario ends in error.
     """
     call = ctx.call(op, {"operation_id": operation.operation_id})

@@ -511,3 +511,22 @@ def test_every_audit_event_carries_the_spec_state():
     from retryproof.spec import load_spec
 
     assert _STEP_STATE == load_spec()["approval"]["audit_events"]
+
+
+def test_request_digest_matches_the_approval_request_vectors():
+    import json
+    from importlib import resources
+
+    from retryproof.reference_impl.approval import request_digest
+    from retryproof.spec.digest import ContractError
+    from retryproof.spec.jcs import loads_strict
+
+    text = resources.files("retryproof.spec").joinpath("vectors", "approval-request.json").read_text()
+    for case in json.loads(text)["cases"]:
+        request = loads_strict(case["request_json"])
+        if "error" in case:
+            with pytest.raises(ContractError) as refused:
+                request_digest(request)
+            assert refused.value.code == case["error"]["code"], case["id"]
+        else:
+            assert request_digest(request) == case["digest"], case["id"]

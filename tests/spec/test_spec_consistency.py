@@ -144,7 +144,9 @@ def test_receipt_and_diagnostics_states_match_the_receipt_section():
     states = [state["name"] for state in SPEC["receipt"]["states"]]
     receipt = schema("receipt")
     assert receipt["properties"]["state"]["enum"] == states
-    assert receipt["required"] + ["result"] == [field.split(" ")[0] for field in SPEC["receipt"]["record"]["fields"]]
+    # The reference runtime's record keeps every fact the contract makes durable.
+    assert set(SPEC["receipt"]["states"][0]["durable_facts"]) <= set(receipt["required"])
+    assert [state["recovery"] for state in SPEC["receipt"]["states"]] == ["RECEIPT-R1", "RECEIPT-R2", "RECEIPT-R3"]
     assert schema("diagnostics")["properties"]["state"]["enum"] == ["absent", *states]
     assert RESPONSE_DEFS["diagnose_result"] == {"$ref": "urn:retryproof:schema:diagnostics"}
 
@@ -165,3 +167,75 @@ def test_every_schema_path_named_in_the_yaml_exists():
     named = set(paths(SPEC))
     assert named, "the YAML names its schemas"
     assert {path.removeprefix("schemas/") for path in named} - shipped == set()
+
+
+CONTRACT = {section: body for section, body in SPEC.items() if section != "examples"}
+RULE_ID = re.compile(r"^[A-Z]+-R[1-9][0-9]*$")
+
+
+def _rules():
+    return [rule for body in CONTRACT.values() if isinstance(body, dict) for rule in body.get("rules", [])]
+
+
+def _nodes(node, path=()):
+    yield path, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _nodes(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _nodes(value, (*path, index))
+
+
+def test_every_rule_has_a_stable_id_and_a_string_text():
+    rules = _rules()
+    assert len(rules) >= 100
+    for rule in rules:
+        assert isinstance(rule, dict) and set(rule) == {"id", "text"}, rule
+        assert isinstance(rule["id"], str) and RULE_ID.match(rule["id"]), rule
+        assert isinstance(rule["text"], str) and rule["text"].strip(), rule["id"]
+    ids = [rule["id"] for rule in rules]
+    assert [name for name, count in Counter(ids).items() if count > 1] == []
+    assert set(ids).isdisjoint(REQUIREMENTS)
+
+
+def test_rules_are_numbered_per_section_under_one_prefix():
+    """A section's rules share one prefix and run R1, R2, ... so an id never moves to
+    another section and a gap shows a rule that was removed (ids are not reused)."""
+    for section, body in CONTRACT.items():
+        if isinstance(body, dict) and "rules" in body:
+            ids = [rule["id"] for rule in body["rules"]]
+            prefixes = {rule_id.split("-R")[0] for rule_id in ids}
+            assert len(prefixes) == 1, (section, prefixes)
+            assert [int(rule_id.split("-R")[1]) for rule_id in ids] == list(range(1, len(ids) + 1)), section
+
+
+def test_no_prose_hides_outside_the_rules():
+    """Normative prose is a rule (id, text), a requirement or a scenario; a list of
+    strings elsewhere holds names only. This also catches a sentence with an unquoted
+    ': ', which YAML silently parses as a one-key mapping."""
+    top = {key: value for key, value in CONTRACT.items() if key not in ("requirements", "scenarios")}
+    for path, node in _nodes(top):
+        if not isinstance(node, list) or path[-1] == "rules":
+            continue
+        for item in node:
+            if isinstance(item, str) and path[-1] != "durable_facts":
+                assert " " not in item.strip(), (path, item)
+            assert not (isinstance(item, dict) and len(item) == 1), (path, item)
+
+
+def test_every_rule_id_named_in_the_spec_exists():
+    known = {rule["id"] for rule in _rules()}
+    named = set()
+    for _, node in _nodes(CONTRACT):
+        if isinstance(node, str):
+            named.update(re.findall(r"\b[A-Z]+-R[0-9]+\b", node))
+    assert named, "the spec cross-references its rules"
+    assert named - known == set()
+
+
+def test_the_after_crash_table_covers_every_executor():
+    approval = SPEC["approval"]
+    assert set(approval["after_crash"]) == set(approval["executors"])
+    for entry in approval["after_crash"].values():
+        assert entry["outcome"] in approval["outcomes"] and entry["reason"].strip()
