@@ -304,10 +304,12 @@ class ProcessConnection(Connection):
             self._unattributable(process, f"unreadable line ({exc.message}): {line[:200]!r}")
             return
         with process.lock:
-            if reply.id is None:
-                target = process.raw_waiters.pop(0) if process.raw_waiters else None
-            else:
-                target = process.pending.pop(reply.id, None)
+            target = None if reply.id is None else process.pending.pop(reply.id, None)
+            if target is None and process.raw_waiters:
+                # A line that is not a request is answered with id null, or with the id
+                # the line carried (PROTOCOL-R6), so an answer under no call's id answers
+                # the oldest raw line; a success there is judged, not lost.
+                target = process.raw_waiters.pop(0)
         if target is not None:
             target.set_result(reply)
         elif isinstance(reply, Failure) and reply.id is None:

@@ -29,9 +29,10 @@ def load_spec() -> dict[str, Any]:
 
 
 @cache
-def load_vectors() -> dict[str, Any]:
-    """The write-task-v1 golden vectors."""
-    return json.loads(_read_text("vectors", "write-task-v1.json"))
+def load_vectors(name: str = "write-task-v1") -> dict[str, Any]:
+    """Golden vectors from ``spec/vectors/`` by file stem: the write-task-v1 digest
+    (the default), ``submission-id`` or ``approval-request``."""
+    return json.loads(_read_text("vectors", f"{name}.json"))
 
 
 @cache

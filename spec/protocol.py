@@ -40,6 +40,8 @@ __all__ = [
 
 PROTOCOL = "retryproof-harness/1"
 FAILPOINT_ACTIONS = ("crash", "fail")
+# RFC 8259's insignificant whitespace: a line of only these is ignored (PROTOCOL-R7).
+JSON_WHITESPACE = b" \t\r\n"
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,10 @@ def decode_request(line: bytes) -> Request:
     request_id = message.get("id")
     if not _is_id(request_id):
         raise ProtocolError("bad_message", "request id must be an integer")
-    op, args = message.get("op"), message.get("args", {})
+    if set(message) != {"id", "op", "args"}:
+        # PROTOCOL-R6: a line without args, or with another top-level key, is not a request.
+        raise ProtocolError("bad_message", "a request has exactly the keys id, op and args", request_id)
+    op, args = message["op"], message["args"]
     if not isinstance(op, str) or not isinstance(args, dict):
         raise ProtocolError("bad_message", "op must be a string and args an object", request_id)
     return Request(request_id, op, args)
@@ -201,7 +206,7 @@ def serve(
     stdout: BinaryIO | None = None,
     max_workers: int = 64,
 ) -> None:
-    """Answer requests from ``stdin`` until EOF or ``shutdown``.
+    """Answer requests from ``stdin`` until EOF or ``shutdown`` (PROTOCOL-R9, PROTOCOL-R10).
 
     Every request runs on a worker thread, so calls pipelined on one connection run
     concurrently and are answered in completion order. ``shutdown`` waits for the
@@ -234,8 +239,8 @@ def serve(
 
     with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="harness") as pool:
         for line in stdin:
-            if not line.strip():
-                continue
+            if not line.strip(JSON_WHITESPACE):
+                continue  # PROTOCOL-R7: an empty or whitespace-only line gets no answer
             try:
                 request = decode_request(line)
             except ProtocolError as exc:

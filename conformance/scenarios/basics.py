@@ -168,7 +168,18 @@ def look_alike_ids(base: str) -> list[str]:
     return [base + "-Ab", base + "-ab", base + ":s", base + ".s", base + "_s", long + "1", long + "2"]
 
 
-BAD_SUBMISSION_IDS = ("../x", "a/b", "", "x" * 129, "a\x00b", "é", ".hidden", "a b", 123, None)
+# Every invalid id of the spec's vectors, non-strings included (DIGEST-R16).
+BAD_SUBMISSION_IDS = tuple(
+    case["client_submission_id"] for case in load_vectors("submission-id")["cases"] if "error" in case
+)
+# Lines that are not requests (PROTOCOL-R6); the last two carry an id the answer may name.
+BAD_LINES = (
+    b"this is not json",
+    b'{"op": "write_task"}',
+    b"[1, 2, 3]",
+    b'{"id": 0, "op": "list_tasks"}',
+    b'{"id": 0, "op": "list_tasks", "args": {}, "trace_id": "t-1"}',
+)
 BAD_TASKS = {
     "unknown field": {"title": "x"},
     "invocation field inside the task": {"subject": "x", "trace_id": "t-1"},
@@ -193,7 +204,7 @@ def invalid_input(ctx: Context) -> None:
     submission_id = ctx.submission_id()
     for name, bad_task in BAD_TASKS.items():
         ctx.expect_error(ctx.write_task(submission_id, bad_task), "invalid_request", f"task with {name}")
-    for raw in (b"this is not json", b'{"op": "write_task"}', b"[1, 2, 3]"):
+    for raw in BAD_LINES:
         reply = ctx.send_line(raw)
         ctx.expect_error(reply, "bad_message", f"line {raw.decode()!r}")
     ctx.expect_error(ctx.call("no_such_op"), "unknown_op", "an unknown op")

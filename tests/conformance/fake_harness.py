@@ -124,7 +124,24 @@ def main() -> None:
                 reply = {"id": request["id"] + 1000, "ok": True, "result": {}}
             print(json.dumps(reply), flush=True)
         return
-    serve({"hello": hello, "write_task": write_task, "list_tasks": list_tasks, "read_task": read_task})
+    stdin = sys.stdin.buffer
+    if MODE == "lenient-lines":
+        stdin = _lenient(stdin)
+    serve({"hello": hello, "write_task": write_task, "list_tasks": list_tasks, "read_task": read_task}, stdin)
+
+
+def _lenient(lines):
+    """Serve a line without args, or with extra top-level keys, as a request (PROTOCOL-R6 says bad_message)."""
+    for line in lines:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            yield line
+            continue
+        if isinstance(message, dict) and isinstance(message.get("id"), int) and "op" in message:
+            message = {"id": message["id"], "op": message["op"], "args": message.get("args", {})}
+            line = json.dumps(message).encode() + b"\n"
+        yield line
 
 
 main()

@@ -115,3 +115,13 @@ def test_a_hung_harness_costs_one_timeout_per_pipelined_batch(tmp_path):
     judged = json.loads((tmp_path / "report.json").read_text())["scenarios"][0]
     assert judged["status"] == "error" and "8 calls got no answer" in judged["reason"]
     assert "one deadline for the whole batch" in judged["reason"]
+
+
+def test_a_harness_that_serves_lines_that_are_not_requests_fails_invalid_input(tmp_path):
+    """PROTOCOL-R6: a line without args, or with an extra top-level key, is bad_message;
+    the honest fake (the control) passes INVALID-INPUT with the same runtime."""
+    done, scenarios = run_kit(tmp_path / "honest", "honest", "--only", "INVALID-INPUT")
+    assert scenarios["INVALID-INPUT"]["status"] == "passed", done.stdout
+    done, scenarios = run_kit(tmp_path / "lenient", "lenient-lines", "--only", "INVALID-INPUT")
+    assert scenarios["INVALID-INPUT"]["status"] == "failed", done.stdout
+    assert "list_tasks" in scenarios["INVALID-INPUT"]["reason"], scenarios["INVALID-INPUT"]["reason"]

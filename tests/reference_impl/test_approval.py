@@ -514,15 +514,12 @@ def test_every_audit_event_carries_the_spec_state():
 
 
 def test_request_digest_matches_the_approval_request_vectors():
-    import json
-    from importlib import resources
-
     from retryproof.reference_impl.approval import request_digest
+    from retryproof.spec import load_vectors
     from retryproof.spec.digest import ContractError
     from retryproof.spec.jcs import loads_strict
 
-    text = resources.files("retryproof.spec").joinpath("vectors", "approval-request.json").read_text()
-    for case in json.loads(text)["cases"]:
+    for case in load_vectors("approval-request")["cases"]:
         request = loads_strict(case["request_json"])
         if "error" in case:
             with pytest.raises(ContractError) as refused:

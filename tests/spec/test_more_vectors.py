@@ -9,7 +9,7 @@ from importlib import resources
 
 import pytest
 
-from retryproof.spec import load_spec, validator
+from retryproof.spec import load_spec, load_vectors, validator
 from retryproof.spec.digest import ContractError, check_submission_id
 from retryproof.spec.jcs import CanonicalizationError, canonical_bytes, loads_strict
 
@@ -18,8 +18,8 @@ def _raw(name: str) -> bytes:
     return resources.files("retryproof.spec").joinpath("vectors", name).read_bytes()
 
 
-SUBMISSION_IDS = json.loads(_raw("submission-id.json"))["cases"]
-REQUESTS = json.loads(_raw("approval-request.json"))["cases"]
+SUBMISSION_IDS = load_vectors("submission-id")["cases"]
+REQUESTS = load_vectors("approval-request")["cases"]
 
 
 def test_the_spec_names_both_files_and_they_are_ascii():

@@ -50,12 +50,34 @@ def test_messages_round_trip_and_match_the_schemas():
         b"\xff\xfe",
         b'{"id": 1, "op": "x", "args": {"n": NaN}}',
         b'{"id": 1, "id": 2, "op": "x"}',
+        b'{"id": 1, "op": "list_tasks"}',
+        b'{"id": 1, "op": "list_tasks", "args": {}, "trace_id": "t-1"}',
     ],
 )
 def test_a_line_that_is_not_a_request_is_bad_message(line):
     with pytest.raises(ProtocolError) as caught:
         decode_request(line)
     assert caught.value.code == "bad_message"
+
+
+def test_a_line_without_args_or_with_an_extra_key_is_answered_under_its_id():
+    """PROTOCOL-R6: such a line carries an integer id, so the answer may name it."""
+    for line in (b'{"id": 4, "op": "list_tasks"}', b'{"id": 4, "op": "list_tasks", "args": {}, "x": 1}'):
+        with pytest.raises(ProtocolError) as caught:
+            decode_request(line)
+        assert (caught.value.code, caught.value.request_id) == ("bad_message", 4)
+
+
+def test_whitespace_lines_get_no_answer_and_end_of_input_ends_serving():
+    """PROTOCOL-R7 and PROTOCOL-R10: only JSON whitespace is ignored; at the end of
+    stdin without shutdown the calls in flight finish and ``serve`` returns."""
+    stdin = io.BytesIO(b" \t \r\n\n" + encode(Request(1, "echo")) + b"\x0c\n")
+    stdout = io.BytesIO()
+    serve({"echo": lambda args: {}}, stdin, stdout)
+    answers = [decode_response(line) for line in stdout.getvalue().splitlines()]
+    assert Success(1, {}) in answers and len(answers) == 2
+    # A form feed is not JSON whitespace: that line is bad_message.
+    assert [(answer.id, answer.code) for answer in answers if isinstance(answer, Failure)] == [(None, "bad_message")]
 
 
 def test_a_duplicate_key_in_the_args_is_that_requests_invalid_request():

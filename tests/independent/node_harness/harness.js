@@ -575,6 +575,7 @@ async function main() {
 
   function onLine(bytes) {
     if (closing) return;
+    if (/^[ \t\r]*$/.test(bytes.toString('latin1'))) return; // empty or whitespace-only: no answer
     const decoded = decodeRequest(bytes);
     if (decoded.bad) {
       send({ id: null, ok: false, error: { code: 'bad_message', message: decoded.bad } });
