@@ -8,15 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import Literal
 
 from retryproof.spec import load_spec
+
+#: RFC 2119 levels a requirement or a scenario may carry.
+Level = Literal["MUST", "SHOULD", "MAY"]
 
 
 @dataclass(frozen=True)
 class Entry:
     id: str
     title: str
-    level: str  # MUST | SHOULD
+    level: Level
     checks: tuple[str, ...]
     checklist: tuple[str, ...]
     needs: tuple[str, ...]

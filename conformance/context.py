@@ -18,7 +18,8 @@ from typing import Any
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.conformance.catalogue import Entry
 from retryproof.conformance.options import CALL_TIMEOUT_S
-from retryproof.conformance.outcome import Call, classify
+from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify
+from retryproof.conformance.set_check import check_sets
 from retryproof.conformance.validation import result_problem
 
 
@@ -38,6 +39,11 @@ class Unjudgeable(Exception):
 
 class Skipped(Exception):
     """Something the scenario needs is missing at run time; never a pass."""
+
+
+class CatalogueViolation(Exception):
+    """The scenario's code broke the catalogue (it armed a failpoint its needs do not
+    list): a kit bug, so the scenario ends in error, never passed."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +95,8 @@ class Context:
         #: Seeded per scenario, so ``--only ID --seed N`` replays the same choices.
         self.rng = random.Random(f"{seed}/{entry.id}")
         self.evidence: dict[str, Any] = {}
-        self.calls: list[Call] = []
+        #: Every call and every fault the kit caused, in order (the report's calls).
+        self.history: list[HistoryEvent] = []
         self.connections: list[Connection] = []
         self._connect = connect
         self._calls_lock = threading.Lock()
@@ -114,13 +121,25 @@ class Context:
         return self.connections[0]
 
     def start(self, failpoints: Mapping[str, str] | None = None) -> Connection:
-        """Start the main harness process on the scenario's state directory."""
+        """Start the main harness process on the scenario's state directory, with
+        ``failpoints`` armed: only failpoints the scenario's ``needs`` list
+        (PROTOCOL-R16), so that a runtime without one skips the scenario instead of
+        being judged on a window it never declared."""
+        failpoints = dict(failpoints or {})
+        undeclared = sorted(set(failpoints) - set(self.entry.failpoints))
+        if undeclared:
+            raise CatalogueViolation(
+                f"{self.entry.id} arms {', '.join(undeclared)}, which its needs in spec/retryproof.yaml do not list"
+            )
         if not self.connections:
             self.connections.append(self._connect())
+        restart = bool(self.conn.exit_statuses())
         try:
             self.conn.start(failpoints)
         except HarnessStartError as exc:
             raise Unjudgeable(f"the harness did not start: {exc.message}") from None
+        if restart or failpoints:
+            self._fault("start", self.conn, failpoints)
         return self.conn
 
     def spawn(self, count: int) -> list[Connection]:
@@ -147,16 +166,24 @@ class Context:
 
     def kill(self, connection: Connection | None = None) -> None:
         """SIGKILL the process group of the main (or given) connection."""
-        (connection or self.conn).kill()
+        connection = connection or self.conn
+        self._fault("kill", connection)
+        connection.kill()
 
     def restart(self, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> Connection:
         """End the main process (SIGKILL, or ``shutdown`` when graceful) and start it
         again on the same state directory, with ``failpoints`` armed or none."""
-        self.conn.stop() if graceful else self.conn.kill()
+        self.stop() if graceful else self.kill()
         return self.start(failpoints)
 
     def stop(self) -> None:
+        self._fault("shutdown", self.conn)
         self.conn.stop()
+
+    def _fault(self, kind: FaultKind, connection: Connection, failpoints: Mapping[str, str] | None = None) -> None:
+        """Record a fault event in the history, beside the calls it interrupts."""
+        with self._calls_lock:
+            self.history.append(Fault(kind, len(connection.exit_statuses()), dict(failpoints or {})))
 
     def close(self) -> None:
         for connection in self.connections:
@@ -271,7 +298,7 @@ class Context:
         process = len(connection.exit_statuses())
         call = classify(op, args, reply, elapsed, process)
         with self._calls_lock:
-            self.calls.append(call)
+            self.history.append(call)
         if call.result is not None:
             problem = result_problem(op, call.result)
             if problem:
@@ -348,51 +375,16 @@ class Context:
             raise Unjudgeable(f"{what}: no answer ({call.message})")
         self.check(call.code in codes, f"{what}: expected error {' or '.join(sorted(codes))}, got {_describe(call)}")
 
-    def check_tasks(self, before: TaskSet, after: TaskSet, new: int, removed: Iterable[str] = ()) -> None:
-        """The set checker. Against ``before``/``after`` snapshots and every call made
-        since the scenario began: no task an ``ok`` call returned may be missing
-        (``lost``), except those the scenario ``removed`` on purpose (``tamper``); every
-        new task must belong to an id the scenario submitted, at most one per id
-        (``unexpected``); exactly ``new`` tasks appeared; none vanished."""
-        returned = {
-            call.task_id for call in self.calls if call.kind == "ok" and call.op == "write_task" and call.task_id
-        } - set(removed)
-        lost = sorted(returned - after.ids)
-        added = [task for task in after.tasks if task.get("task_id") not in before.ids]
-        per_id: dict[Any, int] = {}
-        for task in added:
-            per_id[task.get("client_submission_id")] = per_id.get(task.get("client_submission_id"), 0) + 1
-        legacy_calls = sum(
-            1
-            for call in self.calls
-            if call.op == "write_task" and "client_submission_id" not in call.args and call.kind != "fail"
-        )
-        unexpected = sorted(
-            str(task.get("task_id"))
-            for task in added
-            if (task.get("client_submission_id") is None and per_id[None] > legacy_calls)
-            or (
-                task.get("client_submission_id") is not None
-                and (
-                    task.get("client_submission_id") not in self.submission_ids
-                    or per_id[task.get("client_submission_id")] > 1
-                )
-            )
-        )
-        self.evidence["set_check"] = {
-            "new_tasks": len(added),
-            "expected_new": new,
-            "lost": lost,
-            "unexpected": unexpected,
-        }
-        self.check(not lost, f"lost: tasks returned by successful calls are missing from list_tasks: {', '.join(lost)}")
-        self.check(
-            not unexpected,
-            f"unexpected tasks no call could have made (or a second task for one id): {', '.join(unexpected)}",
-        )
-        self.check(len(added) == new, f"expected {new} new task(s) in list_tasks, found {len(added)}")
-        vanished = sorted(map(str, before.ids - after.ids))
-        self.check(not vanished, f"tasks disappeared from list_tasks: {', '.join(vanished)}")
+    def check_tasks(self, before: TaskSet, after: TaskSet, new: int) -> None:
+        """The set checker (``check_sets``) on the scenario's whole history, then the
+        scenario's own expectation: exactly ``new`` tasks appeared."""
+        with self._calls_lock:
+            history = list(self.history)
+        found = check_sets(history, before.tasks, after.tasks)
+        self.evidence["set_check"] = {**found.evidence(), "expected_new": new}
+        for problem in found.problems():
+            self.check(False, problem)
+        self.check(len(found.added) == new, f"expected {new} new task(s) in list_tasks, found {len(found.added)}")
 
     def not_applicable(self, reason: str) -> None:
         raise NotApplicable(reason)

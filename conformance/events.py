@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from retryproof.conformance.catalogue import Entry
 
-STATUSES = ("passed", "failed", "error", "skipped", "not_applicable")
+Status = Literal["passed", "failed", "error", "skipped", "not_applicable"]
+STATUSES: tuple[Status, ...] = get_args(Status)
+#: How a baseline marks a result: a listed failure (xfail) or a listed scenario that passed (xpass).
+BaselineMark = Literal["xfail", "xpass"]
 
 
 @dataclass(frozen=True)
@@ -36,14 +39,14 @@ class RunInfo:
 @dataclass(frozen=True)
 class ScenarioResult:
     entry: Entry
-    status: str  # one of STATUSES
+    status: Status
     reason: str | None
     duration_s: float
     reproduce: str
     evidence: Mapping[str, Any] = field(default_factory=dict)
     calls: tuple[Mapping[str, Any], ...] = ()
     stderr: str | None = None
-    baseline: str | None = None  # xfail: an expected failure; xpass: a listed failure that passed
+    baseline: BaselineMark | None = None
 
 
 @dataclass(frozen=True)

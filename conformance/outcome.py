@@ -6,13 +6,17 @@
 - ``info``: indeterminate: no answer (timeout, EOF, garbled, killed) or an error that
   may follow the effect (``io_error``, ``internal_error``, ``in_progress``, any code
   the spec does not list as writing nothing). ``info`` is never treated as ``fail``.
+
+A scenario's history is its calls and, between them, the faults the kit itself caused
+(a process started with failpoints armed, a SIGKILL, a restart), as Jepsen records its
+nemesis beside the clients: the evidence shows when each call ran relative to them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from retryproof.adapters.connection import Lost, Reply
 from retryproof.spec import load_spec
@@ -22,6 +26,11 @@ from retryproof.spec.protocol import Failure
 #: Error codes that, per spec ``outcome_model.fail_codes``, prove nothing was written.
 FAIL_CODES = frozenset(load_spec()["outcome_model"]["fail_codes"])
 
+CallKind = Literal["ok", "fail", "info"]
+#: What the kit did to a harness process: started one (a restart, or a start with
+#: failpoints armed), SIGKILLed its group, or ended it with shutdown.
+FaultKind = Literal["start", "kill", "shutdown"]
+
 
 @dataclass(frozen=True)
 class Call:
@@ -29,7 +38,7 @@ class Call:
 
     op: str
     args: Mapping[str, Any]
-    kind: str  # ok | fail | info
+    kind: CallKind
     result: Mapping[str, Any] | None = None
     code: str | None = None  # the error code of a structured rejection
     message: str | None = None  # its message, or why the call is indeterminate
@@ -77,6 +86,26 @@ class Call:
         if self.message is not None:
             record["message"] = self.message[:300]
         return record
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault event of the history: the kit started, killed or stopped a process."""
+
+    kind: FaultKind
+    process: int  # the start it concerns (1-based): the new one for start, the ended one otherwise
+    failpoints: Mapping[str, str] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """The same shape as a call's record, so a report lists both in one history."""
+        record: dict[str, Any] = {"op": self.kind, "kind": "fault", "process": self.process}
+        if self.failpoints:
+            record["message"] = "armed " + ",".join(f"{name}={action}" for name, action in self.failpoints.items())
+        return record
+
+
+#: One entry of a history, in the order it happened.
+HistoryEvent = Call | Fault
 
 
 def classify(op: str, args: Mapping[str, Any], reply: Reply, duration_s: float, process: int) -> Call:

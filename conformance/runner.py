@@ -197,7 +197,7 @@ def run_one(item: Entry, function, options: Options, hello: Mapping[str, Any]) -
             evidence = {**context.evidence, **evidence}
             if status in ("failed", "error"):
                 stderr = context.stderr_text()[-STDERR_EVIDENCE_CHARS:]
-        calls = tuple(call.summary() for call in context.calls) if context else ()
+        calls = tuple(event.summary() for event in context.history) if context else ()
         return ScenarioResult(item, status, reason, time.perf_counter() - began, reproduce, evidence, calls, stderr)
 
     if function is None:

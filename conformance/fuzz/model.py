@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import json
 import time
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from retryproof.adapters.connection import Connection, Lost, Reply
 from retryproof.conformance.options import CALL_TIMEOUT_S
-from retryproof.conformance.outcome import classify, id_answer_problems
+from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify, id_answer_problems
+from retryproof.conformance.set_check import check_sets
 from retryproof.conformance.validation import result_problem
+from retryproof.conformance.variants import VARIANT_KINDS, VariantKind, variant
 from retryproof.spec import load_spec
 from retryproof.spec.digest import request_digest
 from retryproof.spec.protocol import Failure, Success
@@ -62,7 +63,7 @@ TASKS = (
         "depends_on": ["R-1", "R-2"],
     },
 )
-EQUAL_VARIANTS = ("same", "key_order", "crlf", "nfd", "explicit_nulls")
+EQUAL_VARIANTS = VARIANT_KINDS
 CRASH_FAILPOINT_PREFIX = "write_task."
 
 
@@ -155,21 +156,6 @@ def validate_steps(steps: Sequence[Any], hello: Mapping[str, Any] | None = None)
             raise StepError(f"{where}: failpoint: this harness does not declare {step['failpoint']}")
 
 
-def variant(task: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    """A task that is the same request under write-task-v1 but not the same bytes."""
-    if kind == "same":
-        return dict(task)
-    if kind == "key_order":
-        return dict(reversed(list(task.items())))
-    if kind == "crlf":
-        return {k: v.replace("\n", "\r\n") if isinstance(v, str) else v for k, v in task.items()}
-    if kind == "nfd":
-        return {k: unicodedata.normalize("NFD", v) if isinstance(v, str) else v for k, v in task.items()}
-    if kind == "explicit_nulls":
-        return {**{k: None for k in ("thread_key", "parent", "risk_level", "references")}, **task}
-    raise ValueError(f"unknown variant {kind!r}")
-
-
 def conflicting(task: Mapping[str, Any]) -> dict[str, Any]:
     """The same id's task with one real change: a different request."""
     return {**task, "body": task["body"] + " (changed)"}
@@ -187,13 +173,13 @@ class HarnessSilent(Exception):
 
 @dataclass
 class Model:
-    """What the calls so far allow the authoritative state to be."""
+    """What the history alone does not say: which request each id stands for, and
+    how often a runtime answered created. The set invariants are judged from the
+    history itself (``check_sets``)."""
 
     intended: dict[str, int] = field(default_factory=dict)  # id -> task index, fixed at first use
-    ok_task_ids: dict[str, set[str]] = field(default_factory=dict)
     created: dict[str, int] = field(default_factory=dict)
     attempted: set[str] = field(default_factory=set)  # ids any call may have reached
-    legacy_attempts: int = 0
 
 
 def _describe(reply: Reply) -> str:
@@ -225,8 +211,10 @@ class Driver:
         self.hello = dict(connection.hello or {})
         self.model = Model()
         self.log: list[str] = []
+        #: The write_task calls and the faults of this history, in order (``check_sets`` reads it).
+        self.history: list[HistoryEvent] = []
         self._invocations = 0
-        self.baseline = {str(task.get("task_id")) for task in self._tasks()}
+        self.baseline = self._tasks()
 
     # -- what the harness offers ---------------------------------------------------
 
@@ -275,12 +263,36 @@ class Driver:
         task["subject"] = f"{task['subject']} [{self.namespace}]"
         return task
 
-    def _step_submit(self, id: str, task: int, variant_kind: str = "same", burst: int = 1) -> None:
+    def _send(self, args: Mapping[str, Any]) -> tuple[Mapping[str, Any], int, Any]:
+        """Send one write_task: ``(args, process, pending)`` for ``_record``."""
+        return args, self._process(), self.connection.submit("write_task", args)
+
+    def _record(self, args: Mapping[str, Any], process: int, reply: Reply) -> Reply:
+        self.history.append(classify("write_task", args, reply, 0.0, process))
+        return reply
+
+    def _write(self, args: Mapping[str, Any]) -> Reply:
+        sent, process, pending = self._send(args)
+        return self._record(sent, process, self.connection.wait(pending, self.call_timeout))
+
+    def _process(self) -> int:
+        return len(self.connection.exit_statuses())
+
+    def _restart(self, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> None:
+        """Restart the harness, with the end and the start recorded as faults."""
+        self._fault("shutdown" if graceful else "kill")
+        self.connection.restart(failpoints, graceful=graceful)
+        self._fault("start", failpoints)
+
+    def _fault(self, kind: FaultKind, failpoints: Mapping[str, str] | None = None) -> None:
+        self.history.append(Fault(kind, self._process(), dict(failpoints or {})))
+
+    def _step_submit(self, id: str, task: int, variant_kind: VariantKind = "same", burst: int = 1) -> None:
         id = self._sid(id)
         request = variant(self._task_for(id, task), variant_kind)
         self.model.attempted.add(id)
-        pending = [self.connection.submit("write_task", self._write_args(id, request)) for _ in range(burst)]
-        replies = [self.connection.wait(p, self.call_timeout) for p in pending]
+        sent = [self._send(self._write_args(id, request)) for _ in range(burst)]
+        replies = [self._record(args, process, self.connection.wait(p, self.call_timeout)) for args, process, p in sent]
         what = f"submit {id} ({variant_kind})" + (f" x{burst}" if burst > 1 else "")
         self.log.append(f"{what}: " + ", ".join(_describe(r) for r in replies))
         for reply in replies:
@@ -308,20 +320,17 @@ class Driver:
             raise ModelViolation(f"{what}: {'; '.join(problems)}")
         if result.get("action_taken") is not (disposition == "created"):
             raise ModelViolation(f"{what}: {disposition} with action_taken={result.get('action_taken')!r}")
-        self.model.ok_task_ids.setdefault(submission_id, set()).add(str(result.get("task_id")))
         if disposition == "created":
             self.model.created[submission_id] = self.model.created.get(submission_id, 0) + 1
 
     def _step_conflict(self, id: str) -> None:
         id = self._sid(id)
-        if id not in self.model.ok_task_ids:
+        if not self._bound(id):
             # No answer ever bound the id to its request, so "different" is undefined.
             self.log.append(f"conflicting request for {id}: not sent, no ok result bound the id yet")
             return
         before = self._tasks()
-        reply = self.connection.call(
-            "write_task", self._write_args(id, conflicting(self._task_for(id, 0))), self.call_timeout
-        )
+        reply = self._write(self._write_args(id, conflicting(self._task_for(id, 0))))
         self.log.append(f"conflicting request for {id}: {_describe(reply)}")
         self._valid("write_task", reply, f"conflicting request for {id}")
         after = self._tasks()
@@ -336,9 +345,15 @@ class Driver:
                 f"a different request under {id} answered {reply.result.get('disposition')} instead of conflict digest_mismatch"
             )
 
+    def _bound(self, submission_id: str) -> bool:
+        """Whether an ok result in the history bound the id to its request."""
+        return any(
+            isinstance(event, Call) and event.kind == "ok" and event.args.get("client_submission_id") == submission_id
+            for event in self.history
+        )
+
     def _step_legacy(self) -> None:
-        self.model.legacy_attempts += 1
-        reply = self.connection.call("write_task", self._write_args(None, self._task(0)), self.call_timeout)
+        reply = self._write(self._write_args(None, self._task(0)))
         self.log.append(f"legacy call: {_describe(reply)}")
         if isinstance(self._valid("write_task", reply, "legacy call"), Success):
             result = reply.result
@@ -353,7 +368,7 @@ class Driver:
 
     def _step_crash(self, failpoint: str, id: str, task: int) -> None:
         """Start with ``failpoint=crash``, call, restart clean, retry the same call."""
-        self.connection.restart({failpoint: "crash"})
+        self._restart({failpoint: "crash"})
         self._interrupted(self._sid(id), task, f"crash at {failpoint}", delay_s=None)
 
     def _step_kill(self, id: str, task: int, delay_ms: int) -> None:
@@ -363,15 +378,16 @@ class Driver:
     def _interrupted(self, submission_id: str, task_index: int, what: str, delay_s: float | None) -> None:
         request = self._task_for(submission_id, task_index)
         self.model.attempted.add(submission_id)
-        pending = self.connection.submit("write_task", self._write_args(submission_id, request))
+        args, process, pending = self._send(self._write_args(submission_id, request))
         if delay_s is not None:
             time.sleep(delay_s)
+            self._fault("kill")
             self.connection.kill()
-        first = self.connection.wait(pending, self.call_timeout)
+        first = self._record(args, process, self.connection.wait(pending, self.call_timeout))
         # Restart before judging, so no history is ever left on an armed harness.
-        self.connection.restart()
+        self._restart()
         self._judge_same_request(submission_id, first, what)
-        retry = self.connection.call("write_task", self._write_args(submission_id, request), self.call_timeout)
+        retry = self._write(self._write_args(submission_id, request))
         self.log.append(f"{what} for {submission_id}: {_describe(first)}; after restart, retry: {_describe(retry)}")
         if isinstance(retry, Lost):
             raise HarnessSilent(f"{what}: the retry after restart got no answer ({retry.reason})")
@@ -382,7 +398,7 @@ class Driver:
             )
 
     def _step_restart(self, graceful: bool) -> None:
-        self.connection.restart(graceful=graceful)
+        self._restart(graceful=graceful)
         self.log.append(f"restart ({'graceful' if graceful else 'SIGKILL'})")
 
     def _valid(self, op: str, reply: Reply, what: str) -> Reply:
@@ -402,56 +418,26 @@ class Driver:
             raise ModelViolation(f"list_tasks was rejected: {_describe(reply)}")
         return sorted(reply.result["tasks"], key=lambda t: json.dumps(t, sort_keys=True))
 
-    def _ours(self, task: Mapping[str, Any]) -> bool:
-        """A task made since the driver began, by this history (or a legacy call:
-        those carry no id to tell histories apart)."""
-        owner = task.get("client_submission_id")
-        fresh = str(task.get("task_id")) not in self.baseline
-        return fresh and (owner is None or str(owner).startswith(f"{self.namespace}."))
-
     def _tasks_of(self, submission_id: str) -> list[dict[str, Any]]:
-        return [t for t in self._tasks() if t.get("client_submission_id") == submission_id and self._ours(t)]
+        return [task for task in self._tasks() if task.get("client_submission_id") == submission_id]
 
     def check(self) -> None:
-        """Every invariant on the state ``list_tasks`` reports right now."""
-        tasks = [task for task in self._tasks() if self._ours(task)]
-        by_id: dict[str | None, list[dict[str, Any]]] = {}
+        """Every invariant on the state ``list_tasks`` reports right now: the set
+        checker on this history (tasks listed before the driver began are outside
+        it), then what only the model knows (each id's request, created at most once)."""
+        tasks = self._tasks()
+        problems = check_sets(self.history, self.baseline, tasks).problems()
+        if problems:
+            raise ModelViolation(problems[0])
         for task in tasks:
-            by_id.setdefault(task.get("client_submission_id"), []).append(task)
-        for submission_id, listed in by_id.items():
-            if submission_id is None:
+            submission_id = task.get("client_submission_id")
+            if submission_id not in self.model.intended:
                 continue
-            if submission_id not in self.model.attempted:
-                raise ModelViolation(
-                    f"unexpected task {listed[0].get('task_id')} under {submission_id!r}, an id no call used"
-                )
-            if len(listed) > 1:
-                raise ModelViolation(
-                    f"{len(listed)} tasks under one submission id {submission_id}: {', '.join(str(t.get('task_id')) for t in listed)}"
-                )
             expected_digest = request_digest(self._task(self.model.intended[submission_id]))
-            if listed[0].get("request_digest") != expected_digest:
+            if task.get("request_digest") != expected_digest:
                 raise ModelViolation(
-                    f"the task of {submission_id} has request_digest {listed[0].get('request_digest')}, not {expected_digest}"
+                    f"the task of {submission_id} has request_digest {task.get('request_digest')}, not {expected_digest}"
                 )
-        legacy = len(by_id.get(None, []))
-        if legacy > self.model.legacy_attempts:
-            raise ModelViolation(
-                f"{legacy} tasks without a submission id, but only {self.model.legacy_attempts} legacy calls"
-            )
-        for submission_id, task_ids in self.model.ok_task_ids.items():
-            if len(task_ids) > 1:
-                raise ModelViolation(
-                    f"ok results for {submission_id} named {len(task_ids)} different tasks: {', '.join(sorted(task_ids))}"
-                )
-            listed_ids = {str(t.get("task_id")) for t in by_id.get(submission_id, [])}
-            for task_id in task_ids:
-                if task_id not in listed_ids:
-                    owner = next(
-                        (t.get("client_submission_id") for t in tasks if str(t.get("task_id")) == task_id), None
-                    )
-                    where = f"it is listed under {owner!r}" if owner else "list_tasks lacks it (lost)"
-                    raise ModelViolation(f"an ok result for {submission_id} named task {task_id}, but {where}")
         for submission_id, count in self.model.created.items():
             if count > 1:
                 raise ModelViolation(f"{submission_id} was answered created {count} times")

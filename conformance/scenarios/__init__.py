@@ -61,8 +61,8 @@ violation fails the scenario with the validator's message.
   all they raise ``Unjudgeable`` (status ``error``: the kit could not judge).
 - Invariants are judged on authoritative state: ``ctx.tasks(label)`` is
   ``list_tasks`` (recorded as evidence under ``label``), and ``ctx.check_tasks(before,
-  after, new=n)`` is the set checker (no ``lost`` task ids, no ``unexpected`` tasks,
-  exactly n new tasks, none vanished).
+  after, new=n)`` runs the set checker (``retryproof.conformance.set_check``) on the
+  scenario's history, then checks that exactly n tasks are new.
 - ``ctx.receipt(submission_id, label)`` records the runtime's diagnostics of a receipt
   when it declares ``diagnose``; ``ctx.note(key, value)`` attaches any JSON fact.
 - ``ctx.not_applicable(reason)`` ends the scenario ``not_applicable`` (the runtime took

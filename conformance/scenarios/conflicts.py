@@ -85,7 +85,7 @@ def task_missing(ctx: Context) -> None:
         )
     after = ctx.tasks("after")
     ctx.check(not after.for_submission(submission_id), "the vanished task was created again")
-    ctx.check_tasks(before, after, new=0, removed=[result["task_id"]])
+    ctx.check_tasks(before, after, new=0)  # the tamper call in the history removed it on purpose
 
 
 @scenario("PATH-OCCUPIED-CONFLICT")

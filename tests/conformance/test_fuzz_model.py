@@ -81,6 +81,9 @@ class _Stub:
     def wait(self, op, timeout=None):
         return self.call(op)
 
+    def exit_statuses(self):
+        return [None]  # one process, running
+
 
 def _no_tasks():
     return Success(1, {"tasks": []})
