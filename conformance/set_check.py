@@ -107,7 +107,11 @@ def check_sets(history: Iterable[HistoryEvent], before: Listing, after: Listing)
     )
     new_legacy = [task_id for task_id in added if owner[task_id] is None]
     unexpected = sorted(
-        [f"{task_id} (under {owner[task_id]}, an id no call used)" for task_id in added if _stray(owner[task_id], used_ids)]
+        [
+            f"{task_id} (under {owner[task_id]}, an id no call used)"
+            for task_id in added
+            if _stray(owner[task_id], used_ids)
+        ]
         + (
             [f"{len(new_legacy)} tasks without an id after {legacy_calls} legacy calls: {', '.join(new_legacy)}"]
             if len(new_legacy) > legacy_calls
