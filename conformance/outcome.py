@@ -109,14 +109,16 @@ HistoryEvent = Call | Fault
 
 
 def classify(op: str, args: Mapping[str, Any], reply: Reply, duration_s: float, process: int) -> Call:
-    common: dict[str, Any] = {"op": op, "args": dict(args), "duration_s": duration_s, "process": process}
+    kind: CallKind
     if isinstance(reply, Lost):
-        return Call(kind="info", message=reply.reason, **common)
+        return Call(op, dict(args), "info", message=reply.reason, duration_s=duration_s, process=process)
     if isinstance(reply, Failure):
         kind = "fail" if reply.code in FAIL_CODES else "info"
-        return Call(kind=kind, code=reply.code, message=reply.message, **common)
+        return Call(
+            op, dict(args), kind, code=reply.code, message=reply.message, duration_s=duration_s, process=process
+        )
     kind = "fail" if reply.result.get("disposition") == "conflict" else "ok"
-    return Call(kind=kind, result=dict(reply.result), **common)
+    return Call(op, dict(args), kind, result=dict(reply.result), duration_s=duration_s, process=process)
 
 
 def id_answer_problems(result: Mapping[str, Any], submission_id: str, digest: str) -> list[str]:
