@@ -17,6 +17,7 @@ from retryproof.conformance.scenarios.approval_steps import (
     CRASH_TABLE,
     Operation,
     approved,
+    audit_log,
     audit_shows,
     control_row,
     effects,
@@ -66,6 +67,13 @@ def stale_request(ctx: Context) -> None:
     ctx.check(
         state == expected,
         f"effect: the operation was {at_fault['state']} and recovery found it stale, so it must be {expected}; it is now {state}",
+    )
+    # marked_stale records the step that sets stale; a succeeded operation took none (APPROVAL-R13).
+    logged = [line["event"] for line in audit_log(ctx, after_effect, "effect: after the stale recovery")]
+    ctx.check(
+        ("marked_stale" in logged) == (expected == "stale"),
+        f"effect: the operation is {expected}, so its audit log must {'' if expected == 'stale' else 'not '}"
+        f"hold marked_stale; it holds {logged}",
     )
 
     # The operation with no effect: the request identity is checked before anything runs.
