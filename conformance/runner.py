@@ -40,6 +40,7 @@ from retryproof.conformance.events import (
     ScenarioResult,
     ScenarioStarted,
     Sink,
+    Status,
 )
 from retryproof.conformance.options import Options
 from retryproof.conformance.scenarios import registry
@@ -190,7 +191,7 @@ def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str,
 def run_one(item: Entry, function, options: Options, hello: Mapping[str, Any]) -> ScenarioResult:
     began = time.perf_counter()
 
-    def finish(status: str, reason: str | None, context: Context | None = None, **evidence: Any) -> ScenarioResult:
+    def finish(status: Status, reason: str | None, context: Context | None = None, **evidence: Any) -> ScenarioResult:
         stderr = None
         reproduce = reproduce_line(options, item.id, context.reproduce_env if context else None)
         if context is not None:

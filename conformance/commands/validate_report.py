@@ -93,7 +93,7 @@ def scenario_result(scenario: dict[str, Any]) -> ScenarioResult:
 
 
 def _count_problems(counts: dict[str, int], results: list[ScenarioResult]) -> list[str]:
-    actual = {status: sum(result.status == status for result in results) for status in STATUSES}
+    actual: dict[str, int] = {status: sum(result.status == status for result in results) for status in STATUSES}
     return [
         f"counts/{status}: says {counts.get(status, 0)}, but {actual.get(status, 0)} scenario(s) in the list are {status}"
         for status in sorted(set(counts) | set(actual), key=lambda s: (s not in STATUSES, s))

@@ -302,8 +302,8 @@ class Driver:
         call = classify("write_task", {}, self._valid("write_task", reply, what), 0.0, 0)
         if call.kind == "info":
             return  # indeterminate (no answer, io_error, in_progress, ...): the invariants on state still apply
-        if isinstance(reply, Failure):
-            raise ModelViolation(f"{what}: the same request was rejected: {reply.code}: {reply.message}")
+        if not isinstance(reply, Success):  # info returned above, so a Failure here is a rejection
+            raise ModelViolation(f"{what}: the same request was rejected: {_describe(reply)}")
         result = reply.result
         disposition = result.get("disposition")
         if disposition == "conflict":
@@ -355,7 +355,8 @@ class Driver:
     def _step_legacy(self) -> None:
         reply = self._write(self._write_args(None, self._task(0)))
         self.log.append(f"legacy call: {_describe(reply)}")
-        if isinstance(self._valid("write_task", reply, "legacy call"), Success):
+        self._valid("write_task", reply, "legacy call")
+        if isinstance(reply, Success):
             result = reply.result
             if result.get("idempotent") is not False:
                 raise ModelViolation(
