@@ -157,6 +157,7 @@ BAD_LINES = (
     b'{"id": 0, "op": "list_tasks"}',
     b'{"id": 0, "op": "list_tasks", "args": {}, "trace_id": "t-1"}',
 )
+WHITESPACE_LINE = b" \t \r\n"
 BAD_TASKS = {
     "unknown field": {"title": "x"},
     "invocation field inside the task": {"subject": "x", "trace_id": "t-1"},
@@ -184,6 +185,15 @@ def invalid_input(ctx: Context) -> None:
     for raw in BAD_LINES:
         reply = ctx.send_line(raw)
         ctx.expect_error(reply, "bad_message", f"line {raw.decode()!r}")
+    # PROTOCOL-R7: a whitespace-only line gets no answer, so the first answer to these
+    # two lines is the request's (an answer under no call's id reaches the raw line).
+    pair = ctx.send_line(WHITESPACE_LINE + b'{"id": 0, "op": "list_tasks", "args": {}}')
+    if not pair.answered:
+        raise Unjudgeable(f"a whitespace-only line, then a list_tasks request: no answer ({pair.message})")
+    ctx.check(
+        pair.kind == "ok",
+        f"a whitespace-only line must be ignored, but it was answered: error {pair.code}: {(pair.message or '')[:200]}",
+    )
     ctx.expect_error(ctx.call("no_such_op"), "unknown_op", "an unknown op")
     ctx.check_tasks(before, ctx.tasks("after the bad input"), new=0)
     # Nothing was written: the id the bad tasks used is still free, and the harness still serves.

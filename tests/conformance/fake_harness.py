@@ -127,6 +127,8 @@ def main() -> None:
     stdin = sys.stdin.buffer
     if MODE == "lenient-lines":
         stdin = _lenient(stdin)
+    if MODE == "answers-blank-lines":
+        stdin = (b"[]\n" if not line.strip() else line for line in stdin)  # a blank line becomes bad_message
     serve({"hello": hello, "write_task": write_task, "list_tasks": list_tasks, "read_task": read_task}, stdin)
 
 
