@@ -36,6 +36,10 @@ def test_reference_runtime_passes_every_scenario(tmp_path):
     assert report["verdict"]["headline"].startswith("CONFORMANT") and report["verdict"]["blocking"] == []
     assert {q["answer"] for q in report["checklist"]} == {"yes"}
     assert (tmp_path / "report.md").read_text().count("| passed ") == list(statuses.values()).count("passed")
+    # The history shows the faults the kit caused between the calls.
+    crash = next(s for s in report["scenarios"] if s["id"] == "CRASH-AFTER-COMMIT")["calls"]
+    faults = [(call["op"], call.get("message")) for call in crash if call["kind"] == "fault"]
+    assert faults == [("start", "armed write_task.after_commit=crash"), ("kill", None), ("start", None)], faults
     assert (
         subprocess.run(
             [sys.executable, "-m", "retryproof.conformance.cli", "validate-report", str(tmp_path / "report.json")]
