@@ -8,7 +8,6 @@ defaults and value parsers in every session, even one that never names a runtime
 from __future__ import annotations
 
 import argparse
-import secrets
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -110,6 +109,8 @@ def from_arguments(args: Any) -> Options:
     """The options of a run from parsed arguments: those of ``retryproof run``, or the
     pytest plugin's, which carry the same names (``harness``, ``python``, ``only``,
     ``skip``, ``seed``, ``concurrency``, ``call_timeout``, ``start_timeout``, ``baseline``)."""
+    import secrets  # here: it loads OpenSSL, which `retryproof list` and the plugin's import never need
+
     command, target = harness_target(args.harness, args.python)
     return Options(
         command=command,

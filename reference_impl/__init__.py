@@ -6,4 +6,9 @@ It knows the contract (``spec``) and never the kit. ``Runtime`` serves in-proces
 
 from retryproof.reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
 
-__all__ = ["WRITE_TASK_FAILPOINTS", "Runtime"]
+__all__ = ["WRITE_TASK_FAILPOINTS", "Runtime", "__version__"]
+
+#: The release this runtime ships in (its ``hello`` says so). A constant rather than an
+#: ``importlib.metadata`` lookup, which would cost the harness a third of its start-up;
+#: a test holds it equal to the installed distribution's version.
+__version__ = "0.1.0"

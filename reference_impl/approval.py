@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -64,6 +63,8 @@ def request_digest(request: Any) -> str:
     if not isinstance(request, dict):
         raise ContractError("invalid_request", "request", "must be a JSON object")
     try:
+        import hashlib  # on first use: see spec.digest.request_digest
+
         return "sha256:" + hashlib.sha256(canonical_bytes(request)).hexdigest()
     except CanonicalizationError as exc:
         raise ContractError("invalid_request", "request", str(exc)) from None

@@ -8,10 +8,9 @@ what the *runtime* may learn from them after a crash depends on the executor kin
 
 from __future__ import annotations
 
-import hashlib
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from retryproof.reference_impl import durable
 from retryproof.reference_impl.approval_store import append_line
@@ -21,12 +20,14 @@ __all__ = ["EXECUTORS", "EffectsDir", "ExecutorKind", "key_slug"]
 
 def key_slug(operation_key: str) -> str:
     """A file-name-safe, fixed-length stand-in for any operation key."""
+    import hashlib  # on first use: see spec.digest.request_digest
+
     return hashlib.sha256(operation_key.encode("utf-8")).hexdigest()[:32]
 
 
-@dataclass(frozen=True)
-class ExecutorKind:
-    """What recovery may rely on for one kind of executor."""
+class ExecutorKind(NamedTuple):
+    """What recovery may rely on for one kind of executor. (A named tuple: see
+    ``spec.protocol.Request`` on why not a dataclass.)"""
 
     name: str
     # The runtime can look up the effect of an operation key after a crash.

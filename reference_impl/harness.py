@@ -9,11 +9,9 @@ runs, ``hello`` included, so what ``hello`` declares is always exactly what is s
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from importlib import metadata
-from typing import Any
+from typing import Any, NamedTuple
 
-from retryproof.reference_impl import approval
+from retryproof.reference_impl import __version__, approval
 from retryproof.reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
 from retryproof.spec.digest import ContractError, check_submission_id
 from retryproof.spec.protocol import hello_handler
@@ -30,9 +28,9 @@ _TAMPER_ARGS = {
 }
 
 
-@dataclass(frozen=True)
-class OpGroup:
-    """Ops served together, with what they add to ``hello``."""
+class OpGroup(NamedTuple):
+    """Ops served together, with what they add to ``hello``. (A named tuple: see
+    ``spec.protocol.Request`` on why not a dataclass.)"""
 
     handlers: Mapping[str, Handler]
     capabilities: tuple[str, ...] = ()
@@ -108,15 +106,8 @@ def build_handlers(groups: Sequence[OpGroup], implementation: str = "reference")
             raise ValueError(f"ops served twice: {sorted(clash)}")
         handlers.update(group.handlers)
     handlers["hello"] = hello_handler(
-        {"name": implementation, "version": _version(), "language": "python"},
+        {"name": implementation, "version": __version__, "language": "python"},
         [name for group in groups for name in group.capabilities],
         [name for group in groups for name in group.failpoints],
     )
     return handlers
-
-
-def _version() -> str:
-    try:
-        return metadata.version("retryproof")
-    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
-        return "0+unknown"

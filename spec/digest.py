@@ -7,7 +7,6 @@ One module, imported by the kit, the reference runtime and the CLI alike, so tha
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from typing import Any
@@ -104,6 +103,8 @@ def canonical_json(task: Any) -> bytes:
 
 def request_digest(task: Any) -> str:
     """``sha256:<lowercase hex>`` of the canonical task."""
+    import hashlib  # here, not at module level: loading OpenSSL is a tenth of a harness's start
+
     return "sha256:" + hashlib.sha256(canonical_json(task)).hexdigest()
 
 

@@ -14,9 +14,8 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, BinaryIO, TypeGuard
+from types import MappingProxyType
+from typing import Any, BinaryIO, NamedTuple, TypeGuard
 
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError
 from retryproof.spec.jcs import DuplicateKeyError, loads_strict
@@ -44,18 +43,18 @@ FAILPOINT_ACTIONS = ("crash", "fail")
 JSON_WHITESPACE = b" \t\r\n"
 
 
-@dataclass(frozen=True)
-class Request:
+# The messages are named tuples, not dataclasses: importing dataclasses (and inspect
+# with it) would be a fifth of a Python harness's start-up, paid once per scenario.
+class Request(NamedTuple):
     id: int
     op: str
-    args: Mapping[str, Any] = field(default_factory=dict)
+    args: Mapping[str, Any] = MappingProxyType({})
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "op": self.op, "args": dict(self.args)}
 
 
-@dataclass(frozen=True)
-class Success:
+class Success(NamedTuple):
     id: int
     result: Mapping[str, Any]
 
@@ -65,8 +64,7 @@ class Success:
         return {"id": self.id, "ok": True, "result": dict(self.result)}
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(NamedTuple):
     id: int | None
     code: str
     message: str
@@ -237,20 +235,38 @@ def serve(
         except Exception as exc:  # a harness must answer every request, even on its own bug
             send(Failure(request.id, "internal_error", f"{type(exc).__name__}: {exc}"))
 
-    with ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="harness") as pool:
-        for line in stdin:
-            if not line.strip(JSON_WHITESPACE):
-                continue  # PROTOCOL-R7: an empty or whitespace-only line gets no answer
-            try:
-                request = decode_request(line)
-            except ProtocolError as exc:
-                send(Failure(exc.request_id, exc.code, exc.message))
-                continue
-            if request.op == "shutdown":
-                pool.shutdown(wait=True)
-                send(Success(request.id, {}))
-                return
-            pool.submit(run, request)
+    # A thread per request under a bound, rather than concurrent.futures, whose import
+    # (logging with it) would be a fifth of a harness's start-up.
+    slots = threading.BoundedSemaphore(max_workers)
+    workers: list[threading.Thread] = []
+
+    def run_in_slot(request: Request) -> None:
+        try:
+            run(request)
+        finally:
+            slots.release()
+
+    def wait_for_calls_in_flight() -> None:
+        for worker in workers:
+            worker.join()
+
+    for line in stdin:
+        if not line.strip(JSON_WHITESPACE):
+            continue  # PROTOCOL-R7: an empty or whitespace-only line gets no answer
+        try:
+            request = decode_request(line)
+        except ProtocolError as exc:
+            send(Failure(exc.request_id, exc.code, exc.message))
+            continue
+        if request.op == "shutdown":
+            wait_for_calls_in_flight()
+            send(Success(request.id, {}))
+            return
+        slots.acquire()
+        worker = threading.Thread(target=run_in_slot, args=(request,), name=f"harness-{request.id}")
+        worker.start()
+        workers[:] = [item for item in workers if item.is_alive()] + [worker]
+    wait_for_calls_in_flight()
 
 
 def crash_now() -> None:

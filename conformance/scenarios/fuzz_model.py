@@ -12,17 +12,15 @@ from __future__ import annotations
 
 from retryproof.conformance import replay_file
 from retryproof.conformance.context import Unjudgeable
-from retryproof.conformance.fuzz import (
-    ENV_VAR,
-    HarnessSilent,
-    private_storage,
-    run_fuzz,
-)
 from retryproof.conformance.scenarios import Context, scenario
 
 
 @scenario("FUZZ-MODEL")
 def fuzz_model(ctx: Context) -> None:
+    # Imported here: Hypothesis costs more to import than the rest of the kit, and
+    # ``retryproof list`` (which imports every scenario module) never explores.
+    from retryproof.conformance.fuzz import ENV_VAR, HarnessSilent, private_storage, run_fuzz
+
     ctx.start()
     try:
         with private_storage():

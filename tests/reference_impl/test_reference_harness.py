@@ -28,6 +28,16 @@ def test_hello_declares_the_write_task_capabilities_and_failpoints(start):
     } <= set(hello["failpoints"])
 
 
+def test_hello_names_the_installed_release_without_importing_the_kit(start):
+    """The version is a constant of the runtime (``importlib.metadata`` would cost a
+    third of the start-up), held equal to the distribution's and the kit's."""
+    from importlib import metadata
+
+    from retryproof.conformance import __version__ as kit_version
+
+    assert start().hello()["implementation"]["version"] == metadata.version("retryproof") == kit_version
+
+
 def test_every_op_of_a_declared_capability_is_served(start):
     harness = start()
     declared = set(harness.hello()["capabilities"])
