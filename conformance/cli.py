@@ -17,8 +17,11 @@ from retryproof.conformance.options import (
     CALL_TIMEOUT_S,
     CONCURRENCY,
     START_TIMEOUT_S,
+    available_cpus,
     id_list,
+    job_count,
     racing_callers,
+    shard_spec,
 )
 
 #: Every subcommand is ``retryproof.conformance.commands.<name>.main(args)``.
@@ -72,6 +75,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--start-timeout", type=float, default=START_TIMEOUT_S, metavar="S", help="seconds to wait for the handshake"
+    )
+    run.add_argument(
+        "--jobs",
+        type=job_count,
+        default=available_cpus(),
+        metavar="N",
+        help="scenarios run at once (default: the CPUs this process may use); reports and verdict do not depend on it",
+    )
+    run.add_argument(
+        "--shard",
+        type=shard_spec,
+        metavar="K/N",
+        help="run the K-th of N deterministic parts of the selection (CI matrices); join them with 'retryproof merge'",
     )
 
     sub.add_parser("list", help="print the scenario catalogue")

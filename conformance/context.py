@@ -17,7 +17,7 @@ from typing import Any
 
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.conformance.catalogue import Entry
-from retryproof.conformance.options import CALL_TIMEOUT_S
+from retryproof.conformance.options import CALL_TIMEOUT_S, Shard
 from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify
 from retryproof.conformance.set_check import check_sets
 from retryproof.conformance.validation import result_problem
@@ -81,8 +81,11 @@ class Context:
         seed: int,
         concurrency: int,
         call_timeout: float = CALL_TIMEOUT_S,
+        shard: Shard | None = None,
     ):
         self.entry = entry
+        #: ``--shard K/N``: a scenario split across shards (FUZZ-MODEL) does its share.
+        self.shard = shard
         self.hello = hello
         self.seed = seed
         self.concurrency = concurrency

@@ -8,6 +8,7 @@ defaults and value parsers in every session, even one that never names a runtime
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -24,6 +25,26 @@ CONCURRENCY = 8
 REFERENCE_COMMAND = (sys.executable, "-m", "retryproof.reference_impl")
 
 
+def available_cpus() -> int:
+    """The default of ``--jobs``: the CPUs this process may run on (its affinity mask,
+    which a container or ``taskset`` narrows), not the CPUs the machine has."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # platforms without affinity masks
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """``--shard K/N``: the K-th (1-based) of N deterministic parts of a run."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
 @dataclass(frozen=True)
 class Options:
     command: tuple[str, ...]
@@ -36,6 +57,9 @@ class Options:
     start_timeout: float = START_TIMEOUT_S
     baseline: frozenset[str] = field(default_factory=frozenset)
     baseline_file: str | None = None
+    #: Scenarios run at once (``--jobs``); only durations depend on it.
+    jobs: int = 1
+    shard: Shard | None = None
 
 
 def racing_callers(text: str) -> int:
@@ -47,6 +71,29 @@ def racing_callers(text: str) -> int:
     if value < 2:
         raise argparse.ArgumentTypeError(f"{value} must be at least 2")
     return value
+
+
+def job_count(text: str) -> int:
+    """``--jobs``: how many scenarios run at once."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def shard_spec(text: str) -> Shard:
+    """``--shard K/N``, 1 <= K <= N."""
+    index, slash, count = text.partition("/")
+    try:
+        shard = Shard(int(index), int(count))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not of the form K/N, e.g. 1/4") from None
+    if not slash or not 1 <= shard.index <= shard.count:
+        raise argparse.ArgumentTypeError(f"{text!r}: K/N needs 1 <= K <= N, e.g. 1/4")
+    return shard
 
 
 def id_list(text: str) -> list[str]:
@@ -108,7 +155,8 @@ def load_baseline(path: str) -> frozenset[str]:
 def from_arguments(args: Any) -> Options:
     """The options of a run from parsed arguments: those of ``retryproof run``, or the
     pytest plugin's, which carry the same names (``harness``, ``python``, ``only``,
-    ``skip``, ``seed``, ``concurrency``, ``call_timeout``, ``start_timeout``, ``baseline``)."""
+    ``skip``, ``seed``, ``concurrency``, ``call_timeout``, ``start_timeout``, ``baseline``;
+    ``jobs`` and ``shard`` only from the CLI: under pytest, xdist spreads the scenarios)."""
     import secrets  # here: it loads OpenSSL, which `retryproof list` and the plugin's import never need
 
     command, target = harness_target(args.harness, args.python)
@@ -123,4 +171,6 @@ def from_arguments(args: Any) -> Options:
         start_timeout=args.start_timeout,
         baseline=load_baseline(args.baseline) if args.baseline else frozenset(),
         baseline_file=args.baseline,
+        jobs=getattr(args, "jobs", 1),
+        shard=getattr(args, "shard", None),
     )

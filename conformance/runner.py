@@ -42,8 +42,9 @@ from retryproof.conformance.events import (
     Sink,
     Status,
 )
-from retryproof.conformance.options import Options
+from retryproof.conformance.options import Options, Shard
 from retryproof.conformance.scenarios import registry
+from retryproof.conformance.schedule import in_order
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
 from retryproof.spec import SPEC_VERSION
@@ -53,13 +54,27 @@ from retryproof.spec.protocol import PROTOCOL
 STDERR_EVIDENCE_CHARS = 8000
 
 
-def select(only: Sequence[str], skip: Sequence[str]) -> list[Entry]:
-    """The catalogue entries to run, in catalogue order; unknown ids are a user error."""
+#: Scenarios that run in every shard of a ``--shard`` run, each on its share of a budget.
+SPLIT_ACROSS_SHARDS = ("FUZZ-MODEL",)
+
+
+def select(only: Sequence[str], skip: Sequence[str], shard: Shard | None = None) -> list[Entry]:
+    """The catalogue entries to run, in catalogue order; unknown ids are a user error.
+
+    A shard K/N takes every N-th of the selected scenarios, starting at the K-th, so
+    the N shards of one selection partition it whatever machines they run on; a
+    scenario of ``SPLIT_ACROSS_SHARDS`` is in every shard, on a 1/N share of its budget.
+    """
     known = {item.id for item in catalogue()}
     unknown = sorted((set(only) | set(skip)) - known)
     if unknown:
         raise KitError(f"unknown scenario id(s): {', '.join(unknown)}", "see 'retryproof list' for the catalogue")
-    return [item for item in catalogue() if (not only or item.id in only) and item.id not in skip]
+    selected = [item for item in catalogue() if (not only or item.id in only) and item.id not in skip]
+    if shard is None:
+        return selected
+    dealt = [item for item in selected if item.id not in SPLIT_ACROSS_SHARDS]
+    mine = {item.id for item in dealt[shard.index - 1 :: shard.count]}
+    return [item for item in selected if item.id in mine or item.id in SPLIT_ACROSS_SHARDS]
 
 
 def probe(options: Options) -> Mapping[str, Any]:
@@ -115,8 +130,9 @@ def harness_command(command: Sequence[str]) -> str:
 
 
 class Run:
-    """A run driven one scenario at a time, emitting every event to ``sinks``:
-    ``run`` drives it over the selection, the pytest plugin item by item."""
+    """A run emitting every event to ``sinks``: ``run`` drives it over the selection
+    (``compute`` on worker threads, ``record`` in catalogue order), the pytest plugin
+    item by item (``scenario``)."""
 
     def __init__(self, options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink], total: int):
         self.options = options
@@ -130,13 +146,30 @@ class Run:
         self._emit(RunStarted(self.info, total))
 
     def scenario(self, item: Entry) -> ScenarioResult:
-        index = len(self.results) + 1
-        self._emit(ScenarioStarted(item, index, self.total))
-        result = against_baseline(
+        self._emit(ScenarioStarted(item, len(self.results) + 1, self.total))
+        return self._finished(self.compute(item))
+
+    def compute(self, item: Entry) -> ScenarioResult:
+        """Run one scenario, emitting nothing: safe on any thread."""
+        return against_baseline(
             run_one(item, self.functions.get(item.id), self.options, self.hello), self.options.baseline
         )
+
+    def record(self, result: ScenarioResult) -> ScenarioResult:
+        """Emit a scenario computed elsewhere, as ``scenario`` would have: with more
+        than one job, ``ScenarioStarted`` comes when its turn in catalogue order comes."""
+        self._emit(ScenarioStarted(result.entry, len(self.results) + 1, self.total))
+        return self._finished(result)
+
+    def runs_alone(self, item: Entry) -> bool:
+        return getattr(self.functions.get(item.id), "runs_alone", False)
+
+    def runs_long(self, item: Entry) -> bool:
+        return getattr(self.functions.get(item.id), "runs_long", False)
+
+    def _finished(self, result: ScenarioResult) -> ScenarioResult:
         self.results.append(result)
-        self._emit(ScenarioFinished(result, index, self.total))
+        self._emit(ScenarioFinished(result, len(self.results), self.total))
         return result
 
     def finish(self) -> RunFinished:
@@ -152,10 +185,15 @@ class Run:
 
 
 def run(options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink]) -> RunFinished:
-    entries = select(options.only, options.skip)
+    """The selected scenarios on ``options.jobs`` threads, their events in catalogue order."""
+    entries = select(options.only, options.skip, options.shard)
     session = Run(options, hello, sinks, len(entries))
-    for item in entries:
-        session.scenario(item)
+    if options.jobs <= 1:
+        for item in entries:
+            session.scenario(item)
+    else:
+        for _, result in in_order(entries, session.compute, options.jobs, session.runs_alone, session.runs_long):
+            session.record(result)
     return session.finish()
 
 
@@ -179,6 +217,8 @@ def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str,
     defaults = {item.name: item.default for item in fields(Options) if item.name in BEHAVIOUR_FLAGS}
     words = [f"{name}={shlex.quote(value)}" for name, value in sorted((environment or {}).items())]
     words += ["retryproof", "run", "--only", scenario_id, "--seed", str(options.seed)]
+    if options.shard is not None and scenario_id in SPLIT_ACROSS_SHARDS:
+        words += ["--shard", str(options.shard)]  # its seed and budget are the shard's
     for name, flag in BEHAVIOUR_FLAGS.items():
         value = getattr(options, name)
         if value != defaults[name]:
@@ -208,7 +248,13 @@ def run_one(item: Entry, function, options: Options, hello: Mapping[str, Any]) -
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
     state_dir = tempfile.mkdtemp(prefix=f"retryproof-{item.id.lower()}-")
     context = Context(
-        item, lambda: _connection(options, state_dir), hello, options.seed, options.concurrency, options.call_timeout
+        item,
+        lambda: _connection(options, state_dir),
+        hello,
+        options.seed,
+        options.concurrency,
+        options.call_timeout,
+        options.shard,
     )
     try:
         function(context)

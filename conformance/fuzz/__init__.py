@@ -14,7 +14,7 @@ from retryproof.conformance.fuzz.model import (
     run_steps,
     validate_steps,
 )
-from retryproof.conformance.fuzz.profiles import ENV_VAR, private_storage
+from retryproof.conformance.fuzz.profiles import ENV_VAR, private_storage, shard_share
 
 __all__ = [
     "ENV_VAR",
@@ -25,5 +25,6 @@ __all__ = [
     "private_storage",
     "run_fuzz",
     "run_steps",
+    "shard_share",
     "validate_steps",
 ]

@@ -83,6 +83,16 @@ def fuzz_settings(explicit: str | None = None) -> settings:
     return settings.get_profile(choose_profile(explicit))
 
 
+def shard_share(seed: int, index: int, count: int, explicit: str | None = None) -> tuple[int, int]:
+    """The seed and example budget of shard ``index`` of ``count`` (1-based): the
+    profile's budget dealt out as evenly as it goes (at least one example each), each
+    shard under its own seed, so the shards explore different histories and together
+    spend the budget of one run. Shard 1 of 1 is the unsharded run."""
+    budget = fuzz_settings(explicit).max_examples
+    examples = budget // count + (1 if index <= budget % count else 0)
+    return seed * count + index - 1, max(1, examples)
+
+
 @contextmanager
 def private_storage() -> Iterator[None]:
     """Hypothesis's own files (its constants cache, beside the example database) in a

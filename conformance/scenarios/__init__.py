@@ -105,11 +105,20 @@ ScenarioFunction = Callable[[Context], None]
 _REGISTRY: dict[str, ScenarioFunction] = {}
 
 
-def scenario(scenario_id: str) -> Callable[[ScenarioFunction], ScenarioFunction]:
-    """Bind a function to a catalogue id."""
+def scenario(
+    scenario_id: str, *, alone: bool = False, long: bool = False
+) -> Callable[[ScenarioFunction], ScenarioFunction]:
+    """Bind a function to a catalogue id.
+
+    How ``--jobs`` schedules it: ``alone`` runs it with no other scenario overlapping
+    (its judgement needs the machine to itself: see the README, "Parallel runs");
+    ``long`` starts it before the short ones, so it does not run on alone at the end.
+    """
     entry(scenario_id)  # KeyError on an id the spec does not know
 
     def bind(function: ScenarioFunction) -> ScenarioFunction:
+        function.runs_alone = alone  # type: ignore[attr-defined]
+        function.runs_long = long  # type: ignore[attr-defined]
         existing = _REGISTRY.get(scenario_id)
         if existing is not None and existing.__qualname__ != function.__qualname__:
             raise ValueError(f"{scenario_id} is bound twice: {existing.__qualname__} and {function.__qualname__}")

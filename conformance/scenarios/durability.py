@@ -262,7 +262,7 @@ def check_directory_fsyncs(events: list[Event], state_dir: str) -> tuple[int, li
 STRACE_SLOWDOWN = 6
 
 
-@scenario("DURABILITY-TRACE")
+@scenario("DURABILITY-TRACE", alone=True)
 def durability_trace(ctx: Context) -> None:
     strace = shutil.which("strace")
     if strace is None:

@@ -10,21 +10,30 @@ the evidence (``replay``); the report writers save it beside the report as
 
 from __future__ import annotations
 
+import threading
+
 from retryproof.conformance import replay_file
 from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.scenarios import Context, scenario
 
+#: Hypothesis keeps process-wide state (the current settings, its reporter, its storage
+#: directory): one exploration at a time per process, however many jobs run scenarios.
+_ONE_EXPLORATION = threading.Lock()
 
-@scenario("FUZZ-MODEL")
+
+@scenario("FUZZ-MODEL", long=True)
 def fuzz_model(ctx: Context) -> None:
     # Imported here: Hypothesis costs more to import than the rest of the kit, and
     # ``retryproof list`` (which imports every scenario module) never explores.
-    from retryproof.conformance.fuzz import ENV_VAR, HarnessSilent, private_storage, run_fuzz
+    from retryproof.conformance.fuzz import ENV_VAR, HarnessSilent, private_storage, run_fuzz, shard_share
 
+    seed, max_examples = ctx.seed, None
+    if ctx.shard is not None:
+        seed, max_examples = shard_share(ctx.seed, ctx.shard.index, ctx.shard.count)
     ctx.start()
     try:
-        with private_storage():
-            outcome = run_fuzz(ctx.conn, seed=ctx.seed, call_timeout=ctx.call_timeout)
+        with _ONE_EXPLORATION, private_storage():
+            outcome = run_fuzz(ctx.conn, seed=seed, call_timeout=ctx.call_timeout, max_examples=max_examples)
     except HarnessSilent as exc:
         raise Unjudgeable(f"FUZZ-MODEL stopped: {exc}") from None
     ctx.reproduce_env[ENV_VAR] = outcome.profile
@@ -33,6 +42,7 @@ def fuzz_model(ctx: Context) -> None:
         {
             "seed": outcome.seed,
             "profile": outcome.profile,
+            "shard": None if ctx.shard is None else str(ctx.shard),
             "examples": outcome.examples,
             "seconds": round(outcome.seconds, 2),
             "seconds_to_first_failure": None

@@ -48,7 +48,7 @@ def crash_before_response(ctx: Context) -> None:
 A4_ROUNDS = 5
 
 
-@scenario("A4-CONCURRENT")
+@scenario("A4-CONCURRENT", alone=True)
 def concurrent(ctx: Context) -> None:
     ctx.start()
     state = ctx.tasks("before")
@@ -60,7 +60,7 @@ def concurrent(ctx: Context) -> None:
         )
 
 
-@scenario("A4-MULTIPROCESS")
+@scenario("A4-MULTIPROCESS", alone=True)
 def multiprocess(ctx: Context) -> None:
     ctx.start()
     state = ctx.tasks("before")
