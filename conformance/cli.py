@@ -105,6 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     selftest.add_argument("--out", metavar="DIR", default="reports/selftest", help="where the kill matrix is written")
     selftest.add_argument("--seed", type=int, default=0, metavar="N")
+    selftest.add_argument(
+        "--jobs", type=job_count, default=available_cpus(), metavar="N", help="scenarios run at once (default: CPUs)"
+    )
 
     replay = sub.add_parser("replay", help="re-run a FUZZ-MODEL replay file against a harness")
     replay.add_argument("file")

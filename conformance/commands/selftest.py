@@ -2,7 +2,7 @@
 
 Runs the catalogue against the bundled reference runtime and every bundled faulty
 runtime (``python -m retryproof.reference_impl --fault NAME``), each through its harness process
-like any third-party runtime, two runtimes at a time (one per core). The verdict:
+like any third-party runtime, on the scheduler of ``retryproof run --jobs``. The verdict:
 
 * the reference passes every scenario (a scenario skipped for a missing tool, such
   as strace, is shown as skipped, never as passed);
@@ -22,20 +22,20 @@ import shlex
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from tabulate import tabulate
 
-from retryproof.conformance.catalogue import catalogue
+from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.errors import KitError
+from retryproof.conformance.options import REFERENCE_COMMAND, Options, available_cpus
+from retryproof.conformance.schedule import in_order
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
 
 REFERENCE = "reference"
 # The cell of each status in the matrix; "killed" marks a declared killer that failed.
 SYMBOLS = {"passed": "pass", "failed": "FAIL", "error": "error", "skipped": "skip", "not_applicable": "n/a"}
-WORKERS = 2
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,6 @@ class Runtime:
 
     @property
     def command(self) -> tuple[str, ...]:
-        from retryproof.conformance.options import REFERENCE_COMMAND
-
         return REFERENCE_COMMAND if self.name == REFERENCE else (*REFERENCE_COMMAND, "--fault", self.name)
 
 
@@ -79,27 +77,13 @@ def bundled_runtimes() -> list[Runtime]:
     return runtimes
 
 
-def run_runtime(runtime: Runtime, seed: int, only: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Run the catalogue (or ``only``) against one runtime; statuses and reasons by id."""
-    from retryproof.conformance.options import Options
-    from retryproof.conformance.runner import probe, run
-
+def runtime_options(runtime: Runtime, seed: int, only: tuple[str, ...] = ()) -> Options:
     target = (
         ""
         if runtime.name == REFERENCE
         else "--harness " + shlex.quote(f"python -m retryproof.reference_impl --fault {runtime.name}")
     )
-    options = Options(command=runtime.command, target=target, seed=seed, only=only)
-    began = time.perf_counter()
-    try:
-        finished = run(options, probe(options), [])
-    except KitError as exc:
-        return {"error": exc.message, "results": {}, "seconds": time.perf_counter() - began}
-    results = {
-        result.entry.id: {"status": result.status, "reason": result.reason, "reproduce": result.reproduce}
-        for result in finished.results
-    }
-    return {"error": None, "results": results, "seconds": round(time.perf_counter() - began, 2)}
+    return Options(command=runtime.command, target=target, seed=seed, only=only)
 
 
 def judge(runtime: Runtime, outcome: dict[str, Any]) -> list[str]:
@@ -145,6 +129,7 @@ def write_files(
     problems: list[str],
     seed: int,
     seconds: float,
+    jobs: int,
 ) -> list[str]:
     headers = ["runtime", *scenario_ids]
     rows = matrix_rows(runtimes, outcomes, scenario_ids)
@@ -161,7 +146,7 @@ def write_files(
         [
             "# retryproof selftest: kill matrix",
             "",
-            f"Verdict: **{verdict}**. Seed {seed}; wall time {seconds:.1f} s on {WORKERS} workers.",
+            f"Verdict: **{verdict}**. Seed {seed}; wall time {seconds:.1f} s on {jobs} jobs.",
             "",
             "Cells: pass / FAIL / error / skip / n/a; a cell in brackets is a declared killer of that runtime and must read [FAIL].",
             "",
@@ -179,7 +164,7 @@ def write_files(
     document = {
         "seed": seed,
         "seconds": round(seconds, 1),
-        "workers": WORKERS,
+        "jobs": jobs,
         "ok": not problems,
         "problems": problems,
         "scenarios": scenario_ids,
@@ -197,22 +182,58 @@ def write_files(
     return [md_path, json_path]
 
 
-def run_all(runtimes: list[Runtime], seed: int, only_killers: bool = False) -> dict[str, dict[str, Any]]:
-    """Every runtime's outcome, ``WORKERS`` runtimes at a time in separate processes
-    (Hypothesis, inside FUZZ-MODEL, is not made for threads)."""
-    with ProcessPoolExecutor(max_workers=WORKERS) as pool:
-        futures = {
-            runtime.name: pool.submit(run_runtime, runtime, seed, runtime.killed_by if only_killers else ())
-            for runtime in runtimes
+def run_all(
+    runtimes: list[Runtime], seed: int, only_killers: bool = False, jobs: int | None = None
+) -> dict[str, dict[str, Any]]:
+    """Every runtime's outcome. All (runtime, scenario) pairs go through the scheduler
+    of ``retryproof run --jobs`` (``jobs`` threads, default one per CPU this process may
+    use): the scenarios of one runtime run beside those of the next, and the *alone*
+    scenarios keep the machine to themselves here too."""
+    from retryproof.conformance.runner import Run, probe, select
+
+    jobs = jobs or available_cpus()
+    sessions: dict[str, Run] = {}
+    errors: dict[str, str] = {}
+    pairs: list[tuple[Run, Entry]] = []
+    for runtime in runtimes:
+        options = runtime_options(runtime, seed, runtime.killed_by if only_killers else ())
+        entries = select(options.only, options.skip)
+        try:
+            session = Run(options, probe(options), [], len(entries))
+        except KitError as exc:
+            errors[runtime.name] = exc.message
+            continue
+        sessions[runtime.name] = session
+        pairs += [(session, entry) for entry in entries]
+    for (session, _), result in in_order(
+        pairs,
+        lambda pair: pair[0].compute(pair[1]),
+        jobs,
+        alone=lambda pair: pair[0].runs_alone(pair[1]),
+        long=lambda pair: pair[0].runs_long(pair[1]),
+    ):
+        session.record(result)
+    outcomes = {}
+    for runtime in runtimes:
+        session = sessions.get(runtime.name)
+        if session is None:
+            outcomes[runtime.name] = {"error": errors[runtime.name], "results": {}, "seconds": 0.0}
+            continue
+        results = {
+            result.entry.id: {"status": result.status, "reason": result.reason, "reproduce": result.reproduce}
+            for result in session.results
         }
-        return {name: future.result() for name, future in futures.items()}
+        # Scenario time summed: with many jobs, the runtimes' wall times overlap.
+        busy = sum(result.duration_s for result in session.results)
+        outcomes[runtime.name] = {"error": None, "results": results, "seconds": round(busy, 2)}
+    return outcomes
 
 
 def main(args) -> int:
     prepare_directory(args.out)  # before minutes of runs, not after
     runtimes = bundled_runtimes()
     began = time.perf_counter()
-    outcomes = run_all(runtimes, args.seed)
+    outcomes = run_all(runtimes, args.seed, jobs=args.jobs)
     seconds = time.perf_counter() - began
     scenario_ids = [item.id for item in catalogue()]
     problems = [problem for runtime in runtimes for problem in judge(runtime, outcomes[runtime.name])]
@@ -223,7 +244,7 @@ def main(args) -> int:
             tablefmt="simple",
         )
     )
-    for path in write_files(args.out, runtimes, outcomes, scenario_ids, problems, args.seed, seconds):
+    for path in write_files(args.out, runtimes, outcomes, scenario_ids, problems, args.seed, seconds, args.jobs):
         print(f"wrote {path}")
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -93,6 +94,37 @@ def shard_share(seed: int, index: int, count: int, explicit: str | None = None) 
     return seed * count + index - 1, max(1, examples)
 
 
+class _SharedStorage:
+    """One temporary Hypothesis home for every exploration running at once in this
+    process (``--jobs``, the selftest): Hypothesis's home directory is process-wide,
+    so the first exploration in sets it and the last one out removes it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._home: tempfile.TemporaryDirectory[str] | None = None
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self._home = tempfile.TemporaryDirectory(prefix="retryproof-hypothesis-")
+                set_hypothesis_home_dir(self._home.name)
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0 and self._home is not None:
+                    set_hypothesis_home_dir(None)  # back to Hypothesis's own resolution
+                    self._home.cleanup()
+                    self._home = None
+
+
+_STORAGE = _SharedStorage()
+
+
 @contextmanager
 def private_storage() -> Iterator[None]:
     """Hypothesis's own files (its constants cache, beside the example database) in a
@@ -102,9 +134,5 @@ def private_storage() -> Iterator[None]:
     if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
         yield
         return
-    with tempfile.TemporaryDirectory(prefix="retryproof-hypothesis-") as home:
-        set_hypothesis_home_dir(home)
-        try:
-            yield
-        finally:
-            set_hypothesis_home_dir(None)  # back to Hypothesis's own resolution
+    with _STORAGE.held():
+        yield

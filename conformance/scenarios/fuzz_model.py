@@ -10,15 +10,9 @@ the evidence (``replay``); the report writers save it beside the report as
 
 from __future__ import annotations
 
-import threading
-
 from retryproof.conformance import replay_file
 from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.scenarios import Context, scenario
-
-#: Hypothesis keeps process-wide state (the current settings, its reporter, its storage
-#: directory): one exploration at a time per process, however many jobs run scenarios.
-_ONE_EXPLORATION = threading.Lock()
 
 
 @scenario("FUZZ-MODEL", long=True)
@@ -32,7 +26,7 @@ def fuzz_model(ctx: Context) -> None:
         seed, max_examples = shard_share(ctx.seed, ctx.shard.index, ctx.shard.count)
     ctx.start()
     try:
-        with _ONE_EXPLORATION, private_storage():
+        with private_storage():
             outcome = run_fuzz(ctx.conn, seed=seed, call_timeout=ctx.call_timeout, max_examples=max_examples)
     except HarnessSilent as exc:
         raise Unjudgeable(f"FUZZ-MODEL stopped: {exc}") from None
