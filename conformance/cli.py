@@ -25,7 +25,7 @@ from retryproof.conformance.options import (
 )
 
 #: Every subcommand is ``retryproof.conformance.commands.<name>.main(args)``.
-COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay", "diff")
+COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay", "diff", "merge")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     diff = sub.add_parser("diff", help="compare two report.json files: regressions, fixes, verdict change")
     diff.add_argument("old", metavar="OLD.json")
     diff.add_argument("new", metavar="NEW.json")
+    merge = sub.add_parser("merge", help="merge the reports of 'run --shard K/N' runs into the report of the whole run")
+    merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="the report.json of every shard")
+    merge.add_argument("--out", metavar="DIR", required=True, help="where the merged reports are written")
+    merge.add_argument("--format", type=id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit")
     return parser
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, get_args
 
 from retryproof.conformance.catalogue import Entry
+from retryproof.conformance.options import Shard
 
 Status = Literal["passed", "failed", "error", "skipped", "not_applicable"]
 STATUSES: tuple[Status, ...] = get_args(Status)
@@ -34,6 +35,9 @@ class RunInfo:
     harness_command: str = ""  # the command line the kit started ("" for a report that predates it)
     python: str = ""  # the interpreter the kit ran on
     platform: str = ""  # the operating system the kit ran on
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    shard: Shard | None = None  # a --shard run: the part of the selection this run holds
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,9 @@ def run_info(options: Options, hello: Mapping[str, Any]) -> RunInfo:
         harness_command=harness_command(options.command),
         python=f"{platform.python_implementation()} {platform.python_version()}",
         platform=platform.platform(),
+        only=options.only,
+        skip=options.skip,
+        shard=options.shard,
     )
 
 

@@ -149,6 +149,7 @@ def environment(run: RunFinished) -> list[tuple[str, Any]]:
         ("capabilities", IdList(info.capabilities)),
         ("failpoints", IdList(info.failpoints)),
         ("baseline", info.baseline or "none"),
+        *([("shard", f"{info.shard} (merge the shards with retryproof merge)")] if info.shard else []),
         ("started", info.started_at),
         ("duration", f"{run.duration_s:.2f}s"),
     ]

@@ -54,6 +54,8 @@ def report_document(run: RunFinished) -> dict[str, Any]:
             "platform": info.platform,
             "harness_command": info.harness_command,
         },
+        "selection": {"only": list(info.only), "skip": list(info.skip)},
+        "shard": None if info.shard is None else {"index": info.shard.index, "count": info.shard.count},
         "verdict": {
             "conformant": verdict.conformant,
             "complete": verdict.complete,

@@ -1,0 +1,113 @@
+"""``run --shard K/N`` + ``merge``: the shards of one run partition its selection, and
+their merged report has the scenarios, statuses and verdict of the whole run; shards
+that are not one run, or not all of it, are refused with a clear error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
+from retryproof.conformance.options import Shard
+from retryproof.conformance.runner import select
+
+FAULTY = f"{sys.executable} -m retryproof.reference_impl --fault no-idempotency"
+ONLY = "WT-CREATE,A2-RESPONSE-LOSS,CONFLICT-DIGEST,LEGACY-NO-ID,RESTART-REUSE,FUZZ-MODEL"
+CLI = (sys.executable, "-m", "retryproof.conformance.cli")
+
+
+def kit(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, env={**os.environ, ENV_VAR: DEV})
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A whole run and its two shards against a runtime that fails (so the merged
+    verdict has something to get right)."""
+    root = tmp_path_factory.mktemp("shards")
+    common = ("--harness", FAULTY, "--only", ONLY, "--seed", "9")
+    done = {
+        name: kit("run", *common, *extra, "--out", str(root / name))
+        for name, extra in [
+            ("whole", ()),
+            ("one", ("--shard", "1/2")),
+            ("two", ("--shard", "2/2")),
+        ]
+    }
+    for name, result in done.items():
+        assert result.returncode == 1, f"{name}: {result.stdout}{result.stderr}"
+    return root
+
+
+def report(path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_shards_partition_the_selection_and_split_the_fuzz_budget():
+    everything = [item.id for item in select((), ())]
+    parts = [[item.id for item in select((), (), Shard(index, 3))] for index in (1, 2, 3)]
+    dealt = sorted(scenario for part in parts for scenario in part if scenario != "FUZZ-MODEL")
+    assert dealt == sorted(scenario for scenario in everything if scenario != "FUZZ-MODEL")
+    assert all("FUZZ-MODEL" in part for part in parts)
+    assert select((), (), Shard(1, 1)) == select((), ())
+
+
+def test_merged_shards_equal_the_whole_run(runs, tmp_path):
+    done = kit("merge", str(runs / "one/report.json"), str(runs / "two/report.json"), "--out", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr  # the whole run's exit code
+    merged, whole = report(tmp_path / "report.json"), report(runs / "whole/report.json")
+    assert [(s["id"], s["status"]) for s in merged["scenarios"]] == [(s["id"], s["status"]) for s in whole["scenarios"]]
+    # The verdict; a FUZZ-MODEL failure's wording names its shard's replay file (its seed).
+    for key in ("conformant", "complete", "headline", "exit_code"):
+        assert merged["verdict"][key] == whole["verdict"][key]
+    assert [b["id"] for b in merged["verdict"]["blocking"]] == [b["id"] for b in whole["verdict"]["blocking"]]
+    assert merged["verdict"]["blocking"], "the faulty runtime must not pass"
+    assert merged["shard"] is None and merged["seed"] == whole["seed"]
+    fuzz = next(s for s in merged["scenarios"] if s["id"] == "FUZZ-MODEL")["evidence"]["fuzz"]
+    assert [share["shard"] for share in fuzz["shards"]] == ["1/2", "2/2"]
+    assert len({share["seed"] for share in fuzz["shards"]}) == 2  # distinct seeds, distinct histories
+    assert kit("validate-report", str(tmp_path / "report.json")).returncode == 0
+    assert (tmp_path / "junit.xml").exists() and (tmp_path / "report.md").exists()
+
+
+def _edited(runs, tmp_path, name: str, **changes) -> str:
+    document = report(runs / name / "report.json")
+    document.update(changes)
+    path = tmp_path / f"{name}-edited.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("missing", "missing shard(s) 2/2 of 2"),
+        ("overlapping", "overlapping shards"),
+        ("other seed", "shards of different runs: seed 10 vs 9"),
+        ("other harness", "shards of different runs: target"),
+        ("not a shard", "is not a shard report"),
+    ],
+)
+def test_shards_that_are_not_one_whole_run_are_refused(runs, tmp_path, case, message):
+    one, two = str(runs / "one/report.json"), str(runs / "two/report.json")
+    reports = {
+        "missing": lambda: [one],
+        "overlapping": lambda: [one, two, one],
+        "other seed": lambda: [one, _edited(runs, tmp_path, "two", seed=10)],
+        "other harness": lambda: [one, _edited(runs, tmp_path, "two", target="--harness other")],
+        "not a shard": lambda: [str(runs / "whole/report.json"), two],
+    }[case]()
+    done = kit("merge", *reports, "--out", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "error: " in done.stderr and message in done.stderr and "hint: " in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_shard_argument_is_a_usage_error():
+    done = kit("run", "--shard", "3/2")
+    assert done.returncode == 2 and "K/N needs 1 <= K <= N" in done.stderr
