@@ -9,6 +9,12 @@ pytest loads this module through the ``pytest11`` entry point in every session o
 environment where retryproof is installed, so it is inert unless a target option is
 given: it then only declares its options. The runner, the scenarios and the writers are
 imported, the harness started and items added only once a target is named.
+
+Under pytest-xdist (``-n N``) the scenarios spread over the workers like any items. The
+controller picks the seed and hands it to every worker; each worker shakes hands with
+the harness itself and sends each scenario's result with its test report; only the
+controller writes the reports and the verdict section, from all the results, in
+catalogue order, as one run.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ import contextlib
 import io
 import json
 import re
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,12 +132,34 @@ def pytest_configure(config: pytest.Config) -> None:
     if len(targets) > 1:
         raise pytest.UsageError(f"retryproof: {' and '.join(targets)} name two runtimes; give one")
     with _usage_errors():
-        config.stash[STATE] = RetryproofRun.configure(config)
+        config.stash[STATE] = run = RetryproofRun.configure(config)
+    config.pluginmanager.register(run, "retryproof-run")
     config.addinivalue_line("markers", "retryproof: a scenario of the retryproof conformance catalogue")
     config.addinivalue_line("markers", "retryproof_must: a retryproof scenario of level MUST (decides the verdict)")
     config.addinivalue_line(
         "markers", "retryproof_should: a retryproof scenario of level SHOULD (only warns in the verdict)"
     )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist, on the controller: every worker runs under the controller's seed."""
+    run = node.config.stash.get(STATE, None)
+    if run is not None:
+        node.workerinput["retryproof_seed"] = run.options.seed
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    """On an xdist worker, the scenario's result travels to the controller with the
+    item's report (as its report.json entry: plain data the wire can carry)."""
+    outcome = yield
+    if isinstance(item, ScenarioItem) and call.when == "call" and item.result is not None and _is_worker(item.config):
+        from retryproof.conformance.writers.document import scenario_document
+
+        run = item.config.stash[STATE]
+        report = outcome.get_result()
+        report.retryproof = {"hello": dict(run.session.hello), "result": scenario_document(item.result)}
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -167,7 +196,11 @@ def pytest_runtestloop(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     run = session.config.stash.get(STATE, None)
-    if run is not None:
+    if run is None:
+        return
+    if run.carried and not _is_worker(session.config):
+        run.finish_from_workers()
+    else:
         run.finish()
 
 
@@ -221,13 +254,14 @@ class ScenarioItem(pytest.Item):
         super().__init__(**kwargs)
         self.entry = entry
         self.line = line
+        self.result: ScenarioResult | None = None
         self.add_marker("retryproof")
         self.add_marker(f"retryproof_{entry.level.lower()}")
         self.user_properties.append(("retryproof_level", entry.level))
 
     def runtest(self) -> None:
         run = self.config.stash[STATE]
-        result = run.scenario(self.entry)
+        result = self.result = run.scenario(self.entry)
         self.user_properties += [("retryproof_status", result.status), ("retryproof_reproduce", result.reproduce)]
         conclude(result, run.options.baseline_file)
 
@@ -306,6 +340,8 @@ class RetryproofRun:
     replays: ReplayFileWriter | None
     session: Run | None = None  # the runner's run, once the handshake is done
     finished: RunFinished | None = None
+    began: float = field(default_factory=time.perf_counter)  # the session's start, for the run's duration
+    carried: list[dict[str, Any]] = field(default_factory=list)  # xdist controller: hello and result per scenario
 
     @classmethod
     def configure(cls, config: pytest.Config) -> RetryproofRun:
@@ -321,6 +357,8 @@ class RetryproofRun:
         )
 
         given = {dest: config.getoption(dest) for dest in SETTINGS}
+        if _is_worker(config):  # the controller's seed, even one it drew at random
+            given["retryproof_seed"] = config.workerinput["retryproof_seed"]  # type: ignore[attr-defined]
         arguments = argparse.Namespace(
             harness=config.getoption("retryproof_harness"),
             python=config.getoption("retryproof_python"),
@@ -331,7 +369,7 @@ class RetryproofRun:
         )
         options = from_arguments(arguments)
         entries = tuple(select(options.only, options.skip))
-        if not arguments.out:
+        if not arguments.out or _is_worker(config):  # under xdist the controller writes the reports
             return cls(options, entries, [], None)
         prepare_directory(arguments.out)
         return cls(
@@ -358,6 +396,27 @@ class RetryproofRun:
         if self.session is not None and self.session.results:
             self.finished = self.session.finish()
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """On the xdist controller (this object is registered as a plugin), collect
+        what the workers' reports carry."""
+        carried = getattr(report, "retryproof", None)
+        if carried is not None and report.when == "call":
+            self.carried.append(carried)
+
+    def finish_from_workers(self) -> None:
+        """The xdist controller's run: the workers' results in catalogue order, through
+        the same ``Run`` (and so the same report files and verdict) as one process."""
+        from retryproof.conformance.runner import Run
+        from retryproof.conformance.writers.document import scenario_result
+
+        by_id = {item["result"]["id"]: scenario_result(item["result"]) for item in self.carried}
+        results = [by_id[entry.id] for entry in self.entries if entry.id in by_id]
+        sinks = [*self.reports, *([self.replays] if self.replays else [])]
+        self.session = Run(self.options, self.carried[0]["hello"], sinks, len(results), began=self.began)
+        for result in results:
+            self.session.record(result)
+        self.finished = self.session.finish()
+
 
 @contextlib.contextmanager
 def _usage_errors() -> Iterator[None]:
@@ -368,6 +427,11 @@ def _usage_errors() -> Iterator[None]:
     except KitError as exc:
         hint = f"\nhint: {exc.hint}" if exc.hint else ""
         raise pytest.UsageError(f"retryproof: {exc.message}{hint}") from None
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    """Whether this session is a pytest-xdist worker."""
+    return hasattr(config, "workerinput")
 
 
 def _flag(dest: str) -> str:

@@ -137,7 +137,14 @@ class Run:
     (``compute`` on worker threads, ``record`` in catalogue order), the pytest plugin
     item by item (``scenario``)."""
 
-    def __init__(self, options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink], total: int):
+    def __init__(
+        self,
+        options: Options,
+        hello: Mapping[str, Any],
+        sinks: Sequence[Sink],
+        total: int,
+        began: float | None = None,
+    ):
         self.options = options
         self.hello = hello
         self.sinks = tuple(sinks)
@@ -145,7 +152,7 @@ class Run:
         self.info = run_info(options, hello)
         self.results: list[ScenarioResult] = []
         self.functions = registry()
-        self.began = time.perf_counter()
+        self.began = time.perf_counter() if began is None else began  # a perf_counter reading
         self._emit(RunStarted(self.info, total))
 
     def scenario(self, item: Entry) -> ScenarioResult:

@@ -17,7 +17,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retryproof.conformance.catalogue import entry
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.events import (
     RunFinished,
@@ -31,6 +30,7 @@ from retryproof.conformance.events import (
 from retryproof.conformance.options import Shard
 from retryproof.conformance.runner import SPLIT_ACROSS_SHARDS, select
 from retryproof.conformance.verdict import judge
+from retryproof.conformance.writers.document import scenario_result
 
 #: Fields every shard of one run shares (report.json keys).
 SAME_RUN = (
@@ -118,21 +118,6 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)[:200]
 
 
-def result_of(scenario: Mapping[str, Any]) -> ScenarioResult:
-    """A scenario of report.json as the runner's result, for the writers and the verdict."""
-    return ScenarioResult(
-        entry=entry(scenario["id"]),
-        status=scenario["status"],
-        reason=scenario["reason"],
-        duration_s=scenario["duration_s"],
-        reproduce=scenario["reproduce"],
-        evidence=scenario["evidence"],
-        calls=tuple(scenario["calls"]),
-        stderr=scenario["stderr"],
-        baseline=scenario["baseline"],
-    )
-
-
 def merge_split(parts: Sequence[ScenarioResult]) -> ScenarioResult:
     """One result for a scenario every shard ran a share of (see the module doc)."""
     decisive = min(parts, key=lambda part: SPLIT_STATUS_ORDER.index(part.status))
@@ -173,7 +158,7 @@ def merged_results(paths: Sequence[str], documents: Sequence[Mapping[str, Any]],
                 "merge reports written by 'retryproof run --shard' unchanged",
             )
         for scenario in document["scenarios"]:
-            by_id.setdefault(scenario["id"], []).append(result_of(scenario))
+            by_id.setdefault(scenario["id"], []).append(scenario_result(scenario))
     return [
         merge_split(by_id[item.id]) if item.id in SPLIT_ACROSS_SHARDS else by_id[item.id][0]
         for item in select(selection["only"], selection["skip"])

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from retryproof.conformance.catalogue import entry
 from retryproof.conformance.events import RunFinished, ScenarioResult
 
 REPORT_FORMAT = 1
@@ -28,6 +30,22 @@ def scenario_document(result: ScenarioResult) -> dict[str, Any]:
         "calls": [dict(call) for call in result.calls],
         "stderr": result.stderr,
     }
+
+
+def scenario_result(document: Mapping[str, Any]) -> ScenarioResult:
+    """The inverse of ``scenario_document``: a scenario of a report.json (a shard's, an
+    xdist worker's) as the runner's result, for the writers and the verdict."""
+    return ScenarioResult(
+        entry=entry(document["id"]),
+        status=document["status"],
+        reason=document["reason"],
+        duration_s=document["duration_s"],
+        reproduce=document["reproduce"],
+        evidence=document["evidence"],
+        calls=tuple(document["calls"]),
+        stderr=document["stderr"],
+        baseline=document["baseline"],
+    )
 
 
 def report_document(run: RunFinished) -> dict[str, Any]:
