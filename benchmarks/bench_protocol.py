@@ -1,0 +1,272 @@
+"""The reference runtime through the harness protocol, next to an SQLite baseline
+measured in the same run: create, reuse as receipts pile up, and a same-id burst.
+
+    python benchmarks/bench_protocol.py [--rounds N] [--receipts 1000,100000] [--dir DIR]
+
+The baseline is written here: a runtime that keeps receipts and tasks in SQLite (WAL,
+``synchronous=FULL``, one transaction per creation, so every acknowledged creation is
+durable, as the contract asks), served by the same ``retryproof.spec.protocol.serve`` as
+the reference, started by the same process adapter. Both answer the same calls on the
+same machine, alternately, so a machine shared with other work slows both alike: read
+the ratios, not the milliseconds.
+
+Stored receipts are made before the measured harness starts (the reference's through
+its own code with fsync switched off, SQLite's in one bulk transaction); the measured
+calls then reuse ids chosen at random among them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tabulate import tabulate
+
+from retryproof.adapters.process import ProcessConnection
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
+from retryproof.spec.protocol import Failure, hello_handler, serve
+
+TASK = {"sender": "PM", "recipient": "DEV", "subject": "Fix login", "references": ["INC-17"]}
+REFERENCE = (sys.executable, "-m", "retryproof.reference_impl")
+BASELINE = (sys.executable, os.path.abspath(__file__), "--serve-sqlite")
+BURST = 64
+
+
+# -- the baseline runtime ------------------------------------------------------------
+
+
+class SqliteRuntime:
+    """Receipts and tasks in one SQLite database: a creation is one transaction (the
+    receipt, committed, and the task row), a reuse one indexed read."""
+
+    SCHEMA = (
+        "CREATE TABLE IF NOT EXISTS receipts (id TEXT PRIMARY KEY, digest TEXT NOT NULL, result TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS tasks (task_id INTEGER PRIMARY KEY AUTOINCREMENT, submission_id TEXT, record TEXT)",
+    )
+
+    def __init__(self, path: str, synchronous: str = "FULL"):
+        self.path = path
+        self.synchronous = synchronous
+        self._local = threading.local()
+        with self.connection() as db:
+            for statement in self.SCHEMA:
+                db.execute(statement)
+
+    def connection(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={self.synchronous}")
+            self._local.db = db
+        return db
+
+    def write_task(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
+        submission_id = check_submission_id(args["client_submission_id"])
+        digest = request_digest(args["task"])
+        db = self.connection()
+        found = db.execute("SELECT digest, result FROM receipts WHERE id = ?", (submission_id,)).fetchone()
+        if found is None:
+            db.execute("BEGIN IMMEDIATE")  # one writer at a time: the same-id burst waits here
+            try:
+                found = db.execute("SELECT digest, result FROM receipts WHERE id = ?", (submission_id,)).fetchone()
+                if found is None:
+                    cursor = db.execute(
+                        "INSERT INTO tasks (submission_id, record) VALUES (?, ?)",
+                        (submission_id, json.dumps(args["task"])),
+                    )
+                    task_id = f"TASK-{cursor.lastrowid:06d}"
+                    result = {
+                        "disposition": "created",
+                        "action_taken": True,
+                        "task_id": task_id,
+                        "task_path": f"tasks/{task_id}",
+                        "client_submission_id": submission_id,
+                        "request_digest": digest,
+                        "digest_schema_version": DIGEST_SCHEMA_VERSION,
+                        "idempotent": True,
+                    }
+                    db.execute("INSERT INTO receipts VALUES (?, ?, ?)", (submission_id, digest, json.dumps(result)))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if found is None:
+                return result
+        stored = json.loads(found[1])
+        if found[0] != digest:
+            return {**stored, "disposition": "conflict", "action_taken": False, "request_digest": digest}
+        return {**stored, "disposition": "reused", "action_taken": False}
+
+    def store(self, count: int) -> None:
+        """``count`` committed receipts in one bulk transaction (setup, not measured)."""
+        db = self.connection()
+        db.execute("BEGIN")
+        for index in range(count):
+            task = {**TASK, "body": str(index)}
+            cursor = db.execute("INSERT INTO tasks (submission_id, record) VALUES (?, ?)", (f"stored-{index}", "{}"))
+            result = {"disposition": "created", "task_id": f"TASK-{cursor.lastrowid:06d}", "idempotent": True}
+            db.execute(
+                "INSERT INTO receipts VALUES (?, ?, ?)", (f"stored-{index}", request_digest(task), json.dumps(result))
+            )
+        db.execute("COMMIT")
+
+
+def serve_sqlite() -> None:
+    runtime = SqliteRuntime(os.path.join(os.environ["RETRYPROOF_STATE_DIR"], "runtime.sqlite3"))
+    hello = hello_handler({"name": "sqlite-wal-full", "version": "bench", "language": "python"}, ["write_task"], [])
+    serve({"hello": hello, "write_task": runtime.write_task})
+
+
+# -- measuring -----------------------------------------------------------------------
+
+
+def store_reference(directory: str, count: int) -> None:
+    from retryproof.reference_impl import Runtime
+
+    real, os.fsync = os.fsync, lambda fd: None  # setup only: the measured calls sync for real
+    try:
+        runtime = Runtime(directory)
+        for index in range(count):
+            runtime.write_task({**TASK, "body": str(index)}, f"stored-{index}")
+    finally:
+        os.fsync = real
+
+
+def started(command: tuple[str, ...], state_dir: str) -> ProcessConnection:
+    connection = ProcessConnection(command, state_dir, call_timeout=30, start_timeout=30)
+    connection.start()
+    return connection
+
+
+def call(connection: ProcessConnection, submission_id: str, task: Mapping[str, Any]) -> Mapping[str, Any]:
+    reply = connection.call("write_task", {"client_submission_id": submission_id, "task": dict(task)})
+    if isinstance(reply, Failure) or not hasattr(reply, "result"):
+        raise SystemExit(f"write_task failed: {reply}")
+    return reply.result
+
+
+def burst(connection: ProcessConnection, submission_id: str) -> float:
+    """Seconds until all of BURST pipelined calls with one new id are answered."""
+    began = time.perf_counter()
+    pending = [
+        connection.submit("write_task", {"client_submission_id": submission_id, "task": TASK}) for _ in range(BURST)
+    ]
+    replies = [connection.wait(future, 30) for future in pending]
+    seconds = time.perf_counter() - began
+    created = sum(getattr(reply, "result", {}).get("disposition") == "created" for reply in replies)
+    if created != 1:
+        raise SystemExit(f"{connection.command}: a burst of {BURST} created {created} tasks")
+    return seconds
+
+
+def alternately(measures: dict[str, Callable[[int], float]], rounds: int) -> dict[str, float]:
+    """The median of each measure, the measures taking turns round by round."""
+    samples: dict[str, list[float]] = {name: [] for name in measures}
+    for index in range(rounds):
+        for name, measure in measures.items():
+            samples[name].append(measure(index))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def timed(action: Callable[[], object]) -> float:
+    began = time.perf_counter()
+    action()
+    return time.perf_counter() - began
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=100, help="measured calls per row (default 100)")
+    parser.add_argument("--receipts", default="1000,100000", help="stored receipts for the reuse rows")
+    parser.add_argument("--dir", help="where the scratch state directories go (default: the temp directory)")
+    parser.add_argument("--serve-sqlite", action="store_true", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.serve_sqlite:
+        serve_sqlite()
+        return 0
+    sizes = [int(text) for text in options.receipts.split(",") if text]
+    scratch = tempfile.mkdtemp(prefix="bench-protocol-", dir=options.dir)
+    rows: list[list[Any]] = []
+    connections: list[ProcessConnection] = []
+    try:
+        fresh = {name: os.path.join(scratch, f"{name}-fresh") for name in ("reference", "sqlite")}
+        for directory in fresh.values():
+            os.mkdir(directory)
+        reference = started(REFERENCE, fresh["reference"])
+        baseline = started(BASELINE, fresh["sqlite"])
+        connections += [reference, baseline]
+        create = alternately(
+            {
+                "reference": lambda index: timed(lambda: call(reference, f"new-{index}", TASK)),
+                "sqlite": lambda index: timed(lambda: call(baseline, f"new-{index}", TASK)),
+            },
+            options.rounds,
+        )
+        rows.append(["create (new id)", create["reference"] * 1e3, create["sqlite"] * 1e3])
+        bursts = alternately(
+            {
+                "reference": lambda index: burst(reference, f"burst-{index}"),
+                "sqlite": lambda index: burst(baseline, f"burst-{index}"),
+            },
+            max(5, options.rounds // 10),
+        )
+        rows.append([f"{BURST}-way same-id burst (all answered)", bursts["reference"] * 1e3, bursts["sqlite"] * 1e3])
+        for count in sizes:
+            directories = {name: os.path.join(scratch, f"{name}-{count}") for name in ("reference", "sqlite")}
+            for directory in directories.values():
+                os.mkdir(directory)
+            store_reference(directories["reference"], count)
+            SqliteRuntime(os.path.join(directories["sqlite"], "runtime.sqlite3"), "OFF").store(count)
+            stored_reference = started(REFERENCE, directories["reference"])
+            stored_baseline = started(BASELINE, directories["sqlite"])
+            connections += [stored_reference, stored_baseline]
+            chosen = random.Random(count).choices(range(count), k=options.rounds)
+
+            def reuse(connection: ProcessConnection, index: int, chosen: list[int] = chosen) -> float:
+                number = chosen[index]
+                return timed(lambda: call(connection, f"stored-{number}", {**TASK, "body": str(number)}))
+
+            reused = alternately(
+                {
+                    "reference": lambda index, c=stored_reference: reuse(c, index),
+                    "sqlite": lambda index, c=stored_baseline: reuse(c, index),
+                },
+                options.rounds,
+            )
+            rows.append([f"reuse, {count:,} receipts stored", reused["reference"] * 1e3, reused["sqlite"] * 1e3])
+    finally:
+        for connection in connections:
+            connection.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
+    table = [[name, f"{ours:.2f}", f"{theirs:.2f}", f"{ours / theirs:.2f}x"] for name, ours, theirs in rows]
+    print(
+        tabulate(
+            table,
+            headers=["median per call", "reference ms", "SQLite WAL FULL ms", "reference / SQLite"],
+            tablefmt="github",
+        )
+    )
+    reuse_rows = [row for row in rows if row[0].startswith("reuse")]
+    if len(reuse_rows) > 1:
+        print(f"\nreuse, most vs fewest receipts stored: {reuse_rows[-1][1] / reuse_rows[0][1]:.2f}x (flat is 1.00x)")
+    print(
+        f"{options.rounds} rounds; scratch in {options.dir or tempfile.gettempdir()}; "
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
