@@ -157,9 +157,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     if isinstance(item, ScenarioItem) and call.when == "call" and item.result is not None and _is_worker(item.config):
         from retryproof.conformance.writers.document import scenario_document
 
-        run = item.config.stash[STATE]
+        session = item.config.stash[STATE].session  # set: the item ran a scenario through it
         report = outcome.get_result()
-        report.retryproof = {"hello": dict(run.session.hello), "result": scenario_document(item.result)}
+        report.retryproof = {"hello": dict(session.hello) if session else {}, "result": scenario_document(item.result)}
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -58,7 +58,9 @@ class Success(NamedTuple):
     id: int
     result: Mapping[str, Any]
 
-    ok = True
+    @property
+    def ok(self) -> bool:
+        return True
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "ok": True, "result": dict(self.result)}
@@ -69,7 +71,9 @@ class Failure(NamedTuple):
     code: str
     message: str
 
-    ok = False
+    @property
+    def ok(self) -> bool:
+        return False
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "ok": False, "error": {"code": self.code, "message": self.message}}

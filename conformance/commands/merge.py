@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retryproof.conformance.errors import KitError
+from retryproof.conformance.errors import KitError, load_user_file
 from retryproof.conformance.events import (
     RunFinished,
     RunInfo,
@@ -51,20 +51,18 @@ SPLIT_STATUS_ORDER = ("failed", "error", "skipped", "not_applicable", "passed")
 
 
 def load_shard(path: str) -> dict[str, Any]:
-    """One shard's report.json, schema-valid and marked as a shard."""
-    from retryproof.spec import validator
+    """One shard's report.json: a valid report (``validate-report``'s checks: a shard
+    edited by hand is refused) and marked as a shard."""
+    from retryproof.conformance.commands.validate_report import report_problems
 
-    try:
-        with open(path, encoding="utf-8") as handle:
-            document = json.load(handle)
-    except OSError as exc:
-        raise KitError(f"cannot read {path}: {exc.strerror or exc}", "pass the report.json of each shard") from None
-    except ValueError as exc:
-        raise KitError(f"{path} is not JSON: {exc}", "pass the report.json a 'retryproof run --shard' wrote") from None
-    error = next(iter(validator("report").iter_errors(document)), None) if isinstance(document, dict) else True
-    if error is not None:
-        where = "" if error is True else f" at {'/'.join(map(str, error.absolute_path)) or 'the top'}: {error.message}"
-        raise KitError(f"{path} is not a retryproof report{where}", "pass the report.json a 'retryproof run' wrote")
+    document = load_user_file(
+        path, "report", json.load, "JSON", "pass the report.json a 'retryproof run --shard' wrote"
+    )
+    problems = report_problems(document)
+    if problems:
+        raise KitError(
+            f"{path} is not a valid report: {problems[0]}", f"'retryproof validate-report {path}' lists every problem"
+        )
     if not document.get("shard"):
         raise KitError(
             f"{path} is not a shard report (it has no 'shard')",

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from retryproof import spec
-from retryproof.conformance.catalogue import entry
 from retryproof.conformance.errors import load_user_file
 from retryproof.conformance.events import STATUSES, ScenarioResult
 from retryproof.conformance.verdict import Verdict, judge
+from retryproof.conformance.writers.document import scenario_result
 
 #: Problems printed at most; a report broken everywhere needs no thousand lines.
 MAX_PROBLEMS = 20
@@ -76,20 +76,6 @@ def _schema_message(error: Any) -> str:
         return f"{len(value)} item(s) where the report format requires {bound} {rule}: {_json(value)}"
     # Other validators: jsonschema's sentence, its reprs turned into JSON.
     return error.message.replace(repr(value), _json(value)).replace(repr(rule), _json(rule))[:300]
-
-
-def scenario_result(scenario: dict[str, Any]) -> ScenarioResult:
-    return ScenarioResult(
-        entry(scenario["id"]),
-        scenario["status"],
-        scenario["reason"],
-        scenario["duration_s"],
-        scenario["reproduce"],
-        scenario["evidence"],
-        tuple(scenario["calls"]),
-        scenario["stderr"],
-        scenario["baseline"],
-    )
 
 
 def _count_problems(counts: dict[str, int], results: list[ScenarioResult]) -> list[str]:

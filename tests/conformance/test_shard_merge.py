@@ -90,6 +90,7 @@ def _edited(runs, tmp_path, name: str, **changes) -> str:
         ("other seed", "shards of different runs: seed 10 vs 9"),
         ("other harness", "shards of different runs: target"),
         ("not a shard", "is not a shard report"),
+        ("edited", "is not a valid report: counts"),
     ],
 )
 def test_shards_that_are_not_one_whole_run_are_refused(runs, tmp_path, case, message):
@@ -100,6 +101,10 @@ def test_shards_that_are_not_one_whole_run_are_refused(runs, tmp_path, case, mes
         "other seed": lambda: [one, _edited(runs, tmp_path, "two", seed=10)],
         "other harness": lambda: [one, _edited(runs, tmp_path, "two", target="--harness other")],
         "not a shard": lambda: [str(runs / "whole/report.json"), two],
+        "edited": lambda: [
+            one,
+            _edited(runs, tmp_path, "two", counts={**report(runs / "two/report.json")["counts"], "passed": 99}),
+        ],
     }[case]()
     done = kit("merge", *reports, "--out", str(tmp_path / "out"))
     assert done.returncode == 2, done.stdout + done.stderr
