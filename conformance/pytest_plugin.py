@@ -46,7 +46,7 @@ from retryproof.conformance.options import (
 
 if TYPE_CHECKING:
     from retryproof.conformance.catalogue import Entry
-    from retryproof.conformance.events import RunFinished, ScenarioResult
+    from retryproof.conformance.events import RunFinished, ScenarioResult, Sink
     from retryproof.conformance.options import Options
     from retryproof.conformance.runner import Run
     from retryproof.conformance.writers.files import ReplayFileWriter, ReportFileWriter
@@ -382,11 +382,15 @@ class RetryproofRun:
             return []
         return [writer.path for writer in self.reports] + self.replays.paths
 
+    @property
+    def sinks(self) -> list[Sink]:
+        """The kit's report files, fed the run's events (none on an xdist worker)."""
+        return [*self.reports, *([self.replays] if self.replays else [])]
+
     def start(self, total: int) -> None:
         from retryproof.conformance.runner import Run, probe
 
-        sinks = [*self.reports, *([self.replays] if self.replays else [])]
-        self.session = Run(self.options, probe(self.options), sinks, total)
+        self.session = Run(self.options, probe(self.options), self.sinks, total)
 
     def scenario(self, entry: Entry) -> ScenarioResult:
         return self.session.scenario(entry)
@@ -411,8 +415,7 @@ class RetryproofRun:
 
         by_id = {item["result"]["id"]: scenario_result(item["result"]) for item in self.carried}
         results = [by_id[entry.id] for entry in self.entries if entry.id in by_id]
-        sinks = [*self.reports, *([self.replays] if self.replays else [])]
-        self.session = Run(self.options, self.carried[0]["hello"], sinks, len(results), began=self.began)
+        self.session = Run(self.options, self.carried[0]["hello"], self.sinks, len(results), began=self.began)
         for result in results:
             self.session.record(result)
         self.finished = self.session.finish()

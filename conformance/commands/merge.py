@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retryproof.conformance.errors import KitError, load_user_file
+from retryproof.conformance.errors import KitError
 from retryproof.conformance.events import (
     RunFinished,
     RunInfo,
@@ -51,18 +51,11 @@ SPLIT_STATUS_ORDER = ("failed", "error", "skipped", "not_applicable", "passed")
 
 
 def load_shard(path: str) -> dict[str, Any]:
-    """One shard's report.json: a valid report (``validate-report``'s checks: a shard
-    edited by hand is refused) and marked as a shard."""
-    from retryproof.conformance.commands.validate_report import report_problems
+    """One shard's report.json: a valid report (``diff`` reads reports the same way, with
+    ``validate-report``'s checks, so a shard edited by hand is refused), marked as a shard."""
+    from retryproof.conformance.commands.diff import load_report
 
-    document = load_user_file(
-        path, "report", json.load, "JSON", "pass the report.json a 'retryproof run --shard' wrote"
-    )
-    problems = report_problems(document)
-    if problems:
-        raise KitError(
-            f"{path} is not a valid report: {problems[0]}", f"'retryproof validate-report {path}' lists every problem"
-        )
+    document = load_report(path)
     if not document.get("shard"):
         raise KitError(
             f"{path} is not a shard report (it has no 'shard')",
@@ -182,6 +175,10 @@ def merged_run(paths: Sequence[str]) -> tuple[RunFinished, int]:
         baseline=first["baseline"],
         only=tuple(first["selection"]["only"]),
         skip=tuple(first["selection"]["skip"]),
+        # Where the first shard ran; the others may have run elsewhere (a CI matrix).
+        harness_command=first.get("environment", {}).get("harness_command", ""),
+        python=first.get("environment", {}).get("python", ""),
+        platform=first.get("environment", {}).get("platform", ""),
     )
     # The baseline's ids are those its markings name; the file itself may be elsewhere now.
     baseline = frozenset(result.entry.id for result in results if result.baseline)

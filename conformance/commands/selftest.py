@@ -215,10 +215,10 @@ def run_all(
         session.record(result)
     outcomes = {}
     for runtime in runtimes:
-        session = sessions.get(runtime.name)
-        if session is None:
+        if runtime.name not in sessions:
             outcomes[runtime.name] = {"error": errors[runtime.name], "results": {}, "seconds": 0.0}
             continue
+        session = sessions[runtime.name]
         results = {
             result.entry.id: {"status": result.status, "reason": result.reason, "reproduce": result.reproduce}
             for result in session.results
