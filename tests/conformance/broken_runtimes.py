@@ -10,6 +10,8 @@ when the runtime offered it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import sys
 import time
@@ -159,6 +161,17 @@ class ReportDedupByContent(Runtime):
         return super().write_report(client_submission_id, task_id, content)
 
 
+class DigestOfRawJson(Runtime):
+    """Validates the task as the contract says, then digests its JSON as sent (sorted
+    keys, no null filling, no line-ending or NFC normalization): most golden vectors
+    disagree, and a vendor needs every one of them to find the step it skipped (DIG-1)."""
+
+    def _digest(self, task: Any) -> str:
+        super()._digest(task)
+        text = json.dumps(task, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 # defect -> (runtime class, ops withheld from hello and the handler table, rewrite of write_task results)
 DEFECTS = {
     "reuse-without-idempotent": (Runtime, (), reuse_without_idempotent),
@@ -174,6 +187,7 @@ DEFECTS = {
     "truncated-ids": (TruncatedIds, (), None),
     "diagnose-refreshes": (DiagnoseRefreshes, (), None),
     "report-dedup-by-content": (ReportDedupByContent, (), None),
+    "digest-of-raw-json": (DigestOfRawJson, (), None),
 }
 
 

@@ -10,7 +10,8 @@ through it (``broken_runtimes.py``): before the fix each of these runs PASSED.
 - diagnostics were read at thresholds that are always or never passed, so reading that
   refreshes the reservation's age went unseen;
 - write_report was only ever retried under its first id, so deduplication by content
-  looked like deduplication by id.
+  looked like deduplication by id;
+- WT-DIGEST-VECTORS named five disagreeing vectors and kept only counts as evidence.
 """
 
 import json
@@ -154,3 +155,17 @@ def test_ids_ages_and_report_ids_are_judged_where_they_could_collide(tmp_path, d
     judged = scenarios[scenario]
     assert judged["status"] == "failed" and says in judged["reason"], judged["reason"]
     assert done.returncode == 1
+
+
+def test_every_disagreeing_vector_is_in_the_evidence_whole(tmp_path):
+    done, _, scenarios = run_kit(tmp_path, "digest-of-raw-json", "WT-DIGEST-VECTORS")
+    judged = scenarios["WT-DIGEST-VECTORS"]
+    assert judged["status"] == "failed" and done.returncode == 1
+    disagreeing = judged["evidence"]["vectors"]["disagreeing"]
+    assert len(disagreeing) > 5
+    for item in disagreeing:
+        assert set(item) == {"vector", "expected", "got"}
+        assert item["vector"] in judged["reason"]
+        # whole digests, never cut: "created sha256:" and 64 hex digits
+        assert len(item["expected"]) == len(item["got"]) == len("created sha256:") + 64, item
+    assert judged["reason"].startswith(f"{len(disagreeing)} of ")
