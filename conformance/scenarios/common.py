@@ -3,9 +3,13 @@ a failpoint that really fired."""
 
 from __future__ import annotations
 
+import json
+import signal
+import time
 from collections.abc import Mapping
 from typing import Any
 
+from retryproof.adapters.connection import Connection
 from retryproof.conformance.context import Context, TaskSet, Unjudgeable
 from retryproof.conformance.outcome import Call, id_answer_problems
 from retryproof.spec.digest import request_digest
@@ -51,14 +55,38 @@ def expect_identity(
     return owned[0]
 
 
+#: How long ``fired`` waits for a process whose call went unanswered to be seen dead.
+CRASH_SETTLE_S = 2.0
+
+
 def fired(ctx: Context, call: Call, failpoint: str) -> None:
-    """The call armed with a ``crash`` failpoint must end without an answer (``info``);
-    an answer means the declared failpoint never fired, so the window was not tested."""
+    """The call armed with a ``crash`` failpoint must end without an answer because
+    the process SIGKILLed itself there. An answer, a hang or garbage from a process
+    that lives on, or another way of ending, means the declared fault never fired: the
+    window was not tested, so the scenario is ``error``, never judged on it."""
     ctx.evidence.setdefault("crashed_calls", []).append(call.summary())
     if call.answered:
         raise Unjudgeable(
-            f"the runtime declares failpoint {failpoint} but answered instead of crashing ({call.summary()})"
+            f"the runtime declares failpoint {failpoint} but answered instead of crashing: {json.dumps(call.summary())}"
         )
+    status = _exit_status(ctx.conn, min(ctx.call_timeout, CRASH_SETTLE_S))
+    # 128 + 9: a shell wrapping the harness reports its child's SIGKILL that way.
+    if status not in (-signal.SIGKILL, 128 + signal.SIGKILL):
+        ended = "the process is still running" if status is None else f"the process ended with exit status {status}"
+        raise Unjudgeable(
+            f"the crash armed at {failpoint} did not fire: the call got no answer ({call.message}) and {ended}, "
+            "instead of dying of SIGKILL there"
+        )
+
+
+def _exit_status(connection: Connection, settle_s: float) -> int | None:
+    """The current process's exit status, waiting up to ``settle_s`` for it to end."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        status = connection.exit_statuses()[-1]
+        if status is not None or time.monotonic() >= deadline:
+            return status
+        time.sleep(0.02)
 
 
 def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submission_id: str, what: str) -> TaskSet:

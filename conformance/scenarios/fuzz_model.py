@@ -11,7 +11,7 @@ the evidence (``replay``); the report writers save it beside the report as
 from __future__ import annotations
 
 from retryproof.conformance import replay_file
-from retryproof.conformance.context import Unjudgeable
+from retryproof.conformance.context import ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import Context, scenario
 
 
@@ -19,7 +19,14 @@ from retryproof.conformance.scenarios import Context, scenario
 def fuzz_model(ctx: Context) -> None:
     # Imported here: Hypothesis costs more to import than the rest of the kit, and
     # ``retryproof list`` (which imports every scenario module) never explores.
-    from retryproof.conformance.fuzz import ENV_VAR, HarnessSilent, private_storage, run_fuzz, shard_share
+    from retryproof.conformance.fuzz import (
+        ENV_VAR,
+        HarnessSilent,
+        ModelViolation,
+        private_storage,
+        run_fuzz,
+        shard_share,
+    )
 
     seed, max_examples = ctx.seed, None
     if ctx.shard is not None:
@@ -30,6 +37,10 @@ def fuzz_model(ctx: Context) -> None:
             outcome = run_fuzz(ctx.conn, seed=seed, call_timeout=ctx.call_timeout, max_examples=max_examples)
     except HarnessSilent as exc:
         raise Unjudgeable(f"FUZZ-MODEL stopped: {exc}") from None
+    except ModelViolation as exc:
+        # Broken before any step ran (the opening list_tasks): no history to shrink,
+        # but a broken contract all the same, judged as every other scenario judges it.
+        raise ScenarioFailed(str(exc)) from None
     ctx.reproduce_env[ENV_VAR] = outcome.profile
     ctx.note(
         "fuzz",

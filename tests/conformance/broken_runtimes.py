@@ -172,10 +172,36 @@ class DigestOfRawJson(Runtime):
         return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-# defect -> (runtime class, ops withheld from hello and the handler table, rewrite of write_task results)
+class CrashHangs(Runtime):
+    """Declares the write_task failpoints, but an armed crash hangs the call instead
+    of killing the process (a crash helper that blocks on a lock it holds)."""
+
+    def _failpoint(self, name: str) -> None:
+        if self.armed_failpoints.get(name) == "crash":
+            time.sleep(3600)
+        super()._failpoint(name)
+
+
+class CrashPrintsGarbage(Runtime):
+    """An armed crash writes a stray line on stdout and carries on instead of dying
+    (a debug print left where the SIGKILL should be)."""
+
+    def _failpoint(self, name: str) -> None:
+        if self.armed_failpoints.get(name) == "crash":
+            print("crashing now (not really)", flush=True)
+            return
+        super()._failpoint(name)
+
+
+def listing_without_digests(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A list_tasks answer whose entries leave out request_digest (its schema requires it)."""
+    return {"tasks": [{k: v for k, v in task.items() if k != "request_digest"} for task in result["tasks"]]}
+
+
+# defect -> (runtime class, ops withheld from hello and the handler table, op -> rewrite of its results)
 DEFECTS = {
-    "reuse-without-idempotent": (Runtime, (), reuse_without_idempotent),
-    "reuse-of-someone-else": (Runtime, (), reuse_of_someone_else),
+    "reuse-without-idempotent": (Runtime, (), {"write_task": reuse_without_idempotent}),
+    "reuse-of-someone-else": (Runtime, (), {"write_task": reuse_of_someone_else}),
     "report-id-answers-anything": (ReportIdAnswersAnything, (), None),
     "renumber-without-diagnose": (RetriesRenumber, ("diagnose",), None),
     "renumber": (RetriesRenumber, (), None),
@@ -188,11 +214,14 @@ DEFECTS = {
     "diagnose-refreshes": (DiagnoseRefreshes, (), None),
     "report-dedup-by-content": (ReportDedupByContent, (), None),
     "digest-of-raw-json": (DigestOfRawJson, (), None),
+    "crash-hangs": (CrashHangs, (), None),
+    "crash-prints-garbage": (CrashPrintsGarbage, (), None),
+    "listing-without-digests": (Runtime, (), {"list_tasks": listing_without_digests}),
 }
 
 
 def main() -> None:
-    runtime_class, withheld, rewrite = DEFECTS[sys.argv[1]]
+    runtime_class, withheld, rewrites = DEFECTS[sys.argv[1]]
     runtime = runtime_class(
         os.environ["RETRYPROOF_STATE_DIR"],
         parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS")),
@@ -201,9 +230,9 @@ def main() -> None:
     groups = []
     for group in op_groups(runtime):
         handlers = {op: handler for op, handler in group.handlers.items() if op not in withheld}
-        if rewrite and "write_task" in handlers:
-            write_task = handlers["write_task"]
-            handlers["write_task"] = lambda args, write_task=write_task: rewrite(write_task(args))
+        for op, rewrite in (rewrites or {}).items():
+            if op in handlers:
+                handlers[op] = lambda args, serve=handlers[op], rewrite=rewrite: rewrite(serve(args))
         capabilities = tuple(name for name in group.capabilities if name not in withheld)
         groups.append(OpGroup(handlers, capabilities, group.failpoints))
     serve(build_handlers(groups, f"broken-{sys.argv[1]}"))

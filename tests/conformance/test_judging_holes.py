@@ -11,6 +11,8 @@ through it (``broken_runtimes.py``): before the fix each of these runs PASSED.
   refreshes the reservation's age went unseen;
 - write_report was only ever retried under its first id, so deduplication by content
   looked like deduplication by id;
+- an armed crash that hung or printed garbage counted as fired, so the scenario was
+  judged (failed, or even passed) on a window that was never tested;
 - WT-DIGEST-VECTORS named five disagreeing vectors and kept only counts as evidence.
 """
 
@@ -24,7 +26,7 @@ import pytest
 BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
 
 
-def run_kit(tmp_path, defect, only):
+def run_kit(tmp_path, defect, only, *extra):
     done = subprocess.run(
         [
             sys.executable,
@@ -41,6 +43,7 @@ def run_kit(tmp_path, defect, only):
             str(tmp_path),
             "--format",
             "json,junit",
+            *extra,
         ],
         capture_output=True,
         text=True,
@@ -169,3 +172,24 @@ def test_every_disagreeing_vector_is_in_the_evidence_whole(tmp_path):
         # whole digests, never cut: "created sha256:" and 64 hex digits
         assert len(item["expected"]) == len(item["got"]) == len("created sha256:") + 64, item
     assert judged["reason"].startswith(f"{len(disagreeing)} of ")
+
+
+@pytest.mark.parametrize("defect", ["crash-hangs", "crash-prints-garbage"])
+def test_an_armed_crash_that_never_fired_is_an_error(tmp_path, defect):
+    only = "CRASH-AFTER-TASK-WRITE,A2-CRASH-BEFORE-RESPONSE"
+    done, _, scenarios = run_kit(tmp_path, defect, only, "--call-timeout", "2")
+    for sid in only.split(","):
+        judged = scenarios[sid]
+        assert judged["status"] == "error", (sid, judged["status"], judged["reason"])
+        assert "did not fire" in judged["reason"] and "instead of dying of SIGKILL" in judged["reason"]
+    assert done.returncode == 1
+
+
+def test_a_schema_violation_before_fuzz_model_explores_is_a_failure_like_elsewhere(tmp_path):
+    """The opening list_tasks breaks its schema: FUZZ-MODEL said "kit error: ModelViolation"."""
+    done, _, scenarios = run_kit(tmp_path, "listing-without-digests", "WT-CREATE,FUZZ-MODEL")
+    for sid in ("WT-CREATE", "FUZZ-MODEL"):
+        judged = scenarios[sid]
+        assert judged["status"] == "failed", (sid, judged["reason"])
+        assert "list_tasks result violates its schema" in judged["reason"] and "kit error" not in judged["reason"]
+    assert done.returncode == 1
