@@ -7,14 +7,19 @@ creation of the harness under ``strace -f -y`` and checks, on the trace, the POS
 recipe the contract requires (DUR-1):
 
 * a file created in the state directory and fsynced (it holds a stage) needs an
-  fsync of its directory before the next stage is made durable;
+  fsync (or fdatasync) of its directory, at any moment after the create, before the
+  next stage is made durable after the file's own fsync. "Created" means the open made
+  a new directory entry: an ``O_CREAT`` open of a file that already exists (a database
+  opened again) creates nothing, so it owes nothing;
 * a rename into the state directory (temp + fsync + rename) needs the same;
 * a directory created in the state directory needs its parent fsynced.
 
 "The next stage is made durable" is the next rename, the next fsync of another
 regular file, or the next response line on stdout (committed must be durable before
 the answer leaves). A created file that is never fsynced (a lock file) is no stage;
-a temporary file that is later renamed is covered by its rename.
+a temporary file that is later renamed is covered by its rename. Which names exist
+is known from a listing of the state directory taken before the traced start, and
+from the creates, renames and unlinks of the trace.
 
 The scenario is skipped, with the reason, where ``strace`` is missing or cannot
 trace; it is never counted as a pass then.
@@ -45,6 +50,9 @@ TRACED_SYSCALLS = (
     "renameat2",
     "link",
     "linkat",
+    "unlink",
+    "unlinkat",
+    "rmdir",
     "fsync",
     "fdatasync",
     "write",
@@ -108,7 +116,7 @@ class Event:
     """A file-system step the check cares about."""
 
     seq: int
-    kind: str  # create | mkdir | rename | sync | respond
+    kind: str  # create | mkdir | rename | remove | sync | respond
     path: str  # absolute; for a rename or link, the new name
     source: str = ""  # a rename's or link's old name
     call: str = ""  # the system call, for the evidence
@@ -162,6 +170,9 @@ def file_events(calls: Iterable[Syscall], cwd: str) -> Iterator[Event]:
                 absolute(call.pid, strings[0], bases[0]),
                 call="link" if name.startswith("link") else "rename",
             )
+        elif name in ("unlink", "unlinkat", "rmdir") and _strings(call.args):
+            base = fd_path["path"] if name == "unlinkat" and fd_path else None
+            yield Event(call.seq, "remove", absolute(call.pid, _strings(call.args)[0], base), call=name)
         elif name in ("fsync", "fdatasync") and fd_path:
             yield Event(call.seq, "sync", fd_path["path"])
         elif name == "write" and head.startswith("1<"):
@@ -187,28 +198,42 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def check_directory_fsyncs(events: list[Event], state_dir: str) -> tuple[int, list[Violation]]:
+def check_directory_fsyncs(
+    events: list[Event], state_dir: str, existing: Iterable[str] = ()
+) -> tuple[int, list[Violation]]:
     """Return (durable steps checked, violations) for the steps inside ``state_dir``.
 
     ``state_dir`` must be the real path (strace -y prints resolved paths) and must
     still exist: whether an fsynced path is a directory is read from the disk.
+    ``existing`` holds the absolute paths that existed before the trace began.
     """
     root = os.path.realpath(state_dir)
     renamed_away = {event.source for event in events if event.kind == "rename"}
-    obligations: list[tuple[int, str, str]] = []  # (position, directory, description)
+    present = set(existing)
+    # (position the directory fsync may come from, position the deadline runs from, directory, description)
+    obligations: list[tuple[int, int, str, str]] = []
     for position, event in enumerate(events):
+        made_new = event.path not in present
+        if event.kind == "remove":
+            present.discard(event.path)
+        elif event.kind == "rename":
+            if event.call == "rename":  # a link keeps its old name
+                present.discard(event.source)
+            present.add(event.path)
+        elif event.kind in ("create", "mkdir"):
+            present.add(event.path)
         if not _inside(event.path, root) or event.path == root:
             continue
         rel = _rel(event.path, root)
         if event.kind == "rename":
             obligations.append(
-                (position, os.path.dirname(event.path), f"{event.call} {_rel(event.source, root)} -> {rel}")
+                (position, position, os.path.dirname(event.path), f"{event.call} {_rel(event.source, root)} -> {rel}")
             )
         elif event.kind == "mkdir":
-            obligations.append((position, os.path.dirname(event.path), f"mkdir {rel}/"))
-        elif event.kind == "create" and event.path not in renamed_away:
+            obligations.append((position, position, os.path.dirname(event.path), f"mkdir {rel}/"))
+        elif event.kind == "create" and made_new and event.path not in renamed_away:
             # A created file is a stage when its name is a fact (O_EXCL) or the runtime
-            # fsyncs it; the obligation starts after its own fsync. A lock file is neither.
+            # fsyncs it; the deadline runs from its own fsync. A lock file is neither.
             synced = next(
                 (
                     p
@@ -219,7 +244,7 @@ def check_directory_fsyncs(events: list[Event], state_dir: str) -> tuple[int, li
             )
             if synced is not None or event.exclusive:
                 obligations.append(
-                    (synced if synced is not None else position, os.path.dirname(event.path), f"create {rel}")
+                    (position, synced if synced is not None else position, os.path.dirname(event.path), f"create {rel}")
                 )
 
     def is_stage_point(event: Event, owner: str) -> bool:
@@ -232,26 +257,42 @@ def check_directory_fsyncs(events: list[Event], state_dir: str) -> tuple[int, li
         )
 
     violations = []
-    for start, directory, description in obligations:
+    for made, start, directory, description in obligations:
         owner = events[start].path
-        for later in events[start + 1 :]:
-            if later.kind == "sync" and later.path == directory:
-                break
-            if is_stage_point(later, owner):
-                deadline = (
-                    "the response was sent"
-                    if later.kind == "respond"
-                    else (
-                        f"{later.call} {_rel(later.source, root)} -> {_rel(later.path, root)}"
-                        if later.kind == "rename"
-                        else f"fsync({_rel(later.path, root)})"
-                    )
-                )
-                violations.append(Violation(description, directory, deadline))
-                break
-        else:
+        deadline = next(
+            (later for later in events[start + 1 :] if is_stage_point(later, owner)),
+            None,
+        )
+        until = deadline.seq if deadline is not None else None
+        if any(
+            later.kind == "sync" and later.path == directory and (until is None or later.seq < until)
+            for later in events[made + 1 :]
+        ):
+            continue
+        if deadline is None:
             violations.append(Violation(description, directory, "the process ended"))
+        elif deadline.kind == "respond":
+            violations.append(Violation(description, directory, "the response was sent"))
+        elif deadline.kind == "rename":
+            violations.append(
+                Violation(
+                    description,
+                    directory,
+                    f"{deadline.call} {_rel(deadline.source, root)} -> {_rel(deadline.path, root)}",
+                )
+            )
+        else:
+            violations.append(Violation(description, directory, f"fsync({_rel(deadline.path, root)})"))
     return len(obligations), violations
+
+
+def existing_paths(state_dir: str) -> set[str]:
+    """Every path under ``state_dir`` (real paths, as strace -y prints them)."""
+    root = os.path.realpath(state_dir)
+    found = set()
+    for directory, subdirectories, files in os.walk(root):
+        found.update(os.path.join(directory, name) for name in (*subdirectories, *files))
+    return found
 
 
 # -- the scenario ----------------------------------------------------------------------
@@ -274,6 +315,7 @@ def durability_trace(ctx: Context) -> None:
     ctx.stop()
     with tempfile.TemporaryDirectory(prefix="retryproof-strace-") as scratch:
         trace_file = os.path.join(scratch, "trace")
+        existing = existing_paths(state_dir)
         traced = ProcessConnection(
             [strace, "-f", "-y", "-qq", "-e", "trace=" + ",".join(TRACED_SYSCALLS), "-o", trace_file, "--", *command],
             state_dir,
@@ -290,7 +332,7 @@ def durability_trace(ctx: Context) -> None:
         traced.stop()
         with open(trace_file, encoding="utf-8", errors="replace") as handle:
             events = list(file_events(parse_trace(handle), os.getcwd()))
-    checked, violations = check_directory_fsyncs(events, state_dir)
+    checked, violations = check_directory_fsyncs(events, state_dir, existing)
     root = os.path.realpath(state_dir)
     ctx.note("durable_steps_checked", checked)
     ctx.note("violations", [violation.describe(root) for violation in violations])

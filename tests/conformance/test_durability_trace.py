@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 
 import pytest
@@ -16,11 +15,13 @@ from retryproof.conformance.scenarios.durability import (
 )
 
 
-def _check(tmp_path, lines):
+def _check(tmp_path, lines, existing=()):
     (tmp_path / "tasks").mkdir(exist_ok=True)
     root = str(tmp_path)
     text = [line.replace("ROOT", root) for line in lines]
-    return check_directory_fsyncs(list(file_events(parse_trace(text), root)), root)
+    return check_directory_fsyncs(
+        list(file_events(parse_trace(text), root)), root, {f"{root}/{name}" for name in existing}
+    )
 
 
 TEMP_AND_RENAME = [
@@ -59,9 +60,40 @@ def test_interrupted_calls_are_joined_and_lock_files_are_no_stage(tmp_path):
     assert (checked, violations) == (1, [])
 
 
-@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+DB_OPEN = '7 openat(AT_FDCWD<ROOT>, "ROOT/tasks.db", O_RDWR|O_CREAT|O_CLOEXEC, 0644) = 3<ROOT/tasks.db>'
+DB_SYNC = "7 fdatasync(3<ROOT/tasks.db>) = 0"
+ANSWER = '7 write(1<pipe:[9]>, "{}\\n", 3) = 3'
+
+
+def test_an_o_creat_open_of_an_existing_file_creates_nothing(tmp_path):
+    """A database opened again with O_CREAT made no directory entry, so it owes no
+    directory fsync; the same open of a missing file does."""
+    assert _check(tmp_path, [DB_OPEN, DB_SYNC, ANSWER], existing=["tasks.db"]) == (0, [])
+    checked, violations = _check(tmp_path, [DB_OPEN, DB_SYNC, ANSWER])
+    assert checked == 1 and violations[0].describe(str(tmp_path)).startswith("create tasks.db was not followed")
+
+
+def test_a_name_the_trace_removed_is_created_again(tmp_path):
+    lines = [
+        '7 unlink("ROOT/tasks.db") = 0',
+        DB_OPEN,
+        DB_SYNC,
+        ANSWER,
+    ]
+    checked, violations = _check(tmp_path, lines, existing=["tasks.db"])
+    assert checked == 1 and len(violations) == 1
+
+
+@pytest.mark.parametrize("call", ["fsync", "fdatasync"])
+def test_a_directory_sync_right_after_the_create_counts(tmp_path, call):
+    """SQLite syncs a new journal's directory with fdatasync; a runtime may sync the
+    directory right after the open, before the file's own first fsync."""
+    lines = [DB_OPEN, f"7 {call}(4<ROOT>) = 0", DB_SYNC, ANSWER]
+    assert _check(tmp_path, lines) == (1, [])
+
+
 @pytest.mark.parametrize("fault, status", [(None, "passed"), ("no-directory-fsync", "failed")])
-def test_reference_passes_and_missing_fsync_fails(tmp_path, fault, status):
+def test_reference_passes_and_missing_fsync_fails(tmp_path, strace, fault, status):
     harness = f"{sys.executable} -m retryproof.reference_impl" + (f" --fault {fault}" if fault else "")
     cli(
         [
