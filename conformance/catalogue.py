@@ -35,6 +35,10 @@ class Entry:
         return tuple(need.partition(":")[2] for need in self.needs if need.startswith("failpoint:"))
 
     @property
+    def tamper_actions(self) -> tuple[str, ...]:
+        return tuple(need.partition(":")[2] for need in self.needs if need.startswith("tamper:"))
+
+    @property
     def tools(self) -> tuple[str, ...]:
         return tuple(need.partition(":")[2] for need in self.needs if need.startswith("tool:"))
 

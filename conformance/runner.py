@@ -292,6 +292,10 @@ def _missing_needs(item: Entry, hello: Mapping[str, Any]) -> list[str]:
     failpoints = set(hello.get("failpoints") or ())
     missing = [need for need in item.capabilities if need not in capabilities]
     missing += [f"failpoint:{name}" for name in item.failpoints if name not in failpoints]
+    if "tamper" in capabilities:
+        # Without a tamper_actions list, the tamper capability means every action.
+        performed = set(hello.get("tamper_actions", item.tamper_actions))
+        missing += [f"tamper:{action}" for action in item.tamper_actions if action not in performed]
     missing += [f"tool:{tool}" for tool in item.tools if shutil.which(tool) is None]
     return missing
 

@@ -35,6 +35,7 @@ class OpGroup(NamedTuple):
     handlers: Mapping[str, Handler]
     capabilities: tuple[str, ...] = ()
     failpoints: tuple[str, ...] = ()
+    tamper_actions: tuple[str, ...] = ()
 
 
 def _take(args: Mapping[str, Any], required: Sequence[str], optional: Sequence[str] = ()) -> Mapping[str, Any]:
@@ -84,6 +85,7 @@ def write_task_ops(runtime: Runtime) -> OpGroup:
         handlers,
         capabilities=("write_task", "legacy", "diagnose", "tamper", "write_report", "multiprocess"),
         failpoints=WRITE_TASK_FAILPOINTS,
+        tamper_actions=tuple(_TAMPER_ARGS),
     )
 
 
@@ -109,5 +111,6 @@ def build_handlers(groups: Sequence[OpGroup], implementation: str = "reference")
         {"name": implementation, "version": __version__, "language": "python"},
         [name for group in groups for name in group.capabilities],
         [name for group in groups for name in group.failpoints],
+        [name for group in groups for name in group.tamper_actions] or None,
     )
     return handlers

@@ -177,16 +177,24 @@ def format_failpoints(failpoints: Mapping[str, str]) -> str:
 Handler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
-def hello_handler(implementation: Mapping[str, str], capabilities: Sequence[str], failpoints: Sequence[str]) -> Handler:
+def hello_handler(
+    implementation: Mapping[str, str],
+    capabilities: Sequence[str],
+    failpoints: Sequence[str],
+    tamper_actions: Sequence[str] | None = None,
+) -> Handler:
     """The ``hello`` a Python harness serves: its declarations, after checking that
-    the kit speaks this protocol (anything else is ``invalid_request``)."""
-    greeting = {
+    the kit speaks this protocol (anything else is ``invalid_request``).
+    ``tamper_actions`` lists the tamper actions performed; None leaves the list out."""
+    greeting: dict[str, Any] = {
         "protocol": PROTOCOL,
         "implementation": dict(implementation),
         "capabilities": list(capabilities),
         "failpoints": list(failpoints),
         "digest_schema_version": DIGEST_SCHEMA_VERSION,
     }
+    if tamper_actions is not None:
+        greeting["tamper_actions"] = list(tamper_actions)
 
     def hello(args: Mapping[str, Any]) -> Mapping[str, Any]:
         if set(args) != {"protocol"}:

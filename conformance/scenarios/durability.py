@@ -289,7 +289,7 @@ def check_directory_fsyncs(
 def existing_paths(state_dir: str) -> set[str]:
     """Every path under ``state_dir`` (real paths, as strace -y prints them)."""
     root = os.path.realpath(state_dir)
-    found = set()
+    found: set[str] = set()
     for directory, subdirectories, files in os.walk(root):
         found.update(os.path.join(directory, name) for name in (*subdirectories, *files))
     return found

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from retryproof.reference_impl import durable  # noqa: E402
 from retryproof.reference_impl.harness import OpGroup, build_handlers, op_groups  # noqa: E402
 from retryproof.reference_impl.runtime import Runtime, _conflict, _load  # noqa: E402
+from retryproof.spec.digest import ContractError  # noqa: E402
 from retryproof.spec.protocol import parse_failpoints, serve  # noqa: E402
 
 
@@ -198,6 +199,18 @@ def listing_without_digests(result: Mapping[str, Any]) -> Mapping[str, Any]:
     return {"tasks": [{k: v for k, v in task.items() if k != "request_digest"} for task in result["tasks"]]}
 
 
+class NoReceiptSchemaRewrite(Runtime):
+    """Removes tasks and occupies task paths, but cannot rewrite a receipt's digest
+    schema version (its receipts are append-only), and says so in hello's tamper_actions."""
+
+    tamper_actions = ("remove_task", "occupy_task_path")
+
+    def tamper(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        if args["action"] not in self.tamper_actions:
+            raise ContractError("invalid_request", "args.action", "this runtime cannot perform it")
+        return super().tamper(args)
+
+
 # defect -> (runtime class, ops withheld from hello and the handler table, op -> rewrite of its results)
 DEFECTS = {
     "reuse-without-idempotent": (Runtime, (), {"write_task": reuse_without_idempotent}),
@@ -217,6 +230,7 @@ DEFECTS = {
     "crash-hangs": (CrashHangs, (), None),
     "crash-prints-garbage": (CrashPrintsGarbage, (), None),
     "listing-without-digests": (Runtime, (), {"list_tasks": listing_without_digests}),
+    "no-receipt-schema-rewrite": (NoReceiptSchemaRewrite, (), None),
 }
 
 
@@ -234,7 +248,8 @@ def main() -> None:
             if op in handlers:
                 handlers[op] = lambda args, serve=handlers[op], rewrite=rewrite: rewrite(serve(args))
         capabilities = tuple(name for name in group.capabilities if name not in withheld)
-        groups.append(OpGroup(handlers, capabilities, group.failpoints))
+        actions = getattr(runtime_class, "tamper_actions", group.tamper_actions) if "tamper" in handlers else ()
+        groups.append(OpGroup(handlers, capabilities, group.failpoints, actions))
     serve(build_handlers(groups, f"broken-{sys.argv[1]}"))
 
 

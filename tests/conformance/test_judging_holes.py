@@ -13,6 +13,8 @@ through it (``broken_runtimes.py``): before the fix each of these runs PASSED.
   looked like deduplication by id;
 - an armed crash that hung or printed garbage counted as fired, so the scenario was
   judged (failed, or even passed) on a window that was never tested;
+- a runtime that performs some tamper actions but not others failed the scenario of a
+  missing one, although it cannot say more than that it lacks a test hook;
 - WT-DIGEST-VECTORS named five disagreeing vectors and kept only counts as evidence.
 """
 
@@ -192,4 +194,16 @@ def test_a_schema_violation_before_fuzz_model_explores_is_a_failure_like_elsewhe
         judged = scenarios[sid]
         assert judged["status"] == "failed", (sid, judged["reason"])
         assert "list_tasks result violates its schema" in judged["reason"] and "kit error" not in judged["reason"]
+    assert done.returncode == 1
+
+
+def test_a_tamper_action_hello_leaves_out_is_not_verified_not_failed(tmp_path):
+    only = "CONFLICT-SCHEMA,TASK-MISSING-CONFLICT"
+    done, report, scenarios = run_kit(tmp_path, "no-receipt-schema-rewrite", only)
+    assert scenarios["TASK-MISSING-CONFLICT"]["status"] == "passed"
+    skipped = scenarios["CONFLICT-SCHEMA"]
+    assert skipped["status"] == "skipped" and "tamper:set_receipt_schema" in skipped["reason"]
+    assert skipped["evidence"]["missing"] == ["tamper:set_receipt_schema"]
+    # a test hook the runtime lacks is not verified, which blocks: never a pass
+    assert [entry["id"] for entry in report["verdict"]["blocking"]] == ["CONFLICT-SCHEMA"]
     assert done.returncode == 1

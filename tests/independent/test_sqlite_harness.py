@@ -60,8 +60,17 @@ def test_durability_trace_judges_sqlite_by_its_syncs(tmp_path, strace, synchrono
 
 
 def test_the_sqlite_runtime_is_a_real_runtime(tmp_path):
-    """The control: the runtime the trace judges keeps the contract's basics."""
-    only = "WT-CREATE,WT-DIGEST-VECTORS,A2-RESPONSE-LOSS,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST,INVALID-INPUT"
-    done, scenarios = run_kit(tmp_path, only)
-    assert {sid: s["status"] for sid, s in scenarios.items()} == dict.fromkeys(only.split(","), "passed")
-    assert done.returncode == 0
+    """The control: the runtime the trace judges keeps the contract's basics. It
+    performs only the remove_task tamper action and says so in hello, so the scenario
+    needing set_receipt_schema is not verified instead of failed."""
+    only = (
+        "WT-CREATE,WT-DIGEST-VECTORS,A2-RESPONSE-LOSS,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST,INVALID-INPUT,"
+        "TASK-MISSING-CONFLICT"
+    )
+    done, scenarios = run_kit(tmp_path, only + ",CONFLICT-SCHEMA")
+    assert {sid: s["status"] for sid, s in scenarios.items()} == {
+        **dict.fromkeys(only.split(","), "passed"),
+        "CONFLICT-SCHEMA": "skipped",
+    }
+    assert scenarios["CONFLICT-SCHEMA"]["reason"] == "the runtime does not provide tamper:set_receipt_schema"
+    assert done.returncode == 1  # a MUST scenario not verified blocks

@@ -491,6 +491,7 @@ function hello(args) {
       name: DEFECT ? `node-independent-${DEFECT}` : 'node-independent', version: '0.1.0', language: 'javascript',
     },
     capabilities: ['write_task', 'legacy', 'diagnose', 'tamper', 'write_report'],
+    tamper_actions: ['remove_task', 'occupy_task_path', 'set_receipt_schema'],
     failpoints: FAILPOINT_NAMES,
     digest_schema_version: SCHEMA_VERSION,
   };
