@@ -91,3 +91,21 @@ def restart_reuse(ctx: Context) -> None:
             ctx, retry, state, submission_id, "retry after a graceful restart" if graceful else "retry after SIGKILL"
         )
     ctx.check_tasks(before, state, new=1)
+
+
+@scenario("REUSE-EARLIER-ID")
+def reuse_earlier_id(ctx: Context) -> None:
+    ctx.start()
+    before = ctx.tasks("before")
+    submission_id, task = ctx.submission_id(), ctx.task()
+    expect_created(ctx, ctx.write_task(submission_id, task), submission_id, task, "first call")
+    for number in (1, 2):
+        later_id, later_task = ctx.submission_id(), ctx.task()
+        expect_created(
+            ctx, ctx.write_task(later_id, later_task), later_id, later_task, f"later creation {number} (another id)"
+        )
+    retry = ctx.write_task(submission_id, task)
+    after = ctx.tasks("after")
+    # The answer's task must be the one list_tasks holds for this id, not the newest.
+    expect_reuse_of(ctx, retry, after, submission_id, "retry of the earliest id after two later creations")
+    ctx.check_tasks(before, after, new=3)

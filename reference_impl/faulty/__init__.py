@@ -25,6 +25,7 @@ from retryproof.reference_impl.faulty.p3_audit_reclassifies import P3AuditReclas
 from retryproof.reference_impl.faulty.recovery_new_number import RecoveryNewNumber
 from retryproof.reference_impl.faulty.renumbers_stalled import RenumbersStalledOnStart
 from retryproof.reference_impl.faulty.report_dedup_lost import ReportDedupLost
+from retryproof.reference_impl.faulty.reuse_answers_newest import ReuseAnswersNewest
 from retryproof.reference_impl.faulty.stale_marks_succeeded import StaleMarksSucceeded
 from retryproof.reference_impl.faulty.unlocked_check_then_create import (
     UnlockedCheckThenCreate,
@@ -50,6 +51,7 @@ VARIANTS: dict[str, type[Runtime]] = {
     "no-directory-fsync": NoDirectoryFsync,
     "p3-audit-reclassifies": P3AuditReclassifies,
     "stale-marks-succeeded": StaleMarksSucceeded,
+    "reuse-answers-newest": ReuseAnswersNewest,
 }
 
 

@@ -7,6 +7,9 @@ This runs the targeted subset; ``retryproof selftest`` runs the whole matrix.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -44,3 +47,39 @@ def test_each_faulty_runtime_is_killed_by_its_declared_scenarios(runtimes):
             f"{runtime.name} did not run all its killers"
         )
     assert problems == []
+
+
+def test_a_reuse_naming_the_newest_task_is_caught_only_where_the_reused_task_is_not_the_newest(tmp_path):
+    """The teeth gap REUSE-EARLIER-ID closes: everywhere else the reused task is also
+    the newest, so the variant answering reuse with the newest task passes there."""
+    only = "A2-RESPONSE-LOSS,RESTART-REUSE,INVOCATION-FIELDS-IGNORED,REUSE-EARLIER-ID"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            f"{sys.executable} -m retryproof.reference_impl --fault reuse-answers-newest",
+            "--only",
+            only,
+            "--seed",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    scenarios = {s["id"]: s for s in json.loads((tmp_path / "report.json").read_text())["scenarios"]}
+    assert {sid: s["status"] for sid, s in scenarios.items()} == {
+        "A2-RESPONSE-LOSS": "passed",
+        "RESTART-REUSE": "passed",
+        "INVOCATION-FIELDS-IGNORED": "passed",
+        "REUSE-EARLIER-ID": "failed",
+    }
+    assert "durable state holds" in scenarios["REUSE-EARLIER-ID"]["reason"]
+    assert done.returncode == 1
