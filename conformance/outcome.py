@@ -14,6 +14,7 @@ nemesis beside the clients: the evidence shows when each call ran relative to th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -128,10 +129,10 @@ def id_answer_problems(result: Mapping[str, Any], submission_id: str, digest: st
     problems = []
     if result.get("client_submission_id") != submission_id:
         problems.append(
-            f"the result names client_submission_id {result.get('client_submission_id')!r}, not {submission_id!r}"
+            f"the result names client_submission_id {json.dumps(result.get('client_submission_id'))}, not {json.dumps(submission_id)}"
         )
     if result.get("idempotent") is not True:
-        problems.append(f"the id path must say idempotent true, not {result.get('idempotent')!r}")
+        problems.append(f"the id path must say idempotent true, not {json.dumps(result.get('idempotent'))}")
     if result.get("request_digest") != digest:
         problems.append(f"request_digest {result.get('request_digest')} is not the write-task-v1 digest {digest}")
     if result.get("digest_schema_version") != DIGEST_SCHEMA_VERSION:

@@ -18,6 +18,7 @@ from typing import Any
 from retryproof import spec
 from retryproof.conformance.errors import load_user_file
 from retryproof.conformance.events import STATUSES, ScenarioResult
+from retryproof.conformance.validation import schema_message
 from retryproof.conformance.verdict import Verdict, judge
 from retryproof.conformance.writers.document import scenario_result
 
@@ -30,7 +31,8 @@ def report_problems(document: Any) -> list[str]:
     shape = sorted(spec.validator("report").iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))
     if shape:
         return [
-            f"{'/'.join(map(str, error.absolute_path)) or '(document)'}: {_schema_message(error)}" for error in shape
+            f"{'/'.join(map(str, error.absolute_path)) or '(document)'}: {schema_message(error, 'the report format')}"
+            for error in shape
         ]
     try:
         results = [scenario_result(scenario) for scenario in document["scenarios"]]
@@ -52,30 +54,6 @@ def main(args) -> int:
         return 1
     print(f"{args.file}: valid report ({document['verdict']['headline']})")
     return 0
-
-
-def _json(value: Any) -> str:
-    shown = json.dumps(value, ensure_ascii=False)
-    return shown if len(shown) <= 120 else shown[:119] + "…"
-
-
-def _schema_message(error: Any) -> str:
-    """What a schema error means, with values as (short) JSON, never Python reprs."""
-    value, rule = error.instance, error.validator_value
-    if error.validator == "type":
-        return f"{_json(value)} is not of type {' or '.join(rule) if isinstance(rule, list) else rule}"
-    if error.validator == "const":
-        return f"{_json(value)} where the report format requires {_json(rule)}"
-    if error.validator == "required":
-        missing = next((name for name in rule if error.message.startswith(repr(name))), None)
-        return f"{_json(missing)} is missing"
-    if error.validator == "enum":
-        return f"{_json(value)} is not one of {', '.join(map(_json, rule))}"
-    if error.validator in ("minItems", "maxItems") and isinstance(value, list):
-        bound = "at least" if error.validator == "minItems" else "at most"
-        return f"{len(value)} item(s) where the report format requires {bound} {rule}: {_json(value)}"
-    # Other validators: jsonschema's sentence, its reprs turned into JSON.
-    return error.message.replace(repr(value), _json(value)).replace(repr(rule), _json(rule))[:300]
 
 
 def _count_problems(counts: dict[str, int], results: list[ScenarioResult]) -> list[str]:

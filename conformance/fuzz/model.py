@@ -191,6 +191,25 @@ def _describe(reply: Reply) -> str:
     return f"lost ({reply.reason})"
 
 
+def _conflict_hint(result: Mapping[str, Any], expected: str) -> str:
+    """Why a conflict answered to the same request came about, as far as its two
+    digests show; a normalization hint only where a digest differs from write-task-v1."""
+    answered = result.get("request_digest")
+    conflict = result.get("conflict")
+    bound = conflict.get("receipt_request_digest") if isinstance(conflict, Mapping) else None
+    if answered == bound:
+        return (
+            f"both digests are {answered}, so the conflict does not come from the request digest: "
+            "the runtime compares something else (the raw request, a stale receipt)"
+        )
+    if answered != expected:
+        return (
+            f"the runtime digested this request as {answered}, write-task-v1 gives {expected}: key order, "
+            "null versus absent, line endings, Unicode composition and invocation data must not change the digest"
+        )
+    return f"this request's digest is the write-task-v1 one, but the id is bound to {bound}: the first request was digested differently"
+
+
 class Driver:
     """Runs steps on one harness, checking after each.
 
@@ -309,17 +328,17 @@ class Driver:
         if disposition == "conflict":
             raise ModelViolation(
                 f"{what}: the same request answered conflict ({(result.get('conflict') or {}).get('reason')}); "
-                "key order, null versus absent, line endings, Unicode composition and invocation data must not change the digest"
+                + _conflict_hint(result, request_digest(self._task(self.model.intended[submission_id])))
             )
         if disposition not in ("created", "reused"):
-            raise ModelViolation(f"{what}: unknown disposition {disposition!r}")
+            raise ModelViolation(f"{what}: unknown disposition {json.dumps(disposition)}")
         problems = id_answer_problems(
             result, submission_id, request_digest(self._task(self.model.intended[submission_id]))
         )
         if problems:
             raise ModelViolation(f"{what}: {'; '.join(problems)}")
         if result.get("action_taken") is not (disposition == "created"):
-            raise ModelViolation(f"{what}: {disposition} with action_taken={result.get('action_taken')!r}")
+            raise ModelViolation(f"{what}: {disposition} with action_taken {json.dumps(result.get('action_taken'))}")
         if disposition == "created":
             self.model.created[submission_id] = self.model.created.get(submission_id, 0) + 1
 
@@ -360,7 +379,7 @@ class Driver:
             result = reply.result
             if result.get("idempotent") is not False:
                 raise ModelViolation(
-                    f"the legacy path answered idempotent={result.get('idempotent')!r}; it must say false"
+                    f"the legacy path answered idempotent {json.dumps(result.get('idempotent'))}; it must say false"
                 )
             if result.get("disposition") != "created":
                 raise ModelViolation(

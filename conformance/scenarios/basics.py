@@ -193,7 +193,7 @@ def invalid_input(ctx: Context) -> None:
         ctx.expect_error(ctx.write_task(submission_id, bad_task), "invalid_request", f"task with {name}")
     for raw in BAD_LINES:
         reply = ctx.send_line(raw)
-        ctx.expect_error(reply, "bad_message", f"line {raw.decode()!r}")
+        ctx.expect_error(reply, "bad_message", f"line {json.dumps(raw.decode())}")
     # PROTOCOL-R7: a whitespace-only line gets no answer, so the first answer to these
     # two lines is the request's (an answer under no call's id reaches the raw line).
     pair = ctx.send_line(WHITESPACE_LINE + b'{"id": 0, "op": "list_tasks", "args": {}}')

@@ -106,7 +106,7 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
     reused = [call.result for call in calls if call.result is not None and call.disposition == "reused"]
     ctx.check(
         len(created) == 1 and len(reused) == len(calls) - 1,
-        f"{what}: expected created=1, reused={len(calls) - 1}; got {_tally(calls)}",
+        f"{what}: expected created=1, reused={len(calls) - 1}; got {json.dumps(_tally(calls))}",
     )
     ids = {call.task_id for call in calls}
     ctx.check(

@@ -5,6 +5,8 @@ when it wrote the task object itself."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from typing import Any
 
 from retryproof.conformance.scenarios import Context, scenario
 from retryproof.conformance.scenarios.common import (
@@ -125,16 +127,19 @@ def stale_reservation(ctx: Context) -> None:
         "diagnose of a reservation names no preallocated task_id",
     )
     fresh = ctx.diagnose(submission_id, "stale_after_s=3600", stale_after_s=3600)
+    _still_reserved(ctx, fresh, stalled, "the second reading")
     ctx.check(fresh.get("stalled") is False, "a reservation younger than stale_after_s=3600 is reported stalled")
     # Reading must not refresh the reservation: between two readings AGE_STEP_S apart
     # age_s grows by AGE_STEP_S. The pause before the first reading matters: a runtime
     # that restarts the age at every read shows the same small age both times.
     time.sleep(AGE_STEP_S)
     first = ctx.diagnose(submission_id, "after a pause", stale_after_s=3600)
+    _still_reserved(ctx, first, stalled, "the reading after a pause")
     time.sleep(AGE_STEP_S)
     second = ctx.diagnose(
         submission_id, f"{AGE_STEP_S}s later, stale_after_s={AGE_STEP_S / 2}", stale_after_s=AGE_STEP_S / 2
     )
+    _still_reserved(ctx, second, stalled, f"the reading {AGE_STEP_S}s later")
     ages = (first.get("age_s"), second.get("age_s"))
     ctx.check(
         isinstance(ages[0], (int, float))
@@ -161,4 +166,22 @@ def stale_reservation(ctx: Context) -> None:
     result = ctx.expect_disposition(ctx.write_task(submission_id, task), "created", "retry after the diagnostics")
     expect_kept(
         ctx, (result.get("task_id"), result.get("task_path")), pinned, "the retry after the diagnostics answered"
+    )
+
+
+def _still_reserved(ctx: Context, reading: Mapping[str, Any], earlier: Mapping[str, Any], which: str) -> None:
+    """DIAG-1, DIAG-2: a reading of diagnostics leaves the reservation as it was; what
+    a later reading shows is judged first, so a receipt that diagnostics deleted is
+    reported as deleted, not as an age that stopped growing."""
+    state = reading.get("state")
+    if state == "absent":
+        ctx.check(
+            False,
+            f"{which} of diagnostics says state absent where an earlier one said reserved: reading diagnostics deleted the receipt",
+        )
+    ctx.check(
+        (state, reading.get("task_id"), reading.get("task_path"))
+        == ("reserved", earlier.get("task_id"), earlier.get("task_path")),
+        f"{which} of diagnostics says state {state}, task {reading.get('task_id')} at {reading.get('task_path')}, "
+        f"where an earlier one said reserved, task {earlier.get('task_id')} at {earlier.get('task_path')}: reading diagnostics changed the receipt",
     )

@@ -211,6 +211,25 @@ class NoReceiptSchemaRewrite(Runtime):
         return super().tamper(args)
 
 
+class RawRequestCompare(Runtime):
+    """Binds an id to its first request's JSON text as sent, keys in the order given,
+    besides its digest: the same request in another key order answers conflict
+    digest_mismatch although both digests are equal (DIG-2)."""
+
+    def _settle(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
+        directory = os.path.join(self.state_dir, "raw-requests")
+        os.makedirs(directory, exist_ok=True)
+        path = os.path.join(directory, submission_id)
+        raw = json.dumps(task, ensure_ascii=False)
+        if not os.path.exists(path):
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(raw)
+        with open(path, encoding="utf-8") as handle:
+            if receipt["request_digest"] == digest and handle.read() != raw:
+                return _conflict("digest_mismatch", digest, receipt)
+        return super()._settle(submission_id, task, digest, receipt)
+
+
 # defect -> (runtime class, ops withheld from hello and the handler table, op -> rewrite of its results)
 DEFECTS = {
     "reuse-without-idempotent": (Runtime, (), {"write_task": reuse_without_idempotent}),
@@ -231,6 +250,7 @@ DEFECTS = {
     "crash-prints-garbage": (CrashPrintsGarbage, (), None),
     "listing-without-digests": (Runtime, (), {"list_tasks": listing_without_digests}),
     "no-receipt-schema-rewrite": (NoReceiptSchemaRewrite, (), None),
+    "raw-request-compare": (RawRequestCompare, (), None),
 }
 
 

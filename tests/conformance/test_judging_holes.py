@@ -58,7 +58,7 @@ def run_kit(tmp_path, defect, only, *extra):
 def test_a_schema_violation_on_a_parallel_thread_fails_the_scenario(tmp_path):
     done, _, scenarios = run_kit(tmp_path, "reuse-without-idempotent", "A4-MULTIPROCESS")
     judged = scenarios["A4-MULTIPROCESS"]
-    assert judged["status"] == "failed" and "'idempotent' is a required property" in judged["reason"]
+    assert judged["status"] == "failed" and '"idempotent" is missing' in judged["reason"]
     assert done.returncode == 1
     assert "Exception in thread" not in done.stderr
 
@@ -130,7 +130,7 @@ def test_a_reuse_must_carry_its_own_submission_id_and_digest(tmp_path):
     for sid in only.split(","):
         assert scenarios[sid]["status"] == "failed", (sid, scenarios[sid]["reason"])
         assert (
-            "client_submission_id 'someone-else'" in scenarios[sid]["reason"]
+            'client_submission_id "someone-else"' in scenarios[sid]["reason"]
             and "is not the write-task-v1 digest" in scenarios[sid]["reason"]
         )
     assert done.returncode == 1
