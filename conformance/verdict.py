@@ -107,6 +107,15 @@ def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = ()) -> Ve
     )
 
 
+def questions(result: ScenarioResult) -> tuple[str, ...]:
+    """The checklist questions a result answers: its catalogue entry's, except a
+    failure whose evidence names the questions it exercised (FUZZ-MODEL's minimal
+    history, ``checklist_questions``): a digest conflict found by the fuzzer says
+    nothing about races."""
+    named = result.evidence.get("checklist_questions") if result.status == "failed" else None
+    return tuple(named) if named else result.entry.checklist
+
+
 def answer_checklist(results: Sequence[ScenarioResult]) -> tuple[Answer, ...]:
     """Each of the seven questions, answered from the scenarios behind it (``verdict.
     checklist`` of the spec): no beats unverified beats yes. Only MUST scenarios can
@@ -114,7 +123,7 @@ def answer_checklist(results: Sequence[ScenarioResult]) -> tuple[Answer, ...]:
     turns yes into "yes (with warnings)", so a conformant run never answers no."""
     answers = []
     for question, text in checklist_questions().items():
-        behind = [result for result in results if question in result.entry.checklist]
+        behind = [result for result in results if question in questions(result)]
         judged = [result for result in behind if applies(result)]
         broken = {result.entry.level for result in behind if result.status in ("failed", "error")}
         if "MUST" in broken:

@@ -69,7 +69,7 @@ def main(args) -> int:
                 f"replay file {args.file}: {exc}", "replay it against a harness that declares what the history uses"
             ) from None
         except ModelViolation as exc:  # raised while setting up, before any step
-            violation, log = str(exc), []
+            violation, log = exc, []
         except HarnessSilent as exc:
             raise KitError(
                 f"the harness stopped answering, so the replay judges nothing: {exc}",

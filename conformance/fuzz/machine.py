@@ -58,6 +58,8 @@ class FuzzOutcome:
     #: Seconds from the start until the first violation was seen (before shrinking).
     seconds_to_first_failure: float | None = None
     violation: str | None = None
+    #: The checklist questions the minimal history's violation answers no.
+    questions: tuple[str, ...] = ()
     #: The violation did not reappear when its history was replayed (timing).
     flaky: bool = False
     steps: list[dict[str, Any]] = field(default_factory=list)
@@ -118,7 +120,7 @@ def run_fuzz(
         def _failed(self, violation: ModelViolation) -> None:
             if not first_failure:
                 outcome.seconds_to_first_failure = time.monotonic() - started
-                first_failure.update(steps=list(self.steps), violation=str(violation))
+                first_failure.update(steps=list(self.steps), violation=violation)
 
         def _silent(self, error: HarnessSilent) -> None:
             silent.append(error)
@@ -140,16 +142,21 @@ def run_fuzz(
         if not first_failure:
             raise
     if first_failure:
-        outcome.steps, outcome.violation, outcome.log, outcome.flaky = shrink(
+        outcome.steps, violation, outcome.log, outcome.flaky = shrink(
             connection, first_failure["steps"], first_failure["violation"], call_timeout, shrink_budget_s
         )
+        outcome.violation, outcome.questions = str(violation), violation.questions
     outcome.seconds = time.monotonic() - started
     return outcome
 
 
 def shrink(
-    connection: Connection, steps: list[dict[str, Any]], violation: str, call_timeout: float, budget_s: float
-) -> tuple[list[dict[str, Any]], str, list[str], bool]:
+    connection: Connection,
+    steps: list[dict[str, Any]],
+    violation: ModelViolation,
+    call_timeout: float,
+    budget_s: float,
+) -> tuple[list[dict[str, Any]], ModelViolation, list[str], bool]:
     """Delete steps, last first, while the history still breaks an invariant.
 
     Returns ``(steps, violation, log, flaky)``; ``flaky`` when even the unshrunk
@@ -159,7 +166,7 @@ def shrink(
     deadline = time.monotonic() + budget_s
     replays = 0
 
-    def fails(candidate: list[dict[str, Any]]) -> tuple[str, list[str]] | None:
+    def fails(candidate: list[dict[str, Any]]) -> tuple[ModelViolation, list[str]] | None:
         nonlocal replays
         replays += 1
         found, log = run_steps(connection, candidate, namespace=f"s{replays}", call_timeout=call_timeout)

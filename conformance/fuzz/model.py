@@ -163,7 +163,23 @@ def conflicting(task: Mapping[str, Any]) -> dict[str, Any]:
 
 class ModelViolation(AssertionError):
     """The runtime did something no conformant runtime may do. An AssertionError, so
-    Hypothesis treats it as the failure to shrink."""
+    Hypothesis treats it as the failure to shrink. ``questions`` are the checklist
+    questions the violation answers no (set where it is raised, or from the step
+    that broke, by ``Driver.apply``)."""
+
+    def __init__(self, message: str, questions: Sequence[str] = ()):
+        super().__init__(message)
+        self.questions = tuple(questions)
+
+
+def step_questions(step: Mapping[str, Any]) -> tuple[str, ...]:
+    """The checklist questions a step exercises: a lone submission reuse (Q2), a burst
+    of one id races (Q4), a conflicting request conflicts (Q3), a legacy call is Q6,
+    a crash or SIGKILL inside a creation is recovery (Q1, Q5), a restart Q1."""
+    kind = str(step.get("step"))
+    if kind == "submit":
+        return ("Q4",) if step.get("burst", 1) > 1 else ("Q2",)
+    return {"conflict": ("Q3",), "legacy": ("Q6",), "crash": ("Q1", "Q5"), "kill": ("Q1", "Q5")}.get(kind, ("Q1",))
 
 
 class HarnessSilent(Exception):
@@ -250,8 +266,13 @@ class Driver:
     def apply(self, step: Mapping[str, Any]) -> None:
         """Run one step (a JSON object of the step language) and check every
         invariant afterwards."""
-        getattr(self, f"_step_{step['step']}")(**{k: v for k, v in step.items() if k != "step"})
-        self.check()
+        try:
+            getattr(self, f"_step_{step['step']}")(**{k: v for k, v in step.items() if k != "step"})
+            self.check()
+        except ModelViolation as violation:
+            if not violation.questions:
+                violation.questions = step_questions(step)
+            raise
 
     def _write_args(self, submission_id: str | None, task: Mapping[str, Any]) -> dict[str, Any]:
         # Every call carries new invocation data, which must never change the request.
@@ -326,9 +347,12 @@ class Driver:
         result = reply.result
         disposition = result.get("disposition")
         if disposition == "conflict":
+            reason = (result.get("conflict") or {}).get("reason")
             raise ModelViolation(
-                f"{what}: the same request answered conflict ({(result.get('conflict') or {}).get('reason')}); "
-                + _conflict_hint(result, request_digest(self._task(self.model.intended[submission_id])))
+                f"{what}: the same request answered conflict ({reason}); "
+                + _conflict_hint(result, request_digest(self._task(self.model.intended[submission_id]))),
+                # a digest that tells one request from itself breaks reuse (Q2), whatever the step
+                ("Q2",) if reason in ("digest_mismatch", "digest_schema_mismatch") else (),
             )
         if disposition not in ("created", "reused"):
             raise ModelViolation(f"{what}: unknown disposition {json.dumps(disposition)}")
@@ -468,7 +492,7 @@ def run_steps(
     steps: list[Mapping[str, Any]],
     namespace: str = "replay",
     call_timeout: float = CALL_TIMEOUT_S,
-) -> tuple[str | None, list[str]]:
+) -> tuple[ModelViolation | None, list[str]]:
     """Run ``steps`` as one history: ``(violation or None, log)``. Steps this harness
     cannot take raise ``StepError`` before any runs."""
     driver = Driver(connection, namespace, call_timeout)
@@ -477,5 +501,5 @@ def run_steps(
         for step in steps:
             driver.apply(step)
     except ModelViolation as exc:
-        return str(exc), driver.log
+        return exc, driver.log
     return None, driver.log

@@ -57,6 +57,9 @@ def fuzz_model(ctx: Context) -> None:
     )
     if not outcome.failed:
         return
+    # The failure answers no to the questions its minimal history exercises, not to
+    # every question FUZZ-MODEL can touch (verdict.answer_checklist reads this).
+    ctx.note("checklist_questions", list(outcome.questions))
     document = outcome.replay_document(ctx.hello.get("implementation"))
     ctx.note("replay", document)
     ctx.note("minimal_history", outcome.log)

@@ -58,6 +58,8 @@ class ConsoleWriter:
             self._print(f"{verdict.headline}: {tally(event.results).line()} in {event.duration_s:.1f}s")
             for scenario_id, why in verdict.blocking:
                 self._print(f"  blocking {scenario_id}: {one_line(why, 200)}")
+            for scenario_id, why in verdict.warnings:
+                self._print(f"  warning {scenario_id} (SHOULD): {one_line(why, 200)}")
             for scenario_id in verdict.stale_baseline:
                 self._print(f"  stale baseline entry {scenario_id}: it passes now; remove it from the baseline")
 

@@ -15,6 +15,8 @@ through it (``broken_runtimes.py``): before the fix each of these runs PASSED.
   judged (failed, or even passed) on a window that was never tested;
 - a runtime that performs some tamper actions but not others failed the scenario of a
   missing one, although it cannot say more than that it lacks a test hook;
+- a FUZZ-MODEL failure answered no to every question it can touch (races included,
+  for a digest conflict);
 - WT-DIGEST-VECTORS named five disagreeing vectors and kept only counts as evidence.
 """
 
@@ -207,3 +209,12 @@ def test_a_tamper_action_hello_leaves_out_is_not_verified_not_failed(tmp_path):
     # a test hook the runtime lacks is not verified, which blocks: never a pass
     assert [entry["id"] for entry in report["verdict"]["blocking"]] == ["CONFLICT-SCHEMA"]
     assert done.returncode == 1
+
+
+def test_a_fuzz_digest_conflict_answers_no_to_reuse_not_to_races(tmp_path):
+    done, report, scenarios = run_kit(tmp_path, "raw-request-compare", "A4-CONCURRENT,FUZZ-MODEL")
+    fuzz = scenarios["FUZZ-MODEL"]
+    assert fuzz["status"] == "failed" and fuzz["evidence"]["checklist_questions"] == ["Q2"], fuzz["reason"]
+    answers = {answer["id"]: answer["answer"] for answer in report["checklist"]}
+    assert answers["Q2"] == "no" and answers["Q4"] == "yes", answers
+    assert "selected): 1 passed · 1 failed (MUST) · 0 SHOULD warnings" in done.stdout, done.stdout

@@ -93,3 +93,15 @@ def test_a_declared_optional_feature_without_its_failpoint_blocks():
     for missing in ([failpoint], ["approval", failpoint, "tamper"], ["approval", "failpoint:write_task.after_reserve"]):
         verdict = judge(all_passed(**{item.id: result(item.id, "skipped", missing)}))
         assert [sid for sid, _ in verdict.blocking] == [item.id], missing
+
+
+def test_a_fuzz_failure_answers_no_only_to_the_questions_its_history_exercised():
+    fuzz = ScenarioResult(entry("FUZZ-MODEL"), "failed", "why", 0.1, "retryproof run", {"checklist_questions": ["Q2"]})
+    answers = {a.question: a.answer for a in judge(all_passed(**{"FUZZ-MODEL": fuzz})).checklist}
+    assert answers["Q2"] == "no"
+    assert answers["Q4"] == answers["Q1"] == answers["Q3"] == answers["Q5"] == "yes"
+    # without that evidence (an error, say) it still counts against every question it names
+    errored = {
+        a.question: a.answer for a in judge(all_passed(**{"FUZZ-MODEL": result("FUZZ-MODEL", "error")})).checklist
+    }
+    assert {errored[q] for q in ("Q1", "Q2", "Q3", "Q4", "Q5")} == {"no"}
