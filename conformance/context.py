@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.conformance.catalogue import Entry
@@ -389,10 +389,10 @@ class Context:
             self.check(False, problem)
         self.check(len(found.added) == new, f"expected {new} new task(s) in list_tasks, found {len(found.added)}")
 
-    def not_applicable(self, reason: str) -> None:
+    def not_applicable(self, reason: str) -> NoReturn:
         raise NotApplicable(reason)
 
-    def skip(self, reason: str) -> None:
+    def skip(self, reason: str) -> NoReturn:
         raise Skipped(reason)
 
     def note(self, key: str, value: Any) -> None:
