@@ -16,7 +16,8 @@ The interface, in full:
   failpoint name to ``crash`` or ``fail`` (call ``HostedRuntime.failpoint(name)`` at
   that point in the code).
 - The object has ``implementation`` (``{"name", "version", "language"}``),
-  ``capabilities`` and ``failpoints`` (the names it supports), and one method per
+  ``capabilities`` and ``failpoints`` (the names it supports), optionally
+  ``tamper_actions`` (the tamper actions it performs, when not all three), and one method per
   protocol op it serves, named after the op and taking the op's args as keyword
   arguments: ``write_task(self, task, client_submission_id=None, invocation=None)``,
   ``list_tasks(self)``, ``read_task(self, task_id)``, ``diagnose(...)`` and so on,
@@ -108,7 +109,12 @@ def handlers_for(runtime: Any) -> dict[str, Callable[[Mapping[str, Any]], Mappin
         return handle
 
     table: dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]] = {
-        "hello": hello_handler(runtime.implementation, runtime.capabilities, runtime.failpoints)
+        "hello": hello_handler(
+            runtime.implementation,
+            runtime.capabilities,
+            runtime.failpoints,
+            getattr(runtime, "tamper_actions", None),
+        )
     }
     for name, member in inspect.getmembers(runtime, inspect.ismethod):
         if not name.startswith("_") and name not in HOST_OPS and name != "failpoint":

@@ -25,3 +25,17 @@ class Counter(HostedRuntime):
 
 def make(state_dir, failpoints):
     return Counter(state_dir, failpoints)
+
+
+class RemovesOnly(Counter):
+    """Performs one tamper action and declares exactly that one."""
+
+    capabilities = ("write_task", "tamper")
+    tamper_actions = ("remove_task",)
+
+    def tamper(self, action, task_id):
+        return {}
+
+
+def make_removes_only(state_dir, failpoints):
+    return RemovesOnly(state_dir, failpoints)

@@ -47,3 +47,17 @@ def test_the_host_refuses_a_failpoint_the_runtime_does_not_list(tmp_path, monkey
     assert "write_task.after_reserve, which this runtime does not list" in caught.value.stderr
     connection.start(failpoints={"write_task.after_commit": "fail"})  # a listed one starts
     connection.kill()
+
+
+def test_the_host_declares_the_tamper_actions_a_runtime_names(tmp_path, monkeypatch):
+    monkeypatch.chdir(HERE)
+    connection = ProcessConnection(host_command("hosted_runtime:make_removes_only"), str(tmp_path), call_timeout=5)
+    try:
+        assert connection.start()["tamper_actions"] == ["remove_task"]
+    finally:
+        connection.kill()
+    plain = ProcessConnection(host_command("hosted_runtime:make"), str(tmp_path), call_timeout=5)
+    try:
+        assert "tamper_actions" not in plain.start()  # no list: the tamper capability means every action
+    finally:
+        plain.kill()
