@@ -9,6 +9,7 @@ reviewer reads "seed" and "this runtime" side by side.
 
 from __future__ import annotations
 
+import json
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -248,17 +249,18 @@ def audit_shows(
     missing = [step for step in steps if step not in names]
     ctx.check(
         not missing,
-        f"{label}: the audit log lacks {', '.join(missing)} (it holds {names}); a step that happened lost its audit line",
+        f"{label}: the audit log lacks {', '.join(missing)} (it holds {json.dumps(names)}); a step that happened lost its audit line",
     )
     firsts = [names.index(step) for step in steps if step in names]
     ctx.check(
-        firsts == sorted(firsts), f"{label}: the audit log holds {names}, not in the order of the steps {list(steps)}"
+        firsts == sorted(firsts),
+        f"{label}: the audit log holds {json.dumps(names)}, not in the order of the steps {json.dumps(list(steps))}",
     )
     if late in names:
         first = events[names.index(late)]
         ctx.check(
             first["repaired"] is True,
-            f"{label}: the {late} append failed, so the first {late} line is a late one and must be marked repaired true; it says {first['repaired']}",
+            f"{label}: the {late} append failed, so the first {late} line is a late one and must be marked repaired true; it says {json.dumps(first['repaired'])}",
         )
     return names
 

@@ -135,7 +135,7 @@ def failed_at(ctx: Context, call: Call, failpoint: str) -> None:
     ctx.evidence.setdefault("failed_calls", []).append(call.summary())
     if call.kind == "ok" or not call.answered:
         raise Unjudgeable(
-            f"the runtime declares failpoint {failpoint} but did not answer io_error there ({call.summary()})"
+            f"the runtime declares failpoint {failpoint} but did not answer io_error there: {json.dumps(call.summary())}"
         )
     ctx.check(call.code == "io_error", f"fail at {failpoint} answered {call.code}, expected io_error")
 
