@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from retryproof.conformance.outcome import Call
 from retryproof.conformance.scenarios import Context, Unjudgeable, scenario
 from retryproof.conformance.scenarios.common import (
     expect_created,
@@ -78,7 +79,7 @@ def digest_vectors(ctx: Context) -> None:
     ctx.check_tasks(before, ctx.tasks("after"), new=valid)
 
 
-def _vector_answer(call) -> str:
+def _vector_answer(call: Call) -> str:
     """What a vector's call answered, in the form its expectation is written:
     ``<disposition> <request_digest>`` or ``error <code>``."""
     if call.code is not None:
