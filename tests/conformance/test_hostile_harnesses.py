@@ -68,7 +68,7 @@ def test_a_harness_that_never_shakes_hands_cannot_be_run(tmp_path, mode):
         ("wrong-ids", "error", "not a call in flight"),
         ("hang-on-write", "error", "no response within 1s"),
         ("liar", "failed", "lost"),
-        ("double-create", "failed", "2 new tasks for one id"),
+        ("double-create", "failed", "a second task for one id"),
     ],
 )
 def test_a_misbehaving_harness_is_never_passed(tmp_path, mode, status, evidence):

@@ -141,7 +141,7 @@ class Runtime:
             raise OpError("invalid_request", "invocation: must be an object")
         legacy = "client_submission_id" not in args
         submission_id = args.get("client_submission_id")
-        if not legacy and not (isinstance(submission_id, str) and SUBMISSION_ID.match(submission_id)):
+        if not legacy and not (isinstance(submission_id, str) and SUBMISSION_ID.fullmatch(submission_id)):
             raise OpError("invalid_submission_id", "client_submission_id does not match the pattern")
         canonical = canonical_task(args["task"])
         request_digest = digest(canonical)
@@ -257,7 +257,7 @@ def main(argv=None):
         "shutdown": lambda args: {},
     }
     for raw in sys.stdin.buffer:
-        if not raw.strip():
+        if not raw.strip(b" \t\r\n"):  # only JSON whitespace: ignored, never answered
             continue
         try:
             request = json.loads(raw.decode("utf-8", "surrogatepass"), object_pairs_hook=_pairs)
@@ -269,13 +269,13 @@ def main(argv=None):
         if (
             request_id is None
             or not isinstance(request.get("op"), str)
-            or not isinstance(request.get("args", {}), dict)
-            or set(request) - {"id", "op", "args"}
+            or not isinstance(request.get("args"), dict)
+            or set(request) != {"id", "op", "args"}
             or isinstance(request, _Duplicated)
         ):
             answer(request_id, False, {"code": "bad_message", "message": "not a request"})
             continue
-        op, args = request["op"], request.get("args", {})
+        op, args = request["op"], request["args"]
         if op not in ops:
             answer(request_id, False, {"code": "unknown_op", "message": f"{op} is not served"})
             continue
