@@ -54,7 +54,7 @@ class TaskSet:
 
     @property
     def ids(self) -> set[str]:
-        return {task.get("task_id") for task in self.tasks}
+        return {str(task.get("task_id")) for task in self.tasks}
 
     @property
     def count(self) -> int:
@@ -262,9 +262,10 @@ class Context:
         failure = next((exc for exc in raised if exc is not None), None)
         if failure is not None:
             raise failure
-        if any(call is None for call in calls):
-            raise RuntimeError(f"in_parallel: {calls.count(None)} of {len(calls)} calls left no result")
-        return list(calls)
+        done = [call for call in calls if call is not None]
+        if len(done) != len(calls):
+            raise RuntimeError(f"in_parallel: {len(calls) - len(done)} of {len(calls)} calls left no result")
+        return done
 
     def send_line(self, raw: bytes) -> Call:
         """Send a raw line that is not a request; the answer must have id null."""

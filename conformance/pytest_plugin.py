@@ -59,7 +59,7 @@ TARGETS = {
 }
 #: Option dest -> default for the settings of a run; they default to None here so a
 #: setting given without a target is noticed, and take the ``retryproof run`` defaults below.
-SETTINGS = {
+SETTINGS: dict[str, Any] = {
     "retryproof_only": None,
     "retryproof_skip": [],
     "retryproof_seed": None,
@@ -393,6 +393,8 @@ class RetryproofRun:
         self.session = Run(self.options, probe(self.options), self.sinks, total)
 
     def scenario(self, entry: Entry) -> ScenarioResult:
+        if self.session is None:
+            raise RuntimeError("a scenario ran before the handshake")
         return self.session.scenario(entry)
 
     def finish(self) -> None:

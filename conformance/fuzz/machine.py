@@ -132,7 +132,7 @@ def run_fuzz(
         get_state_machine_test(Machine, settings=Settings(Settings.get_profile(outcome.profile), **overrides))
     )
     try:
-        with with_reporter(outcome.hypothesis_report.append):
+        with with_reporter(lambda text: outcome.hypothesis_report.append(str(text))):
             test()
     except Exception:
         # Hypothesis re-runs a failing example, so what it raises last may differ

@@ -489,7 +489,7 @@ class Driver:
 
 def run_steps(
     connection: Connection,
-    steps: list[Mapping[str, Any]],
+    steps: Sequence[Mapping[str, Any]],
     namespace: str = "replay",
     call_timeout: float = CALL_TIMEOUT_S,
 ) -> tuple[ModelViolation | None, list[str]]:
