@@ -25,7 +25,7 @@ from retryproof.conformance.options import (
 )
 
 #: Every subcommand is ``retryproof.conformance.commands.<name>.main(args)``.
-COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay", "diff", "merge")
+COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay", "diff", "merge", "compare")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="the report.json of every shard")
     merge.add_argument("--out", metavar="DIR", required=True, help="where the merged reports are written")
     merge.add_argument("--format", type=id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit")
+
+    compare = sub.add_parser("compare", help="implementations side by side, from their report.json files")
+    compare.add_argument("reports", nargs="+", metavar="REPORT.json")
+    compare.add_argument(
+        "--out", metavar="DIR", default="reports/compare", help="where comparison.md and comparison.html are written"
+    )
     return parser
 
 
