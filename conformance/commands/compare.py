@@ -154,8 +154,6 @@ def render_markdown(columns: Sequence[Column], table: list[tuple[str, list[Cell]
         "|---|" + "---|" * len(columns),
     ]
     out += ["| " + md_inline(label) + " | " + " | ".join(cell(c) for c in cells) + " |" for label, cells in table]
-    out += ["", "Reports:", ""]
-    out += [f"- {md_inline(column.label)}: {md_inline(column.path)}" for column in columns]
     return "\n".join(out) + "\n"
 
 
