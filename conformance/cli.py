@@ -25,7 +25,7 @@ from retryproof.conformance.options import (
 )
 
 #: Every subcommand is ``retryproof.conformance.commands.<name>.main(args)``.
-COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay", "diff", "merge", "compare")
+COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay", "diff", "merge", "compare", "matrix")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -127,6 +127,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--out", metavar="DIR", default="reports/compare", help="where comparison.md and comparison.html are written"
     )
+
+    matrix = sub.add_parser(
+        "matrix", help="set up, run and compare every bundled implementation (adapters/implementations/)"
+    )
+    matrix.add_argument("--out", metavar="DIR", default="reports", help="reports/<target>/ and reports/matrix/")
+    matrix.add_argument("--only", type=id_list, metavar="NAMES", help="comma-separated implementation folders")
+    matrix.add_argument("--seed", type=int, default=1, metavar="N")
+    matrix.add_argument("--no-install", action="store_true", help="skip each implementation's 'setup install'")
     return parser
 
 
