@@ -6,7 +6,8 @@ Every bundled implementation (``adapters/implementations/<name>/`` with a
 ``<out>/<report>/``, and its servers stopped with ``setup stop`` -- also when a run
 fails or the matrix is interrupted (SIGINT, SIGTERM). Then ``retryproof compare``
 renders all the reports side by side into ``<out>/matrix/``, beside a README naming
-the date, the kit and every library version.
+the date, the kit and every library version. ``--only`` re-runs some implementations;
+the comparison still covers every target that has a report in ``--out``.
 
 ``matrix.json``::
 
@@ -109,7 +110,7 @@ def _terminate_as_interrupt(signum: int, frame: Any) -> None:
 
 def main(args) -> int:
     root = repository_root()
-    implementations = discover(root)
+    implementations = everything = discover(root)
     if args.only:
         unknown = sorted(set(args.only) - {i.name for i in implementations})
         if unknown:
@@ -121,7 +122,6 @@ def main(args) -> int:
     out = Path(args.out).resolve()
     prepare_directory(str(out))
     previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
-    reports: list[Path] = []
     missing: list[str] = []
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     try:
@@ -132,14 +132,19 @@ def main(args) -> int:
                 _setup(implementation, "start", SERVER_TIMEOUT_S)
                 for target in implementation.targets:
                     folder = out / target.report
-                    if _run(root, target, folder, args.seed):
-                        reports.append(folder / "report.json")
-                    else:
+                    if not _run(root, target, folder, args.seed):
                         missing.append(target.report)
             finally:
                 _setup(implementation, "stop", SERVER_TIMEOUT_S)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    # The comparison covers every target with a report, also those --only left as they were.
+    reports = [
+        out / target.report / "report.json"
+        for implementation in everything
+        for target in implementation.targets
+        if target.report not in missing and (out / target.report / "report.json").is_file()
+    ]
     if not reports:
         raise KitError("no implementation produced a report", "see the output above")
     written = write_comparison([str(path) for path in reports], str(out / "matrix"))
