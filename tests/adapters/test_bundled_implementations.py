@@ -81,3 +81,23 @@ def test_dbos_harness_handshake_and_one_reuse(tmp_path):
     # returns the first run's output (the README's CONFLICT-DIGEST root cause).
     reused = answers[3]["result"]
     assert (reused["disposition"], reused["task_id"]) == ("reused", answers[2]["result"]["task_id"])
+
+
+def test_matrix_stops_what_it_started_when_a_run_fails(tmp_path, monkeypatch):
+    from argparse import Namespace
+
+    from retryproof.conformance.commands import matrix
+    from retryproof.conformance.errors import KitError
+
+    folder = tmp_path / "adapters" / "implementations" / "fake"
+    folder.mkdir(parents=True)
+    log = tmp_path / "setup.log"
+    (folder / "setup").write_text(f'#!/usr/bin/env bash\necho "$1" >> {log}\n', encoding="utf-8")
+    (folder / "setup").chmod(0o755)
+    # A harness that exits at once: the kit cannot run it, so no report is written.
+    (folder / "matrix.json").write_text(json.dumps({"targets": [{"report": "fake", "harness": "false"}]}))
+    monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
+    args = Namespace(out=str(tmp_path / "reports"), only=None, seed=1, no_install=False)
+    with pytest.raises(KitError, match="no implementation produced a report"):
+        matrix.main(args)
+    assert log.read_text().split() == ["install", "start", "stop"]
