@@ -161,11 +161,11 @@ def _summary(reports: list[Path], missing: list[str], started: str, seed: int, o
     lines = [
         "# The real-world matrix",
         "",
-        f"Generated {started} by `retryproof matrix --seed {seed}` (retryproof {__version__}); "
-        "the side-by-side table is `comparison.md` (and `comparison.html`).",
+        f"Last generated {started} by `retryproof matrix --seed {seed}` (retryproof {__version__}); "
+        "the side-by-side table is `comparison.md` (and `comparison.html`). Each report has its own run date.",
         "",
-        "| report | implementation | library version | verdict |",
-        "|---|---|---|---|",
+        "| report | implementation | library version | run started | verdict |",
+        "|---|---|---|---|---|",
     ]
     for path in reports:
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -173,7 +173,8 @@ def _summary(reports: list[Path], missing: list[str], started: str, seed: int, o
         link = os.path.relpath(path.parent / "report.md", out / "matrix")
         lines.append(
             f"| [{md_inline(path.parent.name)}]({link}) | {md_inline(implementation['name'])} | "
-            f"{md_inline(implementation['version'])} | {md_inline(document['verdict']['headline'])} |"
+            f"{md_inline(implementation['version'])} | {md_inline(document['started_at'])} | "
+            f"{md_inline(document['verdict']['headline'])} |"
         )
     if missing:
         lines += ["", f"No report (the kit could not run them): {', '.join(missing)}."]
