@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,8 +88,8 @@ def github_anchor(heading: str) -> str:
 def rows(columns: Sequence[Column], out: str) -> list[tuple[str, list[Cell]]]:
     """The table: (row label, one cell per column)."""
 
-    def facts(key: str) -> list[Cell]:
-        return [Cell(str(key_of(column.document, key))) for column in columns]
+    def facts(read: Callable[[dict[str, Any]], Any]) -> list[Cell]:
+        return [Cell(str(read(column.document))) for column in columns]
 
     table = [
         ("verdict", [Cell(c.document["verdict"]["headline"]) for c in columns]),
@@ -97,9 +97,9 @@ def rows(columns: Sequence[Column], out: str) -> list[tuple[str, list[Cell]]]:
             "counts",
             [Cell(", ".join(f"{n} {status}" for status, n in c.document["counts"].items() if n)) for c in columns],
         ),
-        ("language", facts("implementation.language")),
-        ("run started", facts("started_at")),
-        ("seed", facts("seed")),
+        ("language", facts(lambda document: document["implementation"].get("language", ""))),
+        ("run started", facts(lambda document: document["started_at"])),
+        ("seed", facts(lambda document: document["seed"])),
     ]
     questions = {item["id"]: item["question"] for item in columns[0].document["checklist"]}
     for question, text in questions.items():
@@ -117,13 +117,6 @@ def rows(columns: Sequence[Column], out: str) -> list[tuple[str, list[Cell]]]:
             continue
         table.append((f"{item.id} ({item.level})", [_scenario_cell(column, item.id, out) for column in columns]))
     return table
-
-
-def key_of(document: dict[str, Any], dotted: str) -> Any:
-    value: Any = document
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return "" if value is None else value
 
 
 def _scenario_cell(column: Column, scenario_id: str, out: str) -> Cell:

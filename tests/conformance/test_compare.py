@@ -1,5 +1,5 @@
-"""retryproof compare on recorded reports: the committed reference report and the
-committed DBOS Transact report of the real-world matrix."""
+"""retryproof compare on recorded reports: the committed reference sample and the
+committed DBOS Transact sample of the real-world matrix."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from retryproof.conformance.cli import main
 from retryproof.conformance.commands.compare import github_anchor, write_comparison
 
-REPORTS = Path(__file__).resolve().parents[2] / "reports"
+REPORTS = Path(__file__).resolve().parents[2] / "reports" / "samples"
 REFERENCE = REPORTS / "reference"
 FAILING = REPORTS / "dbos-transact"
 
