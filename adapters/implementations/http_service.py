@@ -69,11 +69,18 @@ class HttpServiceRuntime(HostedRuntime):
     #: HTTP status -> protocol error code, for statuses the library itself answers with.
     status_codes: Mapping[int, str] = {}
 
-    def __init__(self, state_dir: str, failpoints: Mapping[str, str], command: Sequence[str], cwd: str):
+    def __init__(
+        self,
+        state_dir: str,
+        failpoints: Mapping[str, str],
+        command: Sequence[str],
+        cwd: str,
+        environment: Mapping[str, str] | None = None,
+    ):
         super().__init__(state_dir, failpoints)
         self.store = TaskStore(state_dir)
         self.port = free_port()
-        environment = dict(os.environ, PORT=str(self.port))
+        environment = dict(os.environ, **(environment or {}), PORT=str(self.port))
         self.service = subprocess.Popen(
             list(command),
             cwd=cwd,

@@ -41,8 +41,9 @@ class ExpressIdempotency(HttpServiceRuntime):
     def __init__(self, state_dir: str, failpoints: Any, redis_url: str):
         self.implementation = {"name": "express-idempotency", "version": library_version(), "language": "javascript"}
         self.prefix = state_namespace(state_dir)
-        os.environ["REDIS_URL"] = redis_url
-        super().__init__(state_dir, failpoints, ["node", os.path.join(HERE, "server.js")], HERE)
+        super().__init__(
+            state_dir, failpoints, ["node", os.path.join(HERE, "server.js")], HERE, {"REDIS_URL": redis_url}
+        )
 
     def request_headers(self, task: Any, client_submission_id: str | None) -> dict[str, str]:
         # The app's request validation and digest live here (the kit's own code), not
