@@ -3,8 +3,8 @@
 One column per report, one row per verdict fact, checklist question and catalogue
 scenario, as markdown (``comparison.md``) and as a small self-contained HTML page
 (``comparison.html``). A failing cell links to that scenario's evidence in the
-report's own ``report.md`` beside the ``report.json`` (or to the ``report.json`` when
-no ``report.md`` was written). Every input must be a valid report: the checks of
+report's own ``report.md`` beside the ``report.json`` (in the HTML table: its
+``report.html`` when one was written), or to the ``report.json`` when neither was. Every input must be a valid report: the checks of
 ``retryproof validate-report``, so a table never shows a verdict its report
 contradicts.
 """
@@ -23,6 +23,7 @@ from retryproof.conformance.commands.validate_report import report_problems
 from retryproof.conformance.errors import KitError, load_user_file
 from retryproof.conformance.writers.escape import html_text, md_inline
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
+from retryproof.conformance.writers.html import anchor as html_anchor
 
 #: How a status reads in a cell; failed and error cells link to their evidence.
 CELLS = {"passed": "pass", "failed": "FAIL", "error": "error", "skipped": "skip", "not_applicable": "n/a"}
@@ -38,6 +39,7 @@ class Column:
     path: str
     document: dict[str, Any]
     evidence: str  # report.md beside the report.json, or the report.json itself
+    html_evidence: str | None  # report.html beside it, if written
 
     def scenario(self, scenario_id: str) -> dict[str, Any] | None:
         return next((s for s in self.document["scenarios"] if s["id"] == scenario_id), None)
@@ -47,6 +49,7 @@ class Column:
 class Cell:
     text: str
     link: str | None = None  # relative to the comparison's folder
+    html_link: str | None = None  # the same evidence in report.html, for the HTML table
     title: str | None = None  # the reason, shown on hover in HTML
 
 
@@ -63,15 +66,27 @@ def load_columns(paths: Sequence[str]) -> list[Column]:
                 f"{path} is not a valid report: {'; '.join(problems[:3])}",
                 f"'retryproof validate-report {path}' lists every problem",
             )
-        markdown = os.path.join(os.path.dirname(path), "report.md")
+        markdown, page = (os.path.join(os.path.dirname(path), name) for name in ("report.md", "report.html"))
         implementation = document["implementation"]
         label = f"{implementation['name']} {implementation['version']}"
-        columns.append(Column(label, path, document, markdown if os.path.isfile(markdown) else path))
+        columns.append(
+            Column(
+                label,
+                path,
+                document,
+                markdown if os.path.isfile(markdown) else path,
+                page if os.path.isfile(page) else None,
+            )
+        )
     labels = [column.label for column in columns]
     # Two runs of one implementation (variants, or before and after) are told apart by folder.
     return [
         Column(
-            f"{c.label} ({os.path.basename(os.path.dirname(os.path.abspath(c.path)))})", c.path, c.document, c.evidence
+            f"{c.label} ({os.path.basename(os.path.dirname(os.path.abspath(c.path)))})",
+            c.path,
+            c.document,
+            c.evidence,
+            c.html_evidence,
         )
         if labels.count(c.label) > 1
         else c
@@ -126,10 +141,15 @@ def _scenario_cell(column: Column, scenario_id: str, out: str) -> Cell:
     status = scenario["status"]
     if status not in LINKED:
         return Cell(CELLS[status], title=scenario["reason"])
-    target = os.path.relpath(column.evidence, out).replace(os.sep, "/")
+    target = _relative(column.evidence, out)
     if column.evidence.endswith(".md"):
         target += "#" + github_anchor(f"{scenario_id}: {scenario['title']}")
-    return Cell(CELLS[status], target, scenario["reason"])
+    page = column.html_evidence and f"{_relative(column.html_evidence, out)}#{html_anchor(scenario_id)}"
+    return Cell(CELLS[status], target, page, scenario["reason"])
+
+
+def _relative(path: str, out: str) -> str:
+    return os.path.relpath(path, out).replace(os.sep, "/")
 
 
 def render_markdown(columns: Sequence[Column], table: list[tuple[str, list[Cell]]]) -> str:
@@ -154,7 +174,8 @@ def render_html(columns: Sequence[Column], table: list[tuple[str, list[Cell]]]) 
     def cell(value: Cell) -> str:
         title = f' title="{html_text(value.title)}"' if value.title else ""
         text = html_text(value.text)
-        body = f'<a href="{html_text(value.link)}">{text}</a>' if value.link else text
+        link = value.html_link or value.link
+        body = f'<a href="{html_text(link)}">{text}</a>' if link else text
         return f'<td class="{html_text(value.text.split(" ")[0].lower())}"{title}>{body}</td>'
 
     head = "".join(f"<th>{html_text(column.label)}</th>" for column in columns)

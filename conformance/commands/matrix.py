@@ -94,7 +94,7 @@ def _setup(implementation: Implementation, step: str, timeout: float) -> None:
 def _run(root: Path, target: Target, out: Path, seed: int) -> bool:
     """Certify one target; False when the kit could not run it (no report written)."""
     command = [sys.executable, "-m", "retryproof.conformance.cli", "run", "--harness", target.harness]
-    command += ["--out", str(out), "--seed", str(seed)]
+    command += ["--out", str(out), "--seed", str(seed), "--format", "md,json,junit,html"]
     print(f"matrix: {target.report}: retryproof run --harness '{target.harness}'", flush=True)
     try:
         done = subprocess.run(command, cwd=root, timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)

@@ -45,7 +45,10 @@ def test_every_failing_cell_links_to_a_heading_of_its_report(tmp_path):
         assert link.group(1) in anchors
     assert _row(markdown, "verdict") == ["CONFORMANT", "NOT CONFORMANT"]
     html = (tmp_path / "compare" / "comparison.html").read_text(encoding="utf-8")
-    assert html.count('<a href="../dbos/report.md#') == len(failed)
+    page = (tmp_path / "dbos" / "report.html").read_text(encoding="utf-8")
+    links = re.findall(r'<a href="\.\./dbos/report\.html#([^"]+)">FAIL</a>', html)
+    assert len(links) == len(failed)
+    assert all(f'id="{anchor}"' in page for anchor in links)
 
 
 def test_runtime_strings_are_escaped_in_both_renderings(tmp_path):
