@@ -16,6 +16,7 @@
 const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
+const { createClient } = require('@redis/client');
 const express = require('express');
 const idempotency = require('express-idempotency');
 const RedisAdapter = require('express-idempotency-redis-adapter').default;
@@ -53,7 +54,10 @@ function writeTask(taskId, record) {
 }
 
 async function main() {
-  const adapter = new RedisAdapter({ connectionConfig: { url: process.env.REDIS_URL } });
+  // The adapter's own client would only offer disconnect(), which drops pending commands;
+  // with our client a SIGTERM can quit() after them (see below).
+  const client = createClient({ url: process.env.REDIS_URL });
+  const adapter = new RedisAdapter({ connectionInstance: client });
   await adapter.connect();
   const app = express();
   app.use(express.json());
@@ -85,7 +89,10 @@ async function main() {
   app.use((error, req, res, next) => {
     res.status(res.statusCode >= 400 ? res.statusCode : 500).json({ error: String(error.message || error) });
   });
-  app.listen(Number(process.env.PORT), '127.0.0.1');
+  const server = app.listen(Number(process.env.PORT), '127.0.0.1');
+  // A graceful stop, as a production app does it: no new requests, then quit Redis after
+  // the commands already sent (the library stores a response after sending it).
+  process.on('SIGTERM', () => server.close(() => client.quit().finally(() => process.exit(0))));
 }
 
 main().catch((error) => {
