@@ -25,7 +25,7 @@ from retryproof.conformance.options import (
 )
 
 #: Every subcommand is ``retryproof.conformance.commands.<name>.main(args)``.
-COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay", "diff", "merge")
+COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay", "diff", "merge", "compare", "matrix")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,6 +121,20 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="the report.json of every shard")
     merge.add_argument("--out", metavar="DIR", required=True, help="where the merged reports are written")
     merge.add_argument("--format", type=id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit")
+
+    compare = sub.add_parser("compare", help="implementations side by side, from their report.json files")
+    compare.add_argument("reports", nargs="+", metavar="REPORT.json")
+    compare.add_argument(
+        "--out", metavar="DIR", default="reports/compare", help="where comparison.md and comparison.html are written"
+    )
+
+    matrix = sub.add_parser(
+        "matrix", help="set up, run and compare every bundled implementation (adapters/implementations/)"
+    )
+    matrix.add_argument("--out", metavar="DIR", default="reports", help="reports/<target>/ and reports/matrix/")
+    matrix.add_argument("--only", type=id_list, metavar="NAMES", help="comma-separated implementation folders")
+    matrix.add_argument("--seed", type=int, default=1, metavar="N")
+    matrix.add_argument("--no-install", action="store_true", help="skip each implementation's 'setup install'")
     return parser
 
 

@@ -46,3 +46,9 @@ def md_block(value: object) -> str:
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
+
+
+def html_text(value: object) -> str:
+    """Text for an HTML element or a quoted attribute: markup and quotes escaped,
+    control characters made visible (they have no business in a page)."""
+    return html.escape(_CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", str(value)), quote=True)

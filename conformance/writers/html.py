@@ -17,7 +17,7 @@ from typing import Any
 from retryproof.conformance.events import STATUSES, RunFinished, ScenarioResult
 from retryproof.conformance.writers import content
 from retryproof.conformance.writers.content import Code, Fact, IdList, Table
-from retryproof.conformance.writers.escape import one_line
+from retryproof.conformance.writers.escape import html_text, one_line
 
 #: Characters of a table cell shown; report.json keeps the whole value.
 CELL_LIMIT = 300
@@ -53,7 +53,7 @@ pre.copy{user-select:all;-webkit-user-select:all}
 
 def _text(value: Any, limit: int | None = None) -> str:
     """Harness text as HTML text: one line (control characters made visible), escaped."""
-    return html.escape(one_line("" if value is None else value, limit))
+    return html_text(one_line("" if value is None else value, limit))
 
 
 def _cell(value: Any, limit: int | None = CELL_LIMIT) -> str:
@@ -74,7 +74,8 @@ def _pre(text: str, copy: bool = False) -> str:
     return f"<pre{' class=copy' if copy else ''}><code>{html.escape(chr(10).join(lines))}</code></pre>"
 
 
-def _anchor(scenario_id: str) -> str:
+def anchor(scenario_id: str) -> str:
+    """The id of a scenario's evidence in report.html (``retryproof compare`` links to it)."""
     return "s-" + html.escape(scenario_id)
 
 
@@ -121,7 +122,7 @@ def _failures(run: RunFinished) -> list[str]:
                 for requirement, text in content.requirements(result.entry)
             )
             out.append(
-                f'<li><a href="#{_anchor(result.entry.id)}">{html.escape(result.entry.id)}</a> '
+                f'<li><a href="#{anchor(result.entry.id)}">{html.escape(result.entry.id)}</a> '
                 f"({result.entry.level}, {_text(content.status_text(result))}): {_text(result.reason, 500)}"
                 f'<ul class="reqs">{requirements}</ul></li>'
             )
@@ -130,7 +131,7 @@ def _failures(run: RunFinished) -> list[str]:
     if unverified:
         out += ["<h2>Not verified</h2>", "<ul>"]
         out += [
-            f'<li><a href="#{_anchor(r.entry.id)}">{html.escape(r.entry.id)}</a>: {_text(r.reason, 300)}</li>'
+            f'<li><a href="#{anchor(r.entry.id)}">{html.escape(r.entry.id)}</a>: {_text(r.reason, 300)}</li>'
             for r in unverified
         ]
         out.append("</ul>")
@@ -161,7 +162,7 @@ def _scenario_table(results: Sequence[ScenarioResult]) -> list[str]:
     for result in results:
         item = result.entry
         rows.append(
-            f'<tr class="row-{result.status}"><td><a href="#{_anchor(item.id)}">{html.escape(item.id)}</a></td>'
+            f'<tr class="row-{result.status}"><td><a href="#{anchor(item.id)}">{html.escape(item.id)}</a></td>'
             f"<td>{item.level}</td><td class='st st-{result.status}'>{_text(content.status_text(result))}</td>"
             f"<td>{result.duration_s:.2f}s</td><td>{_text(item.title)}</td></tr>"
         )
@@ -176,7 +177,7 @@ def _evidence(result: ScenarioResult) -> list[str]:
     item = result.entry
     broken = content.broken(result)
     out = [
-        f'<details id="{_anchor(item.id)}"{" class=broken open" if broken else ""}>',
+        f'<details id="{anchor(item.id)}"{" class=broken open" if broken else ""}>',
         f"<summary><strong>{html.escape(item.id)}</strong>: {_text(item.title)} · "
         f"<span class='st st-{result.status}'>{_text(content.status_text(result))}</span></summary>",
     ]

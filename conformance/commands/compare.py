@@ -1,0 +1,210 @@
+"""``retryproof compare REPORT.json...``: implementations side by side.
+
+One column per report, one row per verdict fact, checklist question and catalogue
+scenario, as markdown (``comparison.md``) and as a small self-contained HTML page
+(``comparison.html``). A failing cell links to that scenario's evidence in the
+report's own ``report.md`` beside the ``report.json`` (in the HTML table: its
+``report.html`` when one was written), or to the ``report.json`` when neither was. Every input must be a valid report: the checks of
+``retryproof validate-report``, so a table never shows a verdict its report
+contradicts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from retryproof.conformance.catalogue import catalogue
+from retryproof.conformance.commands.validate_report import report_problems
+from retryproof.conformance.errors import KitError, load_user_file
+from retryproof.conformance.writers.escape import html_text, md_inline
+from retryproof.conformance.writers.files import prepare_directory, write_atomically
+from retryproof.conformance.writers.html import anchor as html_anchor
+
+#: How a status reads in a cell; failed and error cells link to their evidence.
+CELLS = {"passed": "pass", "failed": "FAIL", "error": "error", "skipped": "skip", "not_applicable": "n/a"}
+LINKED = ("failed", "error")
+OUTPUTS = ("comparison.md", "comparison.html")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One report: where it is, what it says, and where its evidence reads best."""
+
+    label: str
+    path: str
+    document: dict[str, Any]
+    evidence: str  # report.md beside the report.json, or the report.json itself
+    html_evidence: str | None  # report.html beside it, if written
+
+    def scenario(self, scenario_id: str) -> dict[str, Any] | None:
+        return next((s for s in self.document["scenarios"] if s["id"] == scenario_id), None)
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    link: str | None = None  # relative to the comparison's folder
+    html_link: str | None = None  # the same evidence in report.html, for the HTML table
+    title: str | None = None  # the reason, shown on hover in HTML
+
+
+def load_columns(paths: Sequence[str]) -> list[Column]:
+    """Read and validate every report; a bad one is a ``KitError`` naming its first problems."""
+    if not paths:
+        raise KitError("compare needs at least one report.json", "pass the report.json of each run")
+    columns: list[Column] = []
+    for path in paths:
+        document = load_user_file(path, "report", json.load, "JSON", "pass the report.json of a run (not report.md)")
+        problems = report_problems(document)
+        if problems:
+            raise KitError(
+                f"{path} is not a valid report: {'; '.join(problems[:3])}",
+                f"'retryproof validate-report {path}' lists every problem",
+            )
+        markdown, page = (os.path.join(os.path.dirname(path), name) for name in ("report.md", "report.html"))
+        implementation = document["implementation"]
+        label = f"{implementation['name']} {implementation['version']}"
+        columns.append(
+            Column(
+                label,
+                path,
+                document,
+                markdown if os.path.isfile(markdown) else path,
+                page if os.path.isfile(page) else None,
+            )
+        )
+    labels = [column.label for column in columns]
+    # Two runs of one implementation (variants, or before and after) are told apart by folder.
+    return [
+        Column(
+            f"{c.label} ({os.path.basename(os.path.dirname(os.path.abspath(c.path)))})",
+            c.path,
+            c.document,
+            c.evidence,
+            c.html_evidence,
+        )
+        if labels.count(c.label) > 1
+        else c
+        for c in columns
+    ]
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a markdown heading: lower case, punctuation dropped,
+    spaces to hyphens (``### CONFLICT-DIGEST: The same id`` -> ``conflict-digest-the-same-id``)."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def rows(columns: Sequence[Column], out: str) -> list[tuple[str, list[Cell]]]:
+    """The table: (row label, one cell per column)."""
+
+    def facts(read: Callable[[dict[str, Any]], Any]) -> list[Cell]:
+        return [Cell(str(read(column.document))) for column in columns]
+
+    table = [
+        ("verdict", [Cell(c.document["verdict"]["headline"]) for c in columns]),
+        (
+            "counts",
+            [Cell(", ".join(f"{n} {status}" for status, n in c.document["counts"].items() if n)) for c in columns],
+        ),
+        ("language", facts(lambda document: document["implementation"].get("language", ""))),
+        ("run started", facts(lambda document: document["started_at"])),
+        ("seed", facts(lambda document: document["seed"])),
+    ]
+    questions = {item["id"]: item["question"] for item in columns[0].document["checklist"]}
+    for question, text in questions.items():
+        table.append(
+            (
+                f"{question} {text}",
+                [
+                    Cell(next((i["answer"] for i in c.document["checklist"] if i["id"] == question), ""))
+                    for c in columns
+                ],
+            )
+        )
+    for item in catalogue():
+        if not any(column.scenario(item.id) for column in columns):
+            continue
+        table.append((f"{item.id} ({item.level})", [_scenario_cell(column, item.id, out) for column in columns]))
+    return table
+
+
+def _scenario_cell(column: Column, scenario_id: str, out: str) -> Cell:
+    scenario = column.scenario(scenario_id)
+    if scenario is None:
+        return Cell("not run")
+    status = scenario["status"]
+    if status not in LINKED:
+        return Cell(CELLS[status], title=scenario["reason"])
+    target = _relative(column.evidence, out)
+    if column.evidence.endswith(".md"):
+        target += "#" + github_anchor(f"{scenario_id}: {scenario['title']}")
+    page = column.html_evidence and f"{_relative(column.html_evidence, out)}#{html_anchor(scenario_id)}"
+    return Cell(CELLS[status], target, page, scenario["reason"])
+
+
+def _relative(path: str, out: str) -> str:
+    return os.path.relpath(path, out).replace(os.sep, "/")
+
+
+def render_markdown(columns: Sequence[Column], table: list[tuple[str, list[Cell]]]) -> str:
+    def cell(value: Cell) -> str:
+        text = md_inline(value.text, 120)
+        return f"[{text}]({value.link})" if value.link else text
+
+    header = "| | " + " | ".join(md_inline(column.label) for column in columns) + " |"
+    out = [
+        "# retryproof comparison",
+        "",
+        "Each column is one report; a FAIL or error cell links to that scenario's evidence.",
+        "",
+        header,
+        "|---|" + "---|" * len(columns),
+    ]
+    out += ["| " + md_inline(label) + " | " + " | ".join(cell(c) for c in cells) + " |" for label, cells in table]
+    return "\n".join(out) + "\n"
+
+
+def render_html(columns: Sequence[Column], table: list[tuple[str, list[Cell]]]) -> str:
+    def cell(value: Cell) -> str:
+        title = f' title="{html_text(value.title)}"' if value.title else ""
+        text = html_text(value.text)
+        link = value.html_link or value.link
+        body = f'<a href="{html_text(link)}">{text}</a>' if link else text
+        return f'<td class="{html_text(value.text.split(" ")[0].lower())}"{title}>{body}</td>'
+
+    head = "".join(f"<th>{html_text(column.label)}</th>" for column in columns)
+    body = "\n".join(f"<tr><th>{html_text(label)}</th>{''.join(cell(c) for c in cells)}</tr>" for label, cells in table)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>retryproof comparison</title>\n'
+        "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
+        "th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}"
+        "td.fail,td.error{background:#fdd}td.pass{background:#dfd}td.skip,td.n\\/a{color:#666}</style>\n"
+        "</head><body><h1>retryproof comparison</h1>\n"
+        "<p>Each column is one report; a FAIL or error cell links to that scenario's evidence.</p>\n"
+        f"<table><thead><tr><th></th>{head}</tr></thead><tbody>\n{body}\n</tbody></table>\n</body></html>\n"
+    )
+
+
+def write_comparison(paths: Sequence[str], out: str) -> list[str]:
+    """Validate the reports and write both renderings into ``out``; the paths written."""
+    columns = load_columns(paths)
+    prepare_directory(out)
+    table = rows(columns, out)
+    written = []
+    for name, text in zip(OUTPUTS, (render_markdown(columns, table), render_html(columns, table)), strict=True):
+        path = os.path.join(out, name)
+        write_atomically(path, text)
+        written.append(path)
+    return written
+
+
+def main(args) -> int:
+    for path in write_comparison(args.reports, args.out):
+        print(f"wrote {path}")
+    return 0

@@ -1,0 +1,186 @@
+"""``retryproof matrix``: the real-world matrix, regenerated.
+
+Every bundled implementation (``adapters/implementations/<name>/`` with a
+``matrix.json``) is set up with its own ``setup install``, its servers started with
+``setup start``, each of its targets certified by ``retryproof run`` into
+``<out>/<report>/``, and its servers stopped with ``setup stop`` -- also when a run
+fails or the matrix is interrupted (SIGINT, SIGTERM). Then ``retryproof compare``
+renders all the reports side by side into ``<out>/matrix/``, beside a README naming
+the date, the kit and every library version. ``--only`` re-runs some implementations;
+the comparison still covers every target that has a report in ``--out``.
+
+``matrix.json``::
+
+    {"targets": [{"report": "dbos-transact",
+                  "harness": "adapters/implementations/dbos_transact/.venv/bin/python adapters/implementations/dbos_transact/harness.py"}]}
+
+Harness command lines are relative to the repository root, where every run starts,
+so the committed reports carry no machine's paths. The matrix needs a checkout (the
+implementations' scripts are not part of an installed kit).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from retryproof.adapters import implementations as bundled
+from retryproof.conformance import __version__
+from retryproof.conformance.commands.compare import write_comparison
+from retryproof.conformance.errors import KitError
+from retryproof.conformance.writers.escape import md_inline
+from retryproof.conformance.writers.files import prepare_directory, write_atomically
+
+#: Bounds of every step a matrix takes (installs reach PyPI, npm or apt).
+INSTALL_TIMEOUT_S = 1200
+SERVER_TIMEOUT_S = 120
+RUN_TIMEOUT_S = 1800
+
+
+@dataclass(frozen=True)
+class Target:
+    report: str
+    harness: str
+
+
+@dataclass(frozen=True)
+class Implementation:
+    name: str
+    folder: Path
+    targets: tuple[Target, ...]
+
+
+def repository_root() -> Path:
+    folder = Path(bundled.__file__).resolve().parent
+    if not any(folder.glob("*/matrix.json")):
+        raise KitError(
+            "no bundled implementations found beside the installed kit",
+            "run 'retryproof matrix' from a checkout installed with 'pip install -e .'",
+        )
+    return folder.parents[1]
+
+
+def discover(root: Path) -> list[Implementation]:
+    found = []
+    for manifest in sorted((root / "adapters" / "implementations").glob("*/matrix.json")):
+        try:
+            document = json.loads(manifest.read_text(encoding="utf-8"))
+            targets = tuple(Target(t["report"], t["harness"]) for t in document["targets"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise KitError(f"{manifest} is not a valid matrix.json: {exc}", "see 'retryproof matrix --help'") from None
+        found.append(Implementation(manifest.parent.name, manifest.parent, targets))
+    return found
+
+
+def _setup(implementation: Implementation, step: str, timeout: float) -> None:
+    script = implementation.folder / "setup"
+    try:
+        done = subprocess.run([str(script), step], timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise KitError(
+            f"{implementation.name}: 'setup {step}' took over {timeout:.0f}s", f"run {script} {step}"
+        ) from None
+    if done.returncode != 0:
+        raise KitError(f"{implementation.name}: 'setup {step}' exited {done.returncode}", f"run {script} {step}")
+
+
+def _run(root: Path, target: Target, out: Path, seed: int) -> bool:
+    """Certify one target; False when the kit could not run it (no report written)."""
+    command = [sys.executable, "-m", "retryproof.conformance.cli", "run", "--harness", target.harness]
+    command += ["--out", str(out), "--seed", str(seed), "--format", "md,json,junit,html"]
+    print(f"matrix: {target.report}: retryproof run --harness '{target.harness}'", flush=True)
+    try:
+        done = subprocess.run(command, cwd=root, timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        print(f"matrix: {target.report}: no verdict within {RUN_TIMEOUT_S}s", file=sys.stderr)
+        return False
+    return done.returncode in (0, 1) and (out / "report.json").is_file()
+
+
+def _terminate_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(args) -> int:
+    root = repository_root()
+    implementations = everything = discover(root)
+    if args.only:
+        unknown = sorted(set(args.only) - {i.name for i in implementations})
+        if unknown:
+            raise KitError(
+                f"no bundled implementation {', '.join(unknown)}",
+                f"choose from {', '.join(i.name for i in implementations)}",
+            )
+        implementations = [i for i in implementations if i.name in args.only]
+    out = Path(args.out).resolve()
+    prepare_directory(str(out))
+    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    missing: list[str] = []
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    try:
+        for implementation in implementations:
+            if not args.no_install:
+                _setup(implementation, "install", INSTALL_TIMEOUT_S)
+            try:
+                _setup(implementation, "start", SERVER_TIMEOUT_S)
+                for target in implementation.targets:
+                    folder = out / target.report
+                    if not _run(root, target, folder, args.seed):
+                        missing.append(target.report)
+            finally:
+                _setup(implementation, "stop", SERVER_TIMEOUT_S)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    # The comparison covers every target with a report, also those --only left as they were.
+    reports = [
+        out / target.report / "report.json"
+        for implementation in everything
+        for target in implementation.targets
+        if target.report not in missing and (out / target.report / "report.json").is_file()
+    ]
+    if not reports:
+        raise KitError("no implementation produced a report", "see the output above")
+    written = write_comparison([str(path) for path in reports], str(out / "matrix"))
+    summary = out / "matrix" / "README.md"
+    write_atomically(str(summary), _summary(reports, missing, started, args.seed, out))
+    for path in [*written, str(summary)]:
+        print(f"wrote {path}")
+    if missing:
+        print(f"matrix: no report for {', '.join(missing)}", file=sys.stderr)
+    return 1 if missing else 0
+
+
+def _summary(reports: list[Path], missing: list[str], started: str, seed: int, out: Path) -> str:
+    lines = [
+        "# The real-world matrix",
+        "",
+        f"Last generated {started} by `retryproof matrix --seed {seed}` (retryproof {__version__}); "
+        "the side-by-side table is `comparison.md` (and `comparison.html`). Each report has its own run date.",
+        "",
+        "| report | implementation | library version | run started | verdict |",
+        "|---|---|---|---|---|",
+    ]
+    for path in reports:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        implementation = document["implementation"]
+        link = os.path.relpath(path.parent / "report.md", out / "matrix")
+        lines.append(
+            f"| [{md_inline(path.parent.name)}]({link}) | {md_inline(implementation['name'])} | "
+            f"{md_inline(implementation['version'])} | {md_inline(document['started_at'])} | "
+            f"{md_inline(document['verdict']['headline'])} |"
+        )
+    if missing:
+        lines += ["", f"No report (the kit could not run them): {', '.join(missing)}."]
+    lines += [
+        "",
+        "Each implementation's README (`adapters/implementations/<name>/README.md`) names the root cause "
+        "of every failure in the library's source and an experiment that shows it without the kit.",
+    ]
+    return "\n".join(lines) + "\n"
