@@ -22,10 +22,13 @@ through it (``broken_runtimes.py``): before the fix each of these runs PASSED.
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+
+from retryproof.conformance.scenarios.retries import A4_ROUNDS
 
 BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
 
@@ -106,10 +109,13 @@ def test_recovery_identity_is_judged_with_or_without_diagnose(tmp_path, defect, 
 
 
 def test_every_a4_round_is_judged(tmp_path):
-    """The runtime locks only the first id it sees: the first race passes, the second fails."""
+    """The runtime locks only the first id it sees: the first race passes, a later one
+    fails. Which later round shows the unlocked race first depends on scheduling (a
+    busy machine can serialize eight callers once), so any round after the first will do."""
     done, _, scenarios = run_kit(tmp_path, "unlocked-after-first-id", "A4-CONCURRENT,A4-MULTIPROCESS")
+    later_round = re.compile(rf"round [2-{A4_ROUNDS}]: ")
     for judged in scenarios.values():
-        assert judged["status"] == "failed" and judged["reason"].startswith("round 2: "), judged["reason"]
+        assert judged["status"] == "failed" and later_round.match(judged["reason"]), judged["reason"]
         assert list(judged["evidence"]["dispositions"])[0].startswith("round 1: ")
     assert done.returncode == 1
 
