@@ -47,6 +47,10 @@ class Connection(ABC):
 
     #: The ``hello`` result of the current process, once started.
     hello: Mapping[str, Any] | None = None
+    #: The first call that got no answer within its deadline (``"write_task: no
+    #: response within 10s"``), or None. From then on nothing more is sent: every
+    #: call ends ``Lost`` at once and ``start`` raises ``HarnessStartError``.
+    missed_deadline: str | None = None
 
     @abstractmethod
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
@@ -101,6 +105,14 @@ class Connection(ABC):
     @abstractmethod
     def stderr_text(self) -> str:
         """The captured, bounded tail of the runtime's stderr over all its starts."""
+
+    def survivors(self) -> list[dict[str, Any]]:
+        """Processes that outlived a stopped harness, each ``{pid, command}``."""
+        return []
+
+    def protocol_noise(self) -> list[str]:
+        """Lines the harness wrote that answered no call in flight, oldest first."""
+        return []
 
     @abstractmethod
     def exit_statuses(self) -> list[int | None]:

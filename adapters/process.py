@@ -1,21 +1,34 @@
 """The process adapter: any harness command line, spoken to over stdin/stdout.
 
 Hostile-harness safety is the point of this module. The harness runs in its own
-process group (so SIGKILL reaches its children too); a reader thread turns stdout lines
-into replies and a second thread keeps a bounded tail of stderr; every wait has a
-timeout; an overlong line, a closed pipe or a killed process turns the calls in flight
-into ``Lost`` instead of a hang.
+process group (so SIGKILL reaches its children too) and in a scratch working
+directory; a reader thread turns stdout lines into replies and a second thread keeps a
+bounded tail of stderr; every wait has a timeout; an overlong line, a closed pipe or a
+killed process turns the calls in flight into ``Lost`` instead of a hang. The pipe
+threads wait in ``poll`` beside a wake-up pipe, so a stop never depends on the harness
+closing its end: a process that escaped the group (``setsid``) and still holds a pipe
+is named in ``survivors()``, never waited on. A connection that missed a deadline gets
+nothing more (``missed_deadline``): a silent harness costs one timeout, not one per call.
+
+Every live harness process group and every scratch directory is also kept in a
+module registry, so ``end_everything`` (the CLI's SIGINT/SIGTERM handler) can end
+them all whatever thread started them.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import queue
+import select
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -33,6 +46,82 @@ from retryproof.spec.protocol import (
 
 STATE_DIR_ENV = "RETRYPROOF_STATE_DIR"
 FAILPOINTS_ENV = "RETRYPROOF_FAILPOINTS"
+#: How long a stop waits for a pipe's end of file once the harness's group is gone; a
+#: pipe still open after that is held by a process that escaped the group.
+PIPE_GRACE_S = 1.0
+#: Noise lines kept for the evidence per connection.
+NOISE_LIMIT = 50
+
+
+# -- the registry of what must end when the kit is interrupted -----------------------
+
+_registry_lock = threading.RLock()  # reentrant: the signal handler runs on the main thread
+_live_groups: dict[int, subprocess.Popen] = {}
+_scratch_dirs: set[str] = set()
+_ending = False
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM reached the kit; ``signum`` says which (exit 128 + signum)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def end_everything() -> None:
+    """SIGKILL every live harness process group, remove every scratch directory, and
+    refuse every later start: what an interrupted run leaves behind is nothing."""
+    global _ending
+    with _registry_lock:
+        _ending = True
+        groups = list(_live_groups.values())
+        folders = list(_scratch_dirs)
+        _scratch_dirs.clear()
+    for popen in groups:
+        _kill_group(popen)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+atexit.register(end_everything)  # a run that ends any other way leaves nothing either
+
+
+class Scratch:
+    """A scenario's scratch space: ``state`` (RETRYPROOF_STATE_DIR, empty) and ``work``
+    (the harness's working directory), removed together by ``remove``."""
+
+    def __init__(self, prefix: str):
+        self.root = tempfile.mkdtemp(prefix=prefix)
+        with _registry_lock:
+            _scratch_dirs.add(self.root)
+        self.state = os.path.join(self.root, "state")
+        self.work = os.path.join(self.root, "work")
+        os.mkdir(self.state)
+        os.mkdir(self.work)
+
+    def remove(self) -> None:
+        with _registry_lock:
+            _scratch_dirs.discard(self.root)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Scratch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()
+
+
+def anchored(command: Sequence[str], base: str) -> list[str]:
+    """``command`` with every relative word that names an existing path under ``base``
+    made absolute: the harness runs in a scratch directory, yet ``node harness.js``
+    and ``./harness`` still mean the files the user named."""
+    return [
+        os.path.join(base, word)
+        if word and not word.startswith("-") and not os.path.isabs(word) and os.path.exists(os.path.join(base, word))
+        else word
+        for word in command
+    ]
 
 
 def encode_request(request: Request) -> bytes:
@@ -83,9 +172,46 @@ class _Process:
         # stops reading fills the pipe and blocks that thread, never a caller (whose
         # wait is bounded by its timeout) or the reader threads.
         self.outbox: queue.SimpleQueue[tuple[Future, bytes] | None] = queue.SimpleQueue()
+        # Readable once the kit stops listening: ends every poll of the pipe threads.
+        self.wake_read, self.wake_write = os.pipe()
+        self.reaped = False
 
     def in_flight(self) -> list[Future]:
         return [*self.pending.values(), *self.raw_waiters]
+
+    def chunks(self, fd: int) -> Iterator[bytes]:
+        """What the harness writes to ``fd``, until end of file or the kit's wake-up."""
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.register(self.wake_read, select.POLLIN)
+        while True:
+            ready = dict(poller.poll())
+            if self.wake_read in ready:
+                return
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            yield chunk
+
+    def write_all(self, fd: int, data: bytes) -> bool:
+        """Write ``data`` to the (non-blocking) ``fd``; False when the harness closed its
+        input or the kit stopped listening first."""
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        poller.register(self.wake_read, select.POLLIN)
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(fd, view) :]
+            except BlockingIOError:
+                if self.wake_read in dict(poller.poll()):
+                    return False
+            except OSError:
+                return False
+        return True
 
 
 class ProcessConnection(Connection):
@@ -93,6 +219,10 @@ class ProcessConnection(Connection):
 
     ``call_timeout`` bounds each call, ``start_timeout`` the handshake, and
     ``max_line_bytes`` one response line; stderr keeps its last ``stderr_limit`` bytes.
+    The harness runs in ``work_dir`` (default: the state directory's parent's
+    ``work`` folder when it is a ``Scratch``, else a scratch folder of its own).
+    Relative paths on the command line are resolved against the kit's working
+    directory, which is also put on PYTHONPATH (as ``python -m`` would have it).
     """
 
     def __init__(
@@ -105,9 +235,12 @@ class ProcessConnection(Connection):
         max_line_bytes: int = 1 << 20,
         stderr_limit: int = 64 << 10,
         stop_timeout: float = 5.0,
+        work_dir: str | None = None,
     ):
-        self.command = list(command)
+        self.invoked_from = os.getcwd()
+        self.command = anchored(command, self.invoked_from)
         self.state_dir = state_dir
+        self.work_dir = work_dir
         self.call_timeout = call_timeout
         self.start_timeout = start_timeout
         self.max_line_bytes = max_line_bytes
@@ -119,6 +252,8 @@ class ProcessConnection(Connection):
         self._processes: list[_Process] = []
         self._next_id = 0
         self._id_lock = threading.Lock()
+        self._own_work: Scratch | None = None
+        self._survivors: list[dict[str, Any]] = []
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -134,23 +269,38 @@ class ProcessConnection(Connection):
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
         if self.alive:
             raise RuntimeError("the harness is already running; kill or stop it first")
+        if self.missed_deadline:
+            raise HarnessStartError(
+                f"not started again: the harness missed an earlier deadline ({self.missed_deadline})",
+                self.stderr_text(),
+            )
+        if self.work_dir is None:
+            self._own_work = Scratch("retryproof-work-")
+            self.work_dir = self._own_work.work
         env = dict(os.environ)
         env[STATE_DIR_ENV] = self.state_dir
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (self.invoked_from, env.get("PYTHONPATH"))))
         env.pop(FAILPOINTS_ENV, None)
         if failpoints:
             env[FAILPOINTS_ENV] = format_failpoints(failpoints)
         self._stderr.append(f"[retryproof: start #{len(self._processes) + 1}: {' '.join(self.command)}]\n".encode())
-        try:
-            popen = subprocess.Popen(
-                self.command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,  # its own process group, for killpg
-            )
-        except OSError as exc:
-            raise HarnessStartError(f"cannot run harness {self.command[0]!r}: {exc.strerror or exc}") from None
+        with _registry_lock:  # so an interrupt cannot fall between the start and the registration
+            if _ending:
+                raise HarnessStartError("not started: the kit is shutting down")
+            try:
+                popen = subprocess.Popen(
+                    self.command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    cwd=self.work_dir,
+                    start_new_session=True,  # its own process group, for killpg
+                )
+            except OSError as exc:
+                raise HarnessStartError(f"cannot run harness {self.command[0]!r}: {exc.strerror or exc}") from None
+            _live_groups[popen.pid] = popen
+        os.set_blocking(popen.stdin.fileno(), False)  # the writer thread polls instead of blocking
         process = _Process(popen)
         self._processes.append(process)
         for target in (self._read_stdout, self._read_stderr, self._write_stdin):
@@ -179,10 +329,7 @@ class ProcessConnection(Connection):
             return
         if self.alive:
             self.call("shutdown", {}, timeout=self.stop_timeout)
-            try:
-                process.popen.stdin.close()
-            except OSError:
-                pass
+            process.outbox.put(None)  # the writer thread closes the harness's input
             try:
                 process.popen.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
@@ -192,17 +339,41 @@ class ProcessConnection(Connection):
         self._reap(process)
 
     def _reap(self, process: _Process) -> None:
+        """Wait for the killed group's leader, let the pipe threads read to end of file,
+        and close the pipes; every step bounded. A pipe still open after the group is
+        gone is held by an escaped process: it is named, and no longer read."""
         try:
             process.popen.wait(self.stop_timeout)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
+        if process.reaped:
+            return
+        process.outbox.put(None)
+        deadline = time.monotonic() + PIPE_GRACE_S
+        for thread in process.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in process.threads):
+            self._survivors += _holders(process.popen)
+        os.write(process.wake_write, b"x")
         for thread in process.threads:
             thread.join(self.stop_timeout)
+        process.reaped = True
+        with _registry_lock:
+            _live_groups.pop(process.popen.pid, None)
         for stream in (process.popen.stdin, process.popen.stdout, process.popen.stderr):
             try:
                 stream.close()
             except OSError:
                 pass
+        for fd in (process.wake_read, process.wake_write):
+            os.close(fd)
+        if self._own_work is not None and not self.alive:
+            self._own_work.remove()
+            self._own_work = None
+            self.work_dir = None
+
+    def survivors(self) -> list[dict[str, Any]]:
+        return list(self._survivors)
 
     def exit_statuses(self) -> list[int | None]:
         return [process.popen.poll() for process in self._processes]
@@ -218,6 +389,7 @@ class ProcessConnection(Connection):
             request_id = self._next_id  # unique across restarts, so late answers cannot match
         future: Future = Future()
         future.request_id = request_id  # type: ignore[attr-defined]
+        future.op = op  # type: ignore[attr-defined]
         if args_json is None:
             line = encode_request(Request(request_id, op, dict(args or {})))
         else:
@@ -227,12 +399,16 @@ class ProcessConnection(Connection):
     def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:
         future: Future = Future()
         future.request_id = None  # type: ignore[attr-defined]
+        future.op = "(raw line)"  # type: ignore[attr-defined]
         return self.wait(self._send(future, raw.rstrip(b"\n") + b"\n", None), timeout)
 
     def _send(self, future: Future, line: bytes, request_id: int | None) -> Future:
         process = self._current
         if process is None:
             future.set_result(Lost("the harness was never started"))
+            return future
+        if self.missed_deadline:
+            future.set_result(Lost(f"not sent: the harness missed an earlier deadline ({self.missed_deadline})"))
             return future
         with process.lock:
             if process.closed:
@@ -246,16 +422,18 @@ class ProcessConnection(Connection):
         return future
 
     def _write_stdin(self, process: _Process) -> None:
+        fd = process.popen.stdin.fileno()
         while (item := process.outbox.get()) is not None:
             future, line = item
-            try:
-                process.popen.stdin.write(line)
-                process.popen.stdin.flush()
-            except (OSError, ValueError):
+            if not process.write_all(fd, line):
                 with process.lock:
                     self._forget(process, future)
                 if not future.done():
                     future.set_result(Lost("the harness closed its input"))
+        try:
+            process.popen.stdin.close()  # end of input; only this thread writes to it
+        except OSError:
+            pass
 
     def wait(self, pending: Future, timeout: float | None = None) -> Reply:
         limit = self.call_timeout if timeout is None else timeout
@@ -268,6 +446,7 @@ class ProcessConnection(Connection):
                     self._forget(process, pending)
             if not pending.done():
                 pending.set_result(Lost(f"no response within {limit:g}s"))
+                self.missed_deadline = self.missed_deadline or f"{getattr(pending, 'op', 'a call')}: no response within {limit:g}s"
             return pending.result()
 
     @staticmethod
@@ -279,22 +458,23 @@ class ProcessConnection(Connection):
     # -- reader threads ----------------------------------------------------------
 
     def _read_stdout(self, process: _Process) -> None:
-        stdout = process.popen.stdout
         reason = None
-        while True:
-            try:
-                line = stdout.readline(self.max_line_bytes + 1)
-            except (OSError, ValueError):
-                break
-            if not line:
-                break
-            if len(line) > self.max_line_bytes and not line.endswith(b"\n"):
+        buffer = bytearray()
+        for chunk in process.chunks(process.popen.stdout.fileno()):
+            buffer += chunk
+            while (end := buffer.find(b"\n")) >= 0 and end <= self.max_line_bytes:
+                line = bytes(buffer[: end + 1])
+                del buffer[: end + 1]
+                if line.strip():
+                    self._dispatch(process, line)
+            if len(buffer) > self.max_line_bytes:
                 reason = f"the harness wrote a line longer than {self.max_line_bytes} bytes"
                 self.noise.append(reason)
                 _kill_group(process.popen)
                 break
-            if line.strip():
-                self._dispatch(process, line)
+        else:
+            if buffer.strip():  # a last line without its newline
+                self._dispatch(process, bytes(buffer))
         self._close(process, reason)
 
     def _dispatch(self, process: _Process, line: bytes) -> None:
@@ -318,16 +498,21 @@ class ProcessConnection(Connection):
             self._unattributable(process, f"answer for id {reply.id}, which is not a call in flight")
 
     def _unattributable(self, process: _Process, what: str, reply: Reply | None = None) -> None:
-        """A line that answers no call in flight. With exactly one call in flight it
-        can only be that call's (garbled) answer, so that call ends as ``Lost`` now
-        instead of waiting out its timeout; otherwise it is kept as noise."""
-        self.noise.append(what)
+        """A line that answers no call in flight: protocol noise. It is kept for the
+        evidence, and it ends the oldest call in flight at once as ``Lost`` with the
+        noise as its reason (it may well be that call's garbled answer); a call the
+        noise wrongly ends was indeterminate anyway once the stream stopped making sense."""
+        if len(self.noise) < NOISE_LIMIT:
+            self.noise.append(what)
         with process.lock:
             flight = process.in_flight()
-            if len(flight) != 1:
+            if not flight:
                 return
             self._forget(process, flight[0])
         flight[0].set_result(reply if reply is not None and flight[0].request_id is None else Lost(what))
+
+    def protocol_noise(self) -> list[str]:
+        return list(self.noise)
 
     def _close(self, process: _Process, reason: str | None) -> None:
         try:
@@ -352,15 +537,34 @@ class ProcessConnection(Connection):
                 future.set_result(Lost(reason))
 
     def _read_stderr(self, process: _Process) -> None:
-        stderr = process.popen.stderr
-        while True:
-            try:
-                chunk = stderr.read1(4096)
-            except (OSError, ValueError):
-                return
-            if not chunk:
-                return
+        for chunk in process.chunks(process.popen.stderr.fileno()):
             self._stderr.append(chunk)
+
+
+def _holders(popen: subprocess.Popen) -> list[dict[str, Any]]:
+    """The processes other than the kit that hold one of the harness's pipes open
+    (found in /proc; elsewhere, one entry saying that some process does)."""
+    pipes = set()
+    for stream in (popen.stdin, popen.stdout, popen.stderr):
+        try:
+            pipes.add(f"pipe:[{os.fstat(stream.fileno()).st_ino}]")
+        except (OSError, ValueError):
+            pass
+    found: list[dict[str, Any]] = []
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) != os.getpid()]
+    except OSError:
+        return [{"pid": None, "command": "a process outside the harness's group holds its pipes open"}]
+    for pid in pids:
+        try:
+            if not any(os.readlink(f"/proc/{pid}/fd/{fd}") in pipes for fd in os.listdir(f"/proc/{pid}/fd")):
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except OSError:
+            continue
+        found.append({"pid": pid, "command": command[:500]})
+    return found
 
 
 def _kill_group(popen: subprocess.Popen) -> None:

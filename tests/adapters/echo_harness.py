@@ -1,5 +1,8 @@
 """A tiny harness for adapter tests: ``echo`` (after ``delay`` seconds), ``shout``
-(writes a line of ``size`` bytes), ``stderr`` (writes ``size`` bytes to stderr)."""
+(writes a line of ``size`` bytes), ``stderr`` (writes ``size`` bytes to stderr),
+``escape`` (leaves a double-forked ``setsid`` process holding stdout and stderr, out
+of the kit's process group, and answers its pid), ``noise`` (writes ``count`` lines
+that answer nothing, then nothing more)."""
 
 import os
 import sys
@@ -31,4 +34,31 @@ def stderr(args):
     return {}
 
 
-serve({"hello": lambda args: {"protocol": PROTOCOL}, "echo": echo, "shout": shout, "stderr": stderr})
+def escape(args):
+    reader, writer = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(writer, str(os.getpid()).encode())
+            time.sleep(args.get("seconds", 60))
+        os._exit(0)
+    return {"pid": int(os.read(reader, 32))}
+
+
+def noise(args):
+    for number in range(args["count"]):
+        sys.stdout.buffer.write(b'{"id": %d, "ok": true, "result": {}}\n' % (10**6 + number))
+    sys.stdout.buffer.flush()
+    time.sleep(60)
+
+
+serve(
+    {
+        "hello": lambda args: {"protocol": PROTOCOL},
+        "echo": echo,
+        "shout": shout,
+        "stderr": stderr,
+        "escape": escape,
+        "noise": noise,
+    }
+)

@@ -2,9 +2,13 @@
 Python host serving a vendor class in a real subprocess."""
 
 import os
+import signal
 import sys
+import threading
 
-from retryproof.adapters.connection import Lost
+import pytest
+
+from retryproof.adapters.connection import HarnessStartError, Lost
 from retryproof.adapters.process import ProcessConnection
 from retryproof.adapters.python_host import host_command
 from retryproof.spec.protocol import Failure, Success
@@ -47,10 +51,26 @@ def test_kill_turns_calls_in_flight_into_lost_and_restart_keeps_the_state_dir(tm
     assert connection.exit_statuses() == [-9, -9]
 
 
-def test_timeouts_overlong_lines_and_garbage_never_hang(tmp_path):
+def test_a_missed_deadline_ends_the_conversation(tmp_path):
+    """After one call got no answer in time nothing more is sent, and the harness is
+    not started again: a silent harness costs one timeout, not one per call."""
+    connection = connect(tmp_path)
+    connection.start()
+    try:
+        assert connection.call("echo", {"delay": 30}, timeout=0.2) == Lost("no response within 0.2s")
+        assert connection.missed_deadline == "echo: no response within 0.2s"
+        later = connection.call("echo", {"value": 1})  # would answer at once, if it were sent
+        assert later == Lost("not sent: the harness missed an earlier deadline (echo: no response within 0.2s)")
+        connection.kill()
+        with pytest.raises(HarnessStartError, match="missed an earlier deadline"):
+            connection.start()
+    finally:
+        connection.kill()
+
+
+def test_overlong_lines_and_garbage_never_hang(tmp_path):
     connection = connect(tmp_path, max_line_bytes=1000)
     connection.start()
-    assert connection.call("echo", {"delay": 2}, timeout=0.2) == Lost("no response within 0.2s")
     garbage = connection.send_line(b"not json")
     assert isinstance(garbage, Failure) and garbage.code == "bad_message" and garbage.id is None
     reply = connection.call("shout", {"size": 5000})
@@ -82,3 +102,42 @@ def test_python_host_serves_a_vendor_class_with_real_kill_and_restart(tmp_path, 
     connection.restart()
     assert [t["task_id"] for t in connection.call("list_tasks").result["tasks"]] == ["T1", "T2"]
     connection.stop()
+
+
+def test_noise_ends_pipelined_calls_at_once_and_is_kept(tmp_path):
+    """Answers to ids nobody asked for end the calls in flight with the noise as the
+    reason, without waiting out the timeout (they used to wait it, reason-less)."""
+    connection = connect(tmp_path)
+    connection.start()
+    try:
+        batch = [connection.submit("noise", {"count": 3}) for _ in range(3)]
+        replies = [connection.wait(future, 20) for future in batch]
+    finally:
+        connection.kill()
+    assert all(isinstance(reply, Lost) and "not a call in flight" in reply.reason for reply in replies), replies
+    assert connection.missed_deadline is None  # they ended on the noise, not on a deadline
+    assert len(connection.protocol_noise()) >= 3 and "answer for id 1000000" in connection.protocol_noise()[0]
+
+
+def test_stop_is_bounded_when_an_escaped_process_holds_the_pipes(tmp_path):
+    """A setsid grandchild keeps the harness's stdout and stderr open after its group
+    is killed: stop and kill still return, and name the survivor."""
+    connection = connect(tmp_path)
+    connection.start()
+    pid = connection.call("escape", {"seconds": 60}).result["pid"]
+    try:
+        stopper = threading.Thread(target=connection.stop, daemon=True)
+        stopper.start()
+        stopper.join(30)
+        assert not stopper.is_alive(), "stop waited on a process that outlived the harness"
+        survivors = connection.survivors()
+        assert [entry["pid"] for entry in survivors] == [pid]
+        assert "echo_harness.py" in survivors[0]["command"]
+        connection.start()  # the connection is still usable after such a stop
+        assert connection.call("echo", {"value": 2}).result["value"] == 2
+        killer = threading.Thread(target=connection.kill, daemon=True)
+        killer.start()
+        killer.join(30)
+        assert not killer.is_alive()
+    finally:
+        os.kill(pid, signal.SIGKILL)
