@@ -446,7 +446,9 @@ class ProcessConnection(Connection):
                     self._forget(process, pending)
             if not pending.done():
                 pending.set_result(Lost(f"no response within {limit:g}s"))
-                self.missed_deadline = self.missed_deadline or f"{getattr(pending, 'op', 'a call')}: no response within {limit:g}s"
+                self.missed_deadline = (
+                    self.missed_deadline or f"{getattr(pending, 'op', 'a call')}: no response within {limit:g}s"
+                )
             return pending.result()
 
     @staticmethod

@@ -69,6 +69,10 @@ class TaskSet:
 
 ConnectionFactory = Callable[[], Connection]
 
+#: Ops that may add tasks: before any of them, a scenario's state directory is fresh
+#: and empty, so its first listing must be empty too.
+STATE_CHANGING_OPS = frozenset({"write_task", "tamper"})
+
 
 class Context:
     """A scenario's handle on the runtime. Created by the runner, one per scenario."""
@@ -189,8 +193,17 @@ class Context:
             self.history.append(Fault(kind, len(connection.exit_statuses()), dict(failpoints or {})))
 
     def close(self) -> None:
+        """End every process the scenario started, and put in the evidence what the
+        harnesses left behind: processes that outlived them, protocol noise, the first
+        missed deadline. Safe to call more than once."""
         for connection in self.connections:
             connection.kill()
+        survivors = [entry for connection in self.connections for entry in connection.survivors()]
+        noise = [line for connection in self.connections for line in connection.protocol_noise()]
+        missed = next((c.missed_deadline for c in self.connections if c.missed_deadline), None)
+        for key, value in (("survivors", survivors), ("protocol_noise", noise), ("missed_deadline", missed)):
+            if value:
+                self.evidence[key] = value
 
     def stderr_text(self) -> str:
         return "\n".join(connection.stderr_text() for connection in self.connections)
@@ -313,8 +326,16 @@ class Context:
 
     def tasks(self, label: str | None = None, *, connection: Connection | None = None) -> TaskSet:
         """The tasks in durable state (``list_tasks``); recorded under ``label``."""
+        fresh = not any(earlier.op in STATE_CHANGING_OPS or earlier.op == "list_tasks" for earlier in self.calls)
         call = self.call("list_tasks", connection=connection)
         snapshot = TaskSet(tuple(self.expect_ok(call, "list_tasks").get("tasks", ())))
+        if fresh:
+            self.check(
+                not snapshot.tasks,
+                f"state not isolated: the first list_tasks on a fresh, empty RETRYPROOF_STATE_DIR listed "
+                f"{snapshot.count} task(s) ({', '.join(sorted(map(str, snapshot.ids))[:5])}); "
+                "a harness keeps all its durable state in that directory",
+            )
         if label:
             self.evidence.setdefault("tasks", {})[label] = {
                 "count": snapshot.count,

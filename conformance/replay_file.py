@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from retryproof.conformance.writers.escape import file_stem
+
 FORMAT = "retryproof-fuzz-replay/1"
 
 
 def file_name(document: Mapping[str, Any]) -> str:
-    """The file name of a replay: the implementation and the seed, file-name-safe."""
-    name = str((document.get("implementation") or {}).get("name") or "harness")
-    safe = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in name)
-    return f"fuzz-model-{safe}-seed{document['seed']}.json"
+    """The file name of a replay: the implementation and the seed, file-name-safe and
+    bounded in bytes whatever the harness calls itself."""
+    name = file_stem((document.get("implementation") or {}).get("name"), "harness")
+    return f"fuzz-model-{name}-seed{int(document['seed'])}.json"

@@ -11,7 +11,6 @@ import platform
 import shlex
 import shutil
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -20,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from retryproof.adapters.connection import HarnessStartError
-from retryproof.adapters.process import ProcessConnection
+from retryproof.adapters.process import ProcessConnection, Scratch
 from retryproof.conformance import __version__
 from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.context import (
@@ -52,6 +51,9 @@ from retryproof.spec.protocol import PROTOCOL
 
 #: The harness stderr kept per failed scenario in reports.
 STDERR_EVIDENCE_CHARS = 8000
+#: Scenarios a harness may lose to a missed deadline before the rest of the run is not
+#: started: a harness that went silent costs a few timeouts, not one per scenario.
+SILENT_SCENARIOS_LIMIT = 3
 
 
 #: Scenarios that run in every shard of a ``--shard`` run, each on its share of a budget.
@@ -80,8 +82,8 @@ def select(only: Sequence[str], skip: Sequence[str], shard: Shard | None = None)
 def probe(options: Options) -> Mapping[str, Any]:
     """Start the harness once on a scratch directory for its ``hello``; a harness that
     cannot do that is a reason the kit cannot run (exit 2)."""
-    with tempfile.TemporaryDirectory(prefix="retryproof-probe-") as state_dir:
-        connection = _connection(options, state_dir)
+    with Scratch("retryproof-probe-") as scratch:
+        connection = _connection(options, scratch)
         try:
             hello = connection.start()
         except HarnessStartError as exc:
@@ -153,6 +155,8 @@ class Run:
         self.results: list[ScenarioResult] = []
         self.functions = registry()
         self.began = time.perf_counter() if began is None else began  # a perf_counter reading
+        #: The scenarios the harness lost to a missed deadline, (id, that deadline); every job's.
+        self.silent: list[tuple[str, str]] = []
         self._emit(RunStarted(self.info, total))
 
     def scenario(self, item: Entry) -> ScenarioResult:
@@ -160,10 +164,21 @@ class Run:
         return self._finished(self.compute(item))
 
     def compute(self, item: Entry) -> ScenarioResult:
-        """Run one scenario, emitting nothing: safe on any thread."""
-        return against_baseline(
-            run_one(item, self.functions.get(item.id), self.options, self.hello), self.options.baseline
+        """Run one scenario, emitting nothing: safe on any thread. Once the harness lost
+        ``SILENT_SCENARIOS_LIMIT`` scenarios to a missed deadline, the rest are not run."""
+        silent = list(self.silent)
+        refused = None
+        if len(silent) >= SILENT_SCENARIOS_LIMIT:
+            refused = (
+                f"not run: the harness stopped answering in {len(silent)} scenarios "
+                f"({', '.join(scenario for scenario, _ in silent)}; first: {silent[0][1]})"
+            )
+        result = against_baseline(
+            run_one(item, self.functions.get(item.id), self.options, self.hello, refused), self.options.baseline
         )
+        if result.evidence.get("missed_deadline") and result.status == "error":
+            self.silent.append((item.id, str(result.evidence["missed_deadline"])))
+        return result
 
     def record(self, result: ScenarioResult) -> ScenarioResult:
         """Emit a scenario computed elsewhere, as ``scenario`` would have: with more
@@ -238,28 +253,34 @@ def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str,
     return " ".join(words)
 
 
-def run_one(item: Entry, function, options: Options, hello: Mapping[str, Any]) -> ScenarioResult:
+def run_one(
+    item: Entry, function, options: Options, hello: Mapping[str, Any], refused: str | None = None
+) -> ScenarioResult:
+    """One scenario's result; ``refused`` makes it ``error`` with that reason, unrun."""
     began = time.perf_counter()
 
     def finish(status: Status, reason: str | None, context: Context | None = None, **evidence: Any) -> ScenarioResult:
         stderr = None
         reproduce = reproduce_line(options, item.id, context.reproduce_env if context else None)
         if context is not None:
+            context.close()  # first: what the harness left behind is evidence too
             evidence = {**context.evidence, **evidence}
             if status in ("failed", "error"):
                 stderr = context.stderr_text()[-STDERR_EVIDENCE_CHARS:]
         calls = tuple(event.summary() for event in context.history) if context else ()
         return ScenarioResult(item, status, reason, time.perf_counter() - began, reproduce, evidence, calls, stderr)
 
+    if refused:
+        return finish("error", refused)
     if function is None:
         return finish("error", "not implemented in this version of the kit")
     missing = _missing_needs(item, hello)
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
-    state_dir = tempfile.mkdtemp(prefix=f"retryproof-{item.id.lower()}-")
+    scratch = Scratch(f"retryproof-{item.id.lower()}-")
     context = Context(
         item,
-        lambda: _connection(options, state_dir),
+        lambda: _connection(options, scratch),
         hello,
         options.seed,
         options.concurrency,
@@ -284,7 +305,7 @@ def run_one(item: Entry, function, options: Options, hello: Mapping[str, Any]) -
         )
     finally:
         context.close()
-        shutil.rmtree(state_dir, ignore_errors=True)
+        scratch.remove()
 
 
 def _missing_needs(item: Entry, hello: Mapping[str, Any]) -> list[str]:
@@ -312,7 +333,11 @@ def _collect_after_failure(context: Context) -> None:
         pass  # evidence gathering must not replace the failure being reported
 
 
-def _connection(options: Options, state_dir: str) -> ProcessConnection:
+def _connection(options: Options, scratch: Scratch) -> ProcessConnection:
     return ProcessConnection(
-        options.command, state_dir, call_timeout=options.call_timeout, start_timeout=options.start_timeout
+        options.command,
+        scratch.state,
+        call_timeout=options.call_timeout,
+        start_timeout=options.start_timeout,
+        work_dir=scratch.work,
     )

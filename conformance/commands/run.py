@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import re
-from typing import Any
 
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.options import from_arguments
 from retryproof.conformance.runner import probe
 from retryproof.conformance.runner import run as run_catalogue
 from retryproof.conformance.writers.console import ConsoleWriter
+from retryproof.conformance.writers.escape import file_stem
 from retryproof.conformance.writers.files import (
     FORMATS,
     ReplayFileWriter,
@@ -18,11 +17,6 @@ from retryproof.conformance.writers.files import (
     prepare_directory,
 )
 from retryproof.conformance.writers.step_summary import from_environment as step_summary
-
-
-def _slug(name: Any) -> str:
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", str(name)).strip("-.")
-    return slug[:64] or "unnamed"
 
 
 def main(args) -> int:
@@ -35,7 +29,7 @@ def main(args) -> int:
         prepare_directory(args.out)  # a report that cannot be written is known before the harness starts
     summaries = step_summary()  # an unwritable GITHUB_STEP_SUMMARY is known before the harness starts
     hello = probe(options)
-    out = args.out or os.path.join("reports", _slug(hello.get("implementation", {}).get("name")))
+    out = args.out or os.path.join("reports", file_stem(hello.get("implementation", {}).get("name"), "unnamed"))
     if not args.out:
         prepare_directory(out)
     writers = [ReportFileWriter(out, fmt) for fmt in formats]

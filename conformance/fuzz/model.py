@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from retryproof.adapters.connection import Connection, Lost, Reply
+from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.conformance.options import CALL_TIMEOUT_S
 from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify, id_answer_problems
 from retryproof.conformance.set_check import check_sets
@@ -242,7 +242,7 @@ class Driver:
         self.namespace = namespace
         self.call_timeout = call_timeout
         if not connection.alive:
-            connection.restart()
+            _restart(connection)
         self.hello = dict(connection.hello or {})
         self.model = Model()
         self.log: list[str] = []
@@ -309,6 +309,13 @@ class Driver:
 
     def _record(self, args: Mapping[str, Any], process: int, reply: Reply) -> Reply:
         self.history.append(classify("write_task", args, reply, 0.0, process))
+        return self._heard(reply)
+
+    def _heard(self, reply: Reply) -> Reply:
+        """``reply``, unless the harness has missed a deadline: then exploring on would
+        only send calls that are never answered (or, now, never sent)."""
+        if isinstance(reply, Lost) and self.connection.missed_deadline:
+            raise HarnessSilent(f"the harness stopped answering ({self.connection.missed_deadline})")
         return reply
 
     def _write(self, args: Mapping[str, Any]) -> Reply:
@@ -321,7 +328,7 @@ class Driver:
     def _restart(self, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> None:
         """Restart the harness, with the end and the start recorded as faults."""
         self._fault("shutdown" if graceful else "kill")
-        self.connection.restart(failpoints, graceful=graceful)
+        _restart(self.connection, failpoints, graceful)
         self._fault("start", failpoints)
 
     def _fault(self, kind: FaultKind, failpoints: Mapping[str, str] | None = None) -> None:
@@ -455,7 +462,9 @@ class Driver:
     # -- authoritative state -------------------------------------------------------
 
     def _tasks(self) -> list[dict[str, Any]]:
-        reply = self._valid("list_tasks", self.connection.call("list_tasks", {}, self.call_timeout), "list_tasks")
+        reply = self._valid(
+            "list_tasks", self._heard(self.connection.call("list_tasks", {}, self.call_timeout)), "list_tasks"
+        )
         if not isinstance(reply, Success):
             if classify("list_tasks", {}, reply, 0.0, 0).kind == "info":
                 raise HarnessSilent(f"list_tasks, the authoritative state, gave no usable answer: {_describe(reply)}")
@@ -485,6 +494,14 @@ class Driver:
         for submission_id, count in self.model.created.items():
             if count > 1:
                 raise ModelViolation(f"{submission_id} was answered created {count} times")
+
+
+def _restart(connection: Connection, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> None:
+    """Restart the harness; one that does not start again leaves nothing to explore."""
+    try:
+        connection.restart(failpoints, graceful=graceful)
+    except HarnessStartError as exc:
+        raise HarnessSilent(f"the harness did not start again: {exc.message}") from None
 
 
 def run_steps(

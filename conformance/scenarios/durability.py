@@ -310,6 +310,7 @@ def durability_trace(ctx: Context) -> None:
         ctx.skip("strace is not installed on this machine; the directory-fsync check needs a system-call trace")
     probe = ctx.start()
     command, state_dir = getattr(probe, "command", None), getattr(probe, "state_dir", None)
+    work_dir = getattr(probe, "work_dir", None) or os.getcwd()
     if not command or not state_dir:
         ctx.skip("this connection does not run a harness command line, so it cannot be traced")
     ctx.stop()
@@ -321,6 +322,7 @@ def durability_trace(ctx: Context) -> None:
             state_dir,
             call_timeout=ctx.call_timeout * STRACE_SLOWDOWN,
             start_timeout=ctx.call_timeout * STRACE_SLOWDOWN,
+            work_dir=work_dir,
         )
         ctx.connections.append(traced)
         try:
@@ -331,7 +333,7 @@ def durability_trace(ctx: Context) -> None:
         ctx.expect_ok(ctx.write_task(submission_id, task, connection=traced), "the traced creation")
         traced.stop()
         with open(trace_file, encoding="utf-8", errors="replace") as handle:
-            events = list(file_events(parse_trace(handle), os.getcwd()))
+            events = list(file_events(parse_trace(handle), work_dir))
     checked, violations = check_directory_fsyncs(events, state_dir, existing)
     root = os.path.realpath(state_dir)
     ctx.note("durable_steps_checked", checked)

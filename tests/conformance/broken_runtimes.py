@@ -230,6 +230,13 @@ class RawRequestCompare(Runtime):
         return super()._settle(submission_id, task, digest, receipt)
 
 
+def never_answered(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A write_task that does its work and then never answers (a deadlock after the
+    effect): the harness goes silent on the one op most scenarios need."""
+    time.sleep(3600)
+    return result
+
+
 # defect -> (runtime class, ops withheld from hello and the handler table, op -> rewrite of its results)
 DEFECTS = {
     "reuse-without-idempotent": (Runtime, (), {"write_task": reuse_without_idempotent}),
@@ -251,6 +258,7 @@ DEFECTS = {
     "listing-without-digests": (Runtime, (), {"list_tasks": listing_without_digests}),
     "no-receipt-schema-rewrite": (NoReceiptSchemaRewrite, (), None),
     "raw-request-compare": (RawRequestCompare, (), None),
+    "never-answers-write-task": (Runtime, (), {"write_task": never_answered}),
 }
 
 

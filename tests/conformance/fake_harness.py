@@ -22,7 +22,12 @@ from retryproof.spec.digest import (  # noqa: E402
 from retryproof.spec.protocol import PROTOCOL, serve  # noqa: E402
 
 MODE = sys.argv[1]
-STATE = os.path.join(os.environ["RETRYPROOF_STATE_DIR"], "fake.json")
+if MODE == "shared-state":  # ignores RETRYPROOF_STATE_DIR: one file for every scenario
+    STATE = os.environ["FAKE_SHARED_STATE"]
+elif MODE == "cwd-state":  # keeps its state in whatever directory it was started in
+    STATE = "fake.json"
+else:
+    STATE = os.path.join(os.environ["RETRYPROOF_STATE_DIR"], "fake.json")
 
 
 def load() -> dict:

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIOS = "WT-CREATE,A2-RESPONSE-LOSS"
 
 
@@ -130,3 +131,110 @@ def test_invalid_input_judges_how_lines_that_are_not_requests_are_answered(tmp_p
     judged = scenarios["INVALID-INPUT"]
     assert judged["status"] == ("passed" if why is None else "failed"), done.stdout
     assert why is None or why in judged["reason"], judged["reason"]
+
+
+BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
+
+
+def test_a_harness_that_goes_silent_costs_a_few_deadlines_not_one_per_call(tmp_path):
+    """A harness that never answers write_task (it used to hold a run for 1,009 s at
+    default timeouts): a connection that missed a deadline gets nothing more, and
+    after a few scenarios lost that way the rest are not started. Every scenario is
+    accounted for, as error with its reason; none passed."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            f"{sys.executable} {BROKEN} never-answers-write-task",
+            "--seed",
+            "7",
+            "--call-timeout",
+            "1",
+            "--out",
+            str(tmp_path),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    scenarios = json.loads((tmp_path / "report.json").read_text())["scenarios"]
+    assert {s["status"] for s in scenarios} <= {"error", "skipped"}
+    assert all(s["reason"] for s in scenarios)
+    silent = [s for s in scenarios if s["evidence"].get("missed_deadline")]
+    assert len(silent) == 3, [s["id"] for s in silent]
+    assert all("write_task: no response within 1s" in s["evidence"]["missed_deadline"] for s in silent)
+    unrun = [s for s in scenarios if s["reason"].startswith("not run: the harness stopped answering in 3 scenarios")]
+    assert len(unrun) + len(silent) == len(scenarios)
+    # Within a silent scenario, nothing was sent after the first missed deadline.
+    for scenario in silent:
+        waited = [c for c in scenario["calls"] if "no response within" in c.get("message", "")]
+        assert len(waited) == 1 or all("whole batch" in c["message"] for c in waited), waited
+
+
+def test_a_harness_that_ignores_the_state_directory_fails_isolation(tmp_path):
+    """Its first list_tasks on a fresh state directory lists an earlier scenario's
+    tasks; it used to pass, since every count is taken before and after."""
+    done, scenarios = run_kit_env(tmp_path, "shared-state", FAKE_SHARED_STATE=str(tmp_path / "shared.json"))
+    assert scenarios["WT-CREATE"]["status"] == "passed"  # the first scenario sees an empty store
+    judged = scenarios["A2-RESPONSE-LOSS"]
+    assert judged["status"] == "failed" and judged["reason"].startswith("state not isolated"), judged["reason"]
+    assert done.returncode == 1
+
+
+def test_a_harness_runs_in_a_scratch_directory_never_the_users(tmp_path):
+    user = tmp_path / "user"
+    user.mkdir()
+    done, scenarios = run_kit_env(tmp_path, "cwd-state", cwd=user)
+    assert os.listdir(user) == []  # it wrote fake.json into its scratch working directory
+    assert {s["status"] for s in scenarios.values()} == {"passed"}, done.stdout  # each scenario: a fresh one
+    assert done.returncode == 0
+
+
+def test_a_huge_implementation_name_still_gives_a_report_and_a_bounded_replay_name(tmp_path):
+    """A 3,200-character name used to end the run with ENAMETOOLONG on the replay file."""
+    done, scenarios = run_kit_env(tmp_path, "double-create", FAKE_IMPLEMENTATION_NAME="é" * 3200, only="FUZZ-MODEL")
+    assert "Traceback" not in done.stderr, done.stderr
+    assert scenarios["FUZZ-MODEL"]["status"] == "failed"
+    (replay,) = os.listdir(tmp_path / "out" / "replays")
+    assert len(replay.encode()) <= 100
+    with open(tmp_path / "out" / "replays" / replay) as handle:
+        assert json.load(handle)["implementation"]["name"] == "é" * 3200  # kept whole inside
+    assert done.returncode == 1
+
+
+def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, **env):
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            f"{sys.executable} {FAKE} {mode}",
+            "--only",
+            only,
+            "--seed",
+            "7",
+            "--call-timeout",
+            "2",
+            "--out",
+            str(out),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, **env, "PYTHONPATH": REPO},
+    )
+    report = out / "report.json"
+    statuses = {s["id"]: s for s in json.loads(report.read_text())["scenarios"]} if report.exists() else {}
+    return done, statuses
