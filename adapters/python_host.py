@@ -143,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print(f"usage: python -m retryproof.adapters.python_host {FACTORY_FORMAT}", file=sys.stderr)
         return 2
-    # The vendor's module is found from the directory the kit was started in.
-    sys.path.insert(0, os.getcwd())
+    # The vendor's module is found from the directory the kit was started in: the kit
+    # puts that directory on PYTHONPATH (the harness itself runs in a scratch directory).
     try:
         factory = load_factory(argv[0])
         armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))

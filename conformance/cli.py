@@ -18,9 +18,13 @@ from retryproof.conformance.options import (
     CONCURRENCY,
     START_TIMEOUT_S,
     available_cpus,
+    given,
     id_list,
     job_count,
     racing_callers,
+    report_formats,
+    scenario_ids,
+    seconds,
     shard_spec,
 )
 
@@ -48,18 +52,24 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="certify a runtime against the contract and write reports")
     target = run.add_mutually_exclusive_group()
     target.add_argument(
-        "--harness", metavar="CMD", help="harness command line (default: the bundled reference runtime)"
+        "--harness", type=given, metavar="CMD", help="harness command line (default: the bundled reference runtime)"
     )
     target.add_argument(
-        "--python", metavar="MODULE:FACTORY", help="host a Python runtime class in a harness subprocess"
+        "--python", type=given, metavar="MODULE:FACTORY", help="host a Python runtime class in a harness subprocess"
     )
-    run.add_argument("--only", type=id_list, metavar="IDS", help="comma-separated scenario ids to run")
+    run.add_argument("--only", type=scenario_ids, metavar="IDS", help="comma-separated scenario ids to run")
     run.add_argument(
         "--skip", type=id_list, metavar="IDS", default=[], help="comma-separated scenario ids to leave out"
     )
-    run.add_argument("--out", metavar="DIR", help="report directory (default: reports/<implementation name>/)")
     run.add_argument(
-        "--format", type=id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit,html,badge"
+        "--out", type=given, metavar="DIR", help="report directory (default: reports/<implementation name>/)"
+    )
+    run.add_argument(
+        "--format",
+        type=report_formats,
+        default=["md", "json", "junit"],
+        metavar="FMTS",
+        help="md,json,junit,html,badge",
     )
     run.add_argument("--seed", type=int, metavar="N", help="seed for every random choice (default: random, printed)")
     run.add_argument(
@@ -71,10 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--baseline", metavar="FILE", help="expected failures; a listed failure that passes is reported")
     run.add_argument(
-        "--call-timeout", type=float, default=CALL_TIMEOUT_S, metavar="S", help="seconds to wait for one response"
+        "--call-timeout", type=seconds, default=CALL_TIMEOUT_S, metavar="S", help="seconds to wait for one response"
     )
     run.add_argument(
-        "--start-timeout", type=float, default=START_TIMEOUT_S, metavar="S", help="seconds to wait for the handshake"
+        "--start-timeout", type=seconds, default=START_TIMEOUT_S, metavar="S", help="seconds to wait for the handshake"
     )
     run.add_argument(
         "--jobs",
@@ -112,7 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="re-run a FUZZ-MODEL replay file against a harness")
     replay.add_argument("file")
     replay.add_argument(
-        "--harness", metavar="CMD", help="harness command line (default: the bundled reference runtime)"
+        "--harness",
+        type=given,
+        metavar="CMD",
+        help="harness command line (default: the bundled reference runtime, for a file recorded from it)",
     )
     diff = sub.add_parser("diff", help="compare two report.json files: regressions, fixes, verdict change")
     diff.add_argument("old", metavar="OLD.json")

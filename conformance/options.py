@@ -8,6 +8,7 @@ defaults and value parsers in every session, even one that never names a runtime
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
@@ -23,6 +24,9 @@ START_TIMEOUT_S = 10.0
 CONCURRENCY = 8
 #: The bundled reference runtime: the target when none is named.
 REFERENCE_COMMAND = (sys.executable, "-m", "retryproof.reference_impl")
+#: The longest timeout accepted, in seconds (a day): longer ones are typing mistakes,
+#: and overflow the platform's thread waits.
+MAX_TIMEOUT_S = 86400.0
 
 
 def available_cpus() -> int:
@@ -97,7 +101,49 @@ def shard_spec(text: str) -> Shard:
 
 
 def id_list(text: str) -> list[str]:
+    """``--skip``: comma-separated ids; a blank value leaves nothing out."""
     return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def scenario_ids(text: str) -> list[str]:
+    """``--only``: comma-separated ids, at least one (a blank value, what an unset CI
+    variable gives, must not quietly mean the whole catalogue)."""
+    ids = id_list(text)
+    if not ids:
+        raise argparse.ArgumentTypeError(f"{text!r} names no scenario id; see 'retryproof list'")
+    return ids
+
+
+def report_formats(text: str) -> list[str]:
+    """``--format``: comma-separated report formats, at least one, each known."""
+    from retryproof.conformance.writers.files import FORMATS
+
+    formats = list(dict.fromkeys(id_list(text)))
+    unknown = [fmt for fmt in formats if fmt not in FORMATS]
+    if unknown or not formats:
+        what = f"unknown report format(s) {', '.join(unknown)}" if unknown else f"{text!r} names no report format"
+        raise argparse.ArgumentTypeError(f"{what}; choose from {','.join(FORMATS)}")
+    return formats
+
+
+def given(text: str) -> str:
+    """A value that must say something (``--harness``, ``--python``, ``--out``): an
+    empty or blank one is what an unset variable gives, never a choice."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty or blank value; give one, or leave the option out")
+    return text
+
+
+def seconds(text: str) -> float:
+    """``--call-timeout``, ``--start-timeout``: a finite number of seconds above zero,
+    at most a day. Zero, negative, nan and inf would be blamed on the runtime."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}")
+    return value
 
 
 def harness_target(harness: str | None, python: str | None) -> tuple[tuple[str, ...], str]:
@@ -105,21 +151,21 @@ def harness_target(harness: str | None, python: str | None) -> tuple[tuple[str, 
     given: the bundled reference runtime)."""
     from retryproof.adapters.python_host import host_command
 
-    if python:
+    if python is not None:
         if ":" not in python:
             raise KitError(
                 f"--python {python!r} is not of the form module:factory",
                 "for example --python my_runtime.harness:make_runtime",
             )
         return tuple(host_command(python)), f"--python {shlex.quote(python)}"
-    if harness:
+    if harness is not None:
         try:
             command = tuple(shlex.split(harness))
         except ValueError as exc:
             raise KitError(
                 f"cannot parse --harness: {exc}", 'quote the whole command line: --harness "node harness.js"'
             ) from None
-        if not command:
+        if not command or not command[0].strip():
             raise KitError(
                 "--harness is empty", 'give the command line that starts your harness, e.g. --harness "node harness.js"'
             )
@@ -159,7 +205,10 @@ def from_arguments(args: Any) -> Options:
     ``jobs`` and ``shard`` only from the CLI: under pytest, xdist spreads the scenarios)."""
     import secrets  # here: it loads OpenSSL, which `retryproof list` and the plugin's import never need
 
+    from retryproof.conformance.runner import select
+
     command, target = harness_target(args.harness, args.python)
+    select(args.only or (), args.skip or ())  # a selection that cannot run is known before the harness starts
     return Options(
         command=command,
         target=target,

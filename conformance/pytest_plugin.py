@@ -40,8 +40,11 @@ from retryproof.conformance.options import (
     CALL_TIMEOUT_S,
     CONCURRENCY,
     START_TIMEOUT_S,
+    given,
     id_list,
     racing_callers,
+    scenario_ids,
+    seconds,
 )
 
 if TYPE_CHECKING:
@@ -49,7 +52,7 @@ if TYPE_CHECKING:
     from retryproof.conformance.events import RunFinished, ScenarioResult, Sink
     from retryproof.conformance.options import Options
     from retryproof.conformance.runner import Run
-    from retryproof.conformance.writers.files import ReplayFileWriter, ReportFileWriter
+    from retryproof.conformance.writers.files import DirectoryClaim, ReplayFileWriter, ReportFileWriter
 
 #: The options that name the runtime; giving one of them turns the plugin on.
 TARGETS = {
@@ -80,12 +83,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("retryproof", "retryproof: the conformance catalogue as pytest items")
     group.addoption("--retryproof", action="store_true", help="run the catalogue against the bundled reference runtime")
     group.addoption(
-        "--retryproof-harness", metavar="CMD", help="run the catalogue against the harness this command line starts"
+        "--retryproof-harness",
+        type=given,
+        metavar="CMD",
+        help="run the catalogue against the harness this command line starts",
     )
     group.addoption(
-        "--retryproof-python", metavar="MODULE:FACTORY", help="run the catalogue against a hosted Python runtime class"
+        "--retryproof-python",
+        type=given,
+        metavar="MODULE:FACTORY",
+        help="run the catalogue against a hosted Python runtime class",
     )
-    group.addoption("--retryproof-only", type=id_list, metavar="IDS", help="comma-separated scenario ids to run")
+    group.addoption("--retryproof-only", type=scenario_ids, metavar="IDS", help="comma-separated scenario ids to run")
     group.addoption("--retryproof-skip", type=id_list, metavar="IDS", help="comma-separated scenario ids to leave out")
     group.addoption(
         "--retryproof-seed", type=int, metavar="N", help="seed for every random choice (default: random, in the header)"
@@ -103,25 +112,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--retryproof-out",
+        type=given,
         metavar="DIR",
         help="also write the kit's reports (report.md, report.json, junit.xml) into DIR",
     )
     group.addoption(
         "--retryproof-call-timeout",
-        type=float,
+        type=seconds,
         metavar="S",
         help=f"seconds to wait for one response (default {CALL_TIMEOUT_S:g})",
     )
     group.addoption(
         "--retryproof-start-timeout",
-        type=float,
+        type=seconds,
         metavar="S",
         help=f"seconds to wait for the handshake (default {START_TIMEOUT_S:g})",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    targets = [flag for dest, flag in TARGETS.items() if config.getoption(dest)]
+    # `is not None`: an empty --retryproof-harness still names (no) runtime, never none.
+    targets = [flag for dest, flag in TARGETS.items() if config.getoption(dest) not in (None, False)]
     if not targets:
         stray = [_flag(dest) for dest in SETTINGS if config.getoption(dest) is not None]
         if stray:
@@ -342,6 +353,7 @@ class RetryproofRun:
     finished: RunFinished | None = None
     began: float = field(default_factory=time.perf_counter)  # the session's start, for the run's duration
     carried: list[dict[str, Any]] = field(default_factory=list)  # xdist controller: hello and result per scenario
+    claim: DirectoryClaim | None = None  # the report directory, while the session writes there
 
     @classmethod
     def configure(cls, config: pytest.Config) -> RetryproofRun:
@@ -371,9 +383,13 @@ class RetryproofRun:
         entries = tuple(select(options.only, options.skip))
         if not arguments.out or _is_worker(config):  # under xdist the controller writes the reports
             return cls(options, entries, [], None)
-        prepare_directory(arguments.out)
+        claim = prepare_directory(arguments.out)  # held for the session: no second run writes there meanwhile
         return cls(
-            options, entries, [ReportFileWriter(arguments.out, fmt) for fmt in FORMATS], ReplayFileWriter(arguments.out)
+            options,
+            entries,
+            [ReportFileWriter(arguments.out, fmt) for fmt in FORMATS],
+            ReplayFileWriter(arguments.out),
+            claim=claim,
         )
 
     @property

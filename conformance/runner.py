@@ -63,6 +63,8 @@ SPLIT_ACROSS_SHARDS = ("FUZZ-MODEL",)
 def select(only: Sequence[str], skip: Sequence[str], shard: Shard | None = None) -> list[Entry]:
     """The catalogue entries to run, in catalogue order; unknown ids are a user error.
 
+    A selection that leaves nothing to run (``--only X --skip X``) is one too.
+
     A shard K/N takes every N-th of the selected scenarios, starting at the K-th, so
     the N shards of one selection partition it whatever machines they run on; a
     scenario of ``SPLIT_ACROSS_SHARDS`` is in every shard, on a 1/N share of its budget.
@@ -72,6 +74,8 @@ def select(only: Sequence[str], skip: Sequence[str], shard: Shard | None = None)
     if unknown:
         raise KitError(f"unknown scenario id(s): {', '.join(unknown)}", "see 'retryproof list' for the catalogue")
     selected = [item for item in catalogue() if (not only or item.id in only) and item.id not in skip]
+    if not selected:
+        raise KitError("--only and --skip leave no scenario to run", "a scenario named in both is skipped")
     if shard is None:
         return selected
     dealt = [item for item in selected if item.id not in SPLIT_ACROSS_SHARDS]

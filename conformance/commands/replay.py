@@ -1,7 +1,9 @@
 """``retryproof replay FILE [--harness CMD]``: re-run a FUZZ-MODEL history.
 
 The replay file holds the steps of a shrunk failing history. They run against the
-harness (default: the bundled reference runtime) on a fresh state directory, through
+harness (default: the bundled reference runtime, and only for a file recorded from it:
+replaying another implementation's history against the reference would quietly answer
+a different question) on a fresh state directory, through
 the same driver and invariants as the fuzz run, one line per step. Exit 1 when the
 history still breaks an invariant (reproduced), 0 when it no longer does, 2 when the
 file or the harness is unusable.
@@ -10,11 +12,11 @@ file or the harness is unusable.
 from __future__ import annotations
 
 import json
-import tempfile
+from collections.abc import Mapping
 from typing import Any
 
 from retryproof.adapters.connection import HarnessStartError
-from retryproof.adapters.process import ProcessConnection
+from retryproof.adapters.process import ProcessConnection, Scratch
 from retryproof.conformance import replay_file
 from retryproof.conformance.errors import KitError, load_user_file
 from retryproof.conformance.fuzz import (
@@ -53,16 +55,18 @@ def main(args) -> int:
     print(
         f"replaying {len(document['steps'])} step(s) from {args.file} (seed {document.get('seed')}); recorded violation: {document.get('violation')}"
     )
-    with tempfile.TemporaryDirectory(prefix="retryproof-replay-") as state_dir:
-        connection = ProcessConnection(command, state_dir)
+    with Scratch("retryproof-replay-") as scratch:
+        connection = ProcessConnection(command, scratch.state, work_dir=scratch.work)
         try:
-            connection.start()
+            hello = connection.start()
         except HarnessStartError as exc:
             raise KitError(
                 f"the harness failed its handshake: {exc.message}",
                 exc.stderr.strip()[-1000:] or "check the --harness command line",
             ) from None
         try:
+            if args.harness is None:
+                _recorded_from_reference(args.file, document, hello)
             violation, log = run_steps(connection, document["steps"])
         except StepError as exc:  # raised before any step: one this harness cannot take
             raise KitError(
@@ -84,3 +88,16 @@ def main(args) -> int:
         return 1
     print("not reproduced: every invariant held on this harness")
     return 0
+
+
+def _recorded_from_reference(path: str, document: Mapping[str, Any], hello: Mapping[str, Any]) -> None:
+    """Without --harness the replay runs on the bundled reference: refuse a file that
+    records another implementation (its name, when it records one, must match)."""
+    recorded = document.get("implementation") or {}
+    reference = hello.get("implementation") or {}
+    if isinstance(recorded, Mapping) and recorded.get("name") and recorded.get("name") != reference.get("name"):
+        name = json.dumps(recorded.get("name"), ensure_ascii=False)[:200]
+        raise KitError(
+            f"{path} records a run of implementation {name}, not of the bundled reference runtime",
+            "replay it against that implementation's harness: retryproof replay FILE --harness CMD",
+        )

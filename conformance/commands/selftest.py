@@ -230,7 +230,7 @@ def run_all(
 
 
 def main(args) -> int:
-    prepare_directory(args.out)  # before minutes of runs, not after
+    claim = prepare_directory(args.out)  # before minutes of runs, not after; held until the matrix is written
     runtimes = bundled_runtimes()
     began = time.perf_counter()
     outcomes = run_all(runtimes, args.seed, jobs=args.jobs)
@@ -246,6 +246,7 @@ def main(args) -> int:
     )
     for path in write_files(args.out, runtimes, outcomes, scenario_ids, problems, args.seed, seconds, args.jobs):
         print(f"wrote {path}")
+    claim.release()
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
     print(

@@ -1,10 +1,17 @@
 """The report files (report.json, report.md, junit.xml, report.html, badge.json), written when the run ends,
-and the replay file of each scenario whose evidence carries one."""
+and the replay file of each scenario whose evidence carries one.
+
+A report directory belongs to one run at a time (``prepare_directory`` takes an
+exclusive lock on it for the run's life), so two runs into one ``--out`` can never
+mix their files; each file is replaced atomically through a temporary name of its own.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import secrets
 import tempfile
 from collections.abc import Callable
 
@@ -59,24 +66,62 @@ class ReplayFileWriter:
             self.paths.append(path)
 
 
-def prepare_directory(path: str) -> None:
-    """Create ``path`` and prove a file can be written in it, so that a run which could
-    not keep its reports stops before it starts, not after minutes of work."""
+class DirectoryClaim:
+    """A run's hold on its report directory: an exclusive ``flock`` on the directory
+    itself (no lock file to leave behind), released by ``release`` or when the
+    process ends, however it ends."""
+
+    def __init__(self, path: str, fd: int):
+        self.path = path
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        self.release()
+
+
+def prepare_directory(path: str) -> DirectoryClaim:
+    """Create ``path``, prove a file can be written in it and claim it for this run,
+    so that a run which could not keep its reports, or would mix them with another
+    run's, stops before it starts, not after minutes of work. Keep the claim for as
+    long as the run writes there."""
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
             pass
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
         raise KitError(
             f"cannot write reports to {path}: {exc.strerror or exc}",
             "choose an --out directory you can create and write to",
         ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise KitError(
+            f"another retryproof run is writing its reports to {path}",
+            "let it finish, or give this run an --out directory of its own",
+        ) from None
+    return DirectoryClaim(path, fd)
 
 
 def write_atomically(path: str, text: str) -> None:
-    """A reader never sees half a file."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    temporary = path + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(temporary, path)
+    """A reader never sees half a file, and two writers never share a temporary name."""
+    folder, name = os.path.split(path)
+    os.makedirs(folder or ".", exist_ok=True)
+    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(temporary, "x", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise

@@ -149,7 +149,8 @@ def test_the_harness_shakes_hands_once_per_session(pytester):
         wrapper=f"""
         import os, sys
         with open({str(starts)!r}, "a") as log:
-            log.write(os.path.basename(os.environ["RETRYPROOF_STATE_DIR"]) + "\\n")
+            # the state directory is state/ in the scenario's (or the probe's) scratch folder
+            log.write(os.path.basename(os.path.dirname(os.environ["RETRYPROOF_STATE_DIR"])) + "\\n")
         os.execv(sys.executable, [sys.executable, "-m", "retryproof.reference_impl"])
         """
     )
@@ -198,9 +199,23 @@ def test_markers_select_by_level(pytester):
             ["--retryproof-harness", f"{sys.executable} {FAKE} crash-at-start"],
             "ERROR: retryproof: the harness failed its handshake*",
         ),
+        # An unset CI variable: never the bundled reference, never just the team's own tests.
+        (["--retryproof-harness", ""], "*argument --retryproof-harness: an empty or blank value*"),
+        (["--retryproof-python", " "], "*argument --retryproof-python: an empty or blank value*"),
+        (["--retryproof", "--retryproof-out", ""], "*argument --retryproof-out: an empty or blank value*"),
+        (["--retryproof", "--retryproof-only", ""], "*argument --retryproof-only: '' names no scenario id*"),
+        (
+            ["--retryproof", "--retryproof-only", "WT-CREATE", "--retryproof-skip", "WT-CREATE"],
+            "ERROR: retryproof: --only and --skip leave no scenario to run",
+        ),
+        *(
+            (["--retryproof", "--retryproof-call-timeout", value], "*argument --retryproof-call-timeout: *above 0*")
+            for value in ("0", "-1", "nan", "inf")
+        ),
     ],
 )
 def test_bad_input_is_a_usage_error_without_traceback(pytester, args, message):
+    pytester.makepyfile("def test_own(): pass")
     result = pytester.runpytest(*args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([message])

@@ -210,6 +210,51 @@ def test_a_bad_option_value_has_a_hint(tmp_path):
     assert_user_error(run_cli("run", "--concurrency", "0", "--out", str(tmp_path / "out")), "--concurrency")
 
 
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        # What a CI job with an unset variable sends: it used to certify the reference.
+        (["--harness", ""], ["--harness", "empty or blank"]),
+        (["--harness", "   "], ["--harness", "empty or blank"]),
+        (["--python", ""], ["--python", "empty or blank"]),
+        (["--out", ""], ["--out", "empty or blank"]),
+        (["--only", ""], ["--only", "names no scenario id"]),
+        (["--only", " , "], ["--only", "names no scenario id"]),
+        (["--format", ""], ["--format", "names no report format"]),
+        (["--format", "md,pdf"], ["--format", "pdf"]),
+        (["--only", "WT-CREATE", "--skip", "WT-CREATE"], ["leave no scenario to run"]),
+        # Timeouts that would be blamed on the runtime ("no response within 0s").
+        (["--call-timeout", "0"], ["--call-timeout", "above 0"]),
+        (["--call-timeout", "-1"], ["--call-timeout", "above 0"]),
+        (["--call-timeout", "nan"], ["--call-timeout", "above 0"]),
+        (["--start-timeout", "inf"], ["--start-timeout", "above 0"]),
+        (["--start-timeout", "1e400"], ["--start-timeout", "above 0"]),
+        (["--call-timeout", "soon"], ["--call-timeout", "not a number"]),
+    ],
+)
+def test_blank_values_and_impossible_timeouts_are_usage_errors(tmp_path, args, words):
+    harness, started = marker_harness(tmp_path)
+    target = [] if args[0] in ("--harness", "--python") else ["--harness", harness]
+    out = [] if "--out" in args else ["--out", str(tmp_path / "out")]
+    assert_user_error(run_cli("run", *target, *out, *args), *words)
+    assert not started.exists()
+
+
+def test_replay_without_harness_refuses_a_file_from_another_implementation(tmp_path):
+    """It used to replay against the bundled reference and say "not reproduced"."""
+    replay = tmp_path / "r.json"
+    steps = [{"step": "submit", "id": "fz-a", "task": 0}, {"step": "submit", "id": "fz-a", "task": 0}]
+    document = {"format": REPLAY_FORMAT, "seed": 1, "implementation": {"name": "acme-runtime"}, "steps": steps}
+    replay.write_text(json.dumps(document))
+    done = run_cli("replay", str(replay))
+    assert_user_error(done, '"acme-runtime"', "--harness")
+    assert "not reproduced" not in done.stdout
+    # With the harness named, the same file replays.
+    fake = os.path.join(REPO, "tests", "conformance", "fake_harness.py")
+    named = run_cli("replay", str(replay), "--harness", f"{sys.executable} {fake} double-create")
+    assert named.returncode == 1 and "REPRODUCED" in named.stdout, named.stdout + named.stderr
+
+
 def test_an_invalid_task_for_digest_has_a_hint():
     assert_user_error(run_cli("digest", stdin='{"title": "x"}'), "invalid_request", "task.title")
 
@@ -252,3 +297,47 @@ def test_a_failed_expectation_names_the_value_as_json(tmp_path):
     )
     reason = json.loads((tmp_path / "out" / "report.json").read_text())["scenarios"][0]["reason"]
     assert done.returncode == 1 and "client_submission_id null:" in reason and "None" not in reason, reason
+
+
+def test_a_second_run_into_one_out_is_refused_and_the_first_keeps_its_reports(tmp_path):
+    """Two runs into one --out once crashed one run and mixed the other's files."""
+    from retryproof.conformance.writers.files import prepare_directory
+
+    out = tmp_path / "out"
+    first = run_cli("run", "--only", "WT-CREATE", "--seed", "1", "--out", str(out))
+    assert first.returncode == 0
+    before = {name: (out / name).read_bytes() for name in os.listdir(out)}
+    claim = prepare_directory(str(out))  # a run in progress holds its directory
+    harness, started = marker_harness(tmp_path)
+    try:
+        assert_user_error(run_cli("run", "--harness", harness, "--out", str(out)), "another retryproof run", str(out))
+    finally:
+        claim.release()
+    assert not started.exists()
+    assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before
+    assert run_cli("run", "--only", "WT-CREATE", "--seed", "2", "--out", str(out)).returncode == 0  # free again
+
+
+def test_concurrent_atomic_writes_never_share_a_temporary_name(tmp_path):
+    import threading
+
+    from retryproof.conformance.writers.files import write_atomically
+
+    path = str(tmp_path / "report.json")
+    errors = []
+
+    def writer(number):
+        try:
+            for _ in range(30):
+                write_atomically(path, f"{number}\n" * 1000)
+        except OSError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(number,)) for number in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert os.listdir(tmp_path) == ["report.json"]  # no temporary file left behind
+    assert len(set((tmp_path / "report.json").read_text().splitlines())) == 1  # one writer's whole file
