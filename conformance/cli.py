@@ -7,9 +7,12 @@ Each subcommand lives in its own module and is imported only when used, so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
+from collections.abc import Iterator
 
 from retryproof.conformance import __version__
 from retryproof.conformance.errors import KitError
@@ -151,6 +154,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT (Ctrl-C) and SIGTERM (how CI cancels a job) end every harness process
+    group and remove every scratch directory at once, whatever thread started them,
+    then unwind the command as ``Interrupted``: no report of this run is written, so
+    the reports of an earlier run in the same directory stay as they were."""
+    from retryproof.adapters.process import Interrupted, end_everything
+
+    def interrupt(signum: int, frame: object) -> None:
+        end_everything()
+        raise Interrupted(signum)
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     module_name = "retryproof.conformance.commands." + args.command.replace("-", "_")
@@ -161,15 +184,19 @@ def main(argv: list[str] | None = None) -> int:
             if exc.name != module_name:
                 raise
             raise KitError(f"'retryproof {args.command}' is not available in this build yet") from None
-        return module.main(args)
+        with _interruptible():
+            return module.main(args)
     except KitError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         if exc.hint:
             print(f"hint: {exc.hint}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        from retryproof.adapters.process import end_everything
+
+        end_everything()
         print("interrupted", file=sys.stderr)
-        return 130
+        return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:
         # The reader went away (`retryproof list | head`): stop quietly, and keep the
         # interpreter's final flush from raising again on the closed pipe.

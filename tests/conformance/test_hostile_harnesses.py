@@ -3,8 +3,10 @@ bounded time (the timeouts below bound every wait)."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -238,3 +240,76 @@ def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, **env):
     report = out / "report.json"
     statuses = {s["id"]: s for s in json.loads(report.read_text())["scenarios"]} if report.exists() else {}
     return done, statuses
+
+
+RECORDING_WRAPPER = """
+import os, sys
+with open({log!r}, "a") as log:
+    log.write(f"{{os.getpid()}} {{os.environ['RETRYPROOF_STATE_DIR']}}\\n")
+os.execv(sys.executable, [sys.executable, {broken!r}, "never-answers-write-task"])
+"""
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_an_interrupted_run_ends_every_harness_group_and_keeps_earlier_reports(tmp_path, signum, status):
+    """SIGTERM (a cancelled CI job) used to leave harness process groups and a state
+    directory behind; SIGINT during A4-MULTIPROCESS left 4 groups."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.json").write_text('{"earlier": true}\n')
+    log = tmp_path / "starts.log"
+    wrapper = tmp_path / "wrapper.py"
+    wrapper.write_text(RECORDING_WRAPPER.format(log=str(log), broken=BROKEN))
+    kit = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            f"{sys.executable} {wrapper}",
+            "--only",
+            "A4-MULTIPROCESS",
+            "--call-timeout",
+            "60",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(started(log)) < 10:  # the probe, the main process and 8 more
+            time.sleep(0.1)
+        assert len(started(log)) == 10, started(log)
+        time.sleep(0.5)  # the 8 write_task calls are in flight, each on its own group
+        kit.send_signal(signum)
+        stdout, stderr = kit.communicate(timeout=60)
+    finally:
+        kit.kill()
+    assert kit.returncode == status, stderr
+    assert stderr.strip().endswith("interrupted") and "Traceback" not in stderr, stderr
+    assert (out / "report.json").read_text() == '{"earlier": true}\n'
+    assert sorted(os.listdir(out)) == ["report.json"]
+    for pid, state_dir in started(log):
+        assert not os.path.exists(state_dir)
+        assert group_gone(pid), f"harness group {pid} outlived the run"
+
+
+def started(log):
+    if not log.exists():
+        return []
+    return [(int(pid), path) for pid, path in (line.split(" ", 1) for line in log.read_text().splitlines())]
+
+
+def group_gone(pgid):
+    deadline = time.monotonic() + 10  # an orphaned group's leader is reaped by init, not at once
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
