@@ -230,6 +230,11 @@ class RawRequestCompare(Runtime):
         return super()._settle(submission_id, task, digest, receipt)
 
 
+def escaping_task_path(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A task_path that climbs out of the state directory (``..`` segments)."""
+    return {**result, "task_path": "../../../../etc/passwd"}
+
+
 def never_answered(result: Mapping[str, Any]) -> Mapping[str, Any]:
     """A write_task that does its work and then never answers (a deadlock after the
     effect): the harness goes silent on the one op most scenarios need."""
@@ -259,6 +264,7 @@ DEFECTS = {
     "no-receipt-schema-rewrite": (NoReceiptSchemaRewrite, (), None),
     "raw-request-compare": (RawRequestCompare, (), None),
     "never-answers-write-task": (Runtime, (), {"write_task": never_answered}),
+    "escaping-task-path": (Runtime, (), {"write_task": escaping_task_path}),
 }
 
 

@@ -117,11 +117,13 @@ def main() -> None:
         sys.exit(3)
     if MODE == "hang":
         time.sleep(3600)
-    if MODE in ("garbage", "wrong-ids"):
+    if MODE in ("garbage", "wrong-ids", "wrong-ids-on-write"):
         for line in sys.stdin:
             request = json.loads(line)
             if request["op"] == "hello":
                 reply = {"id": request["id"], "ok": True, "result": hello({})}
+            elif MODE == "wrong-ids-on-write" and request["op"] == "list_tasks":
+                reply = {"id": request["id"], "ok": True, "result": list_tasks({})}
             elif MODE == "garbage":
                 print("<b>|not json| `rm -rf`</b>", flush=True)
                 continue

@@ -313,3 +313,43 @@ def group_gone(pgid):
             return True
         time.sleep(0.1)
     return False
+
+
+def test_noise_in_a_pipelined_batch_is_the_reason_at_once_and_in_the_evidence(tmp_path):
+    """Eight answers under ids nobody asked for: they used to be dropped, and the batch
+    said "8 of 8 calls got no answer" after the whole timeout."""
+    done, scenarios = run_kit_env(tmp_path, "wrong-ids-on-write", only="A4-CONCURRENT")
+    judged = scenarios["A4-CONCURRENT"]
+    assert judged["status"] == "error"
+    assert "which is not a call in flight" in judged["reason"], judged["reason"]
+    assert "no response within" not in json.dumps(judged)  # ended by the noise, not by a deadline
+    assert len(judged["evidence"]["protocol_noise"]) == 8
+    assert all("answer for id" in line for line in judged["evidence"]["protocol_noise"])
+    assert done.returncode == 1
+
+
+def test_a_task_path_that_leaves_the_state_directory_fails(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "retryproof.conformance.cli",
+            "run",
+            "--harness",
+            f"{sys.executable} {BROKEN} escaping-task-path",
+            "--only",
+            "WT-CREATE",
+            "--seed",
+            "7",
+            "--out",
+            str(tmp_path),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    (judged,) = json.loads((tmp_path / "report.json").read_text())["scenarios"]
+    assert judged["status"] == "failed" and "task_path" in judged["reason"], judged["reason"]
+    assert done.returncode == 1

@@ -111,6 +111,13 @@ WRONG = {
     "legacy reuse": ("creation-result", _with("creation-result", LEGACY, disposition="reused", action_taken=False)),
     "upper-case digest": ("creation-result", _with("creation-result", CREATED, request_digest="sha256:" + "A" * 64)),
     "absolute task path": ("creation-result", _with("creation-result", CREATED, task_path="/var/tasks/1.json")),
+    **{
+        f"task path leaving the state directory: {path}": (
+            "creation-result",
+            _with("creation-result", CREATED, task_path=path),
+        )
+        for path in ("../../../../etc/passwd", "tasks/../../x.json", "tasks/..", "..", "tasks\\..\\..\\x")
+    },
     "missing idempotent": ("creation-result", _with("creation-result", CREATED, drop=["idempotent"])),
     "reserved receipt with a result": ("receipt", _with("receipt", 0, result=example("creation-result", CREATED))),
     "committed receipt without a result": ("receipt", _with("receipt", 2, drop=["result"])),
@@ -162,6 +169,11 @@ WRONG = {
     ),
     "list_effects without executor_calls": ("harness-response#/$defs/list_effects_result", {"effects": []}),
 }
+
+
+@pytest.mark.parametrize("path", ["tasks/T-1.json", "a..b/c.json", "..hidden", "tasks/v2..json", "t"])
+def test_task_paths_with_dots_that_stay_inside_are_valid(path):
+    assert errors("creation-result", _with("creation-result", CREATED, task_path=path)) == []
 
 
 @pytest.mark.parametrize("case", sorted(WRONG))
