@@ -31,7 +31,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import IO, Any
 
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.spec.protocol import (
@@ -162,6 +162,8 @@ class _Process:
 
     def __init__(self, popen: subprocess.Popen):
         self.popen = popen
+        assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
+        self.pipes: tuple[IO[bytes], IO[bytes], IO[bytes]] = (popen.stdin, popen.stdout, popen.stderr)
         self.lock = threading.Lock()
         self.pending: dict[int, Future] = {}
         self.raw_waiters: list[Future] = []  # send_line calls, answered with id null
@@ -245,7 +247,8 @@ class ProcessConnection(Connection):
         self.start_timeout = start_timeout
         self.max_line_bytes = max_line_bytes
         self.stop_timeout = stop_timeout
-        self.hello = None
+        self.hello: Mapping[str, Any] | None = None
+        self.missed_deadline: str | None = None
         #: Lines the harness wrote that answer nothing (protocol noise), for evidence.
         self.noise: list[str] = []
         self._stderr = _Stderr(stderr_limit)
@@ -300,8 +303,8 @@ class ProcessConnection(Connection):
             except OSError as exc:
                 raise HarnessStartError(f"cannot run harness {self.command[0]!r}: {exc.strerror or exc}") from None
             _live_groups[popen.pid] = popen
-        os.set_blocking(popen.stdin.fileno(), False)  # the writer thread polls instead of blocking
         process = _Process(popen)
+        os.set_blocking(process.pipes[0].fileno(), False)  # the writer thread polls instead of blocking
         self._processes.append(process)
         for target in (self._read_stdout, self._read_stderr, self._write_stdin):
             thread = threading.Thread(target=target, args=(process,), daemon=True, name=f"harness-{target.__name__}")
@@ -312,8 +315,9 @@ class ProcessConnection(Connection):
         if problem:
             self.kill()
             raise HarnessStartError(problem, self.stderr_text())
-        self.hello = dict(reply.result)
-        return self.hello
+        hello = dict(reply.result)
+        self.hello = hello
+        return hello
 
     def kill(self) -> None:
         process = self._current
@@ -353,14 +357,14 @@ class ProcessConnection(Connection):
         for thread in process.threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         if any(thread.is_alive() for thread in process.threads):
-            self._survivors += _holders(process.popen)
+            self._survivors += _holders(process.pipes)
         os.write(process.wake_write, b"x")
         for thread in process.threads:
             thread.join(self.stop_timeout)
         process.reaped = True
         with _registry_lock:
             _live_groups.pop(process.popen.pid, None)
-        for stream in (process.popen.stdin, process.popen.stdout, process.popen.stderr):
+        for stream in process.pipes:
             try:
                 stream.close()
             except OSError:
@@ -422,7 +426,7 @@ class ProcessConnection(Connection):
         return future
 
     def _write_stdin(self, process: _Process) -> None:
-        fd = process.popen.stdin.fileno()
+        fd = process.pipes[0].fileno()
         while (item := process.outbox.get()) is not None:
             future, line = item
             if not process.write_all(fd, line):
@@ -431,7 +435,7 @@ class ProcessConnection(Connection):
                 if not future.done():
                     future.set_result(Lost("the harness closed its input"))
         try:
-            process.popen.stdin.close()  # end of input; only this thread writes to it
+            process.pipes[0].close()  # end of input; only this thread writes to it
         except OSError:
             pass
 
@@ -453,7 +457,9 @@ class ProcessConnection(Connection):
 
     @staticmethod
     def _forget(process: _Process, future: Future) -> None:
-        process.pending.pop(getattr(future, "request_id", None), None)
+        request_id = getattr(future, "request_id", None)
+        if request_id is not None:
+            process.pending.pop(request_id, None)
         if future in process.raw_waiters:
             process.raw_waiters.remove(future)
 
@@ -462,7 +468,7 @@ class ProcessConnection(Connection):
     def _read_stdout(self, process: _Process) -> None:
         reason = None
         buffer = bytearray()
-        for chunk in process.chunks(process.popen.stdout.fileno()):
+        for chunk in process.chunks(process.pipes[1].fileno()):
             buffer += chunk
             while (end := buffer.find(b"\n")) >= 0 and end <= self.max_line_bytes:
                 line = bytes(buffer[: end + 1])
@@ -511,7 +517,8 @@ class ProcessConnection(Connection):
             if not flight:
                 return
             self._forget(process, flight[0])
-        flight[0].set_result(reply if reply is not None and flight[0].request_id is None else Lost(what))
+        raw = getattr(flight[0], "request_id", None) is None  # a send_line call: a null-id answer is its own
+        flight[0].set_result(reply if reply is not None and raw else Lost(what))
 
     def protocol_noise(self) -> list[str]:
         return list(self.noise)
@@ -539,15 +546,15 @@ class ProcessConnection(Connection):
                 future.set_result(Lost(reason))
 
     def _read_stderr(self, process: _Process) -> None:
-        for chunk in process.chunks(process.popen.stderr.fileno()):
+        for chunk in process.chunks(process.pipes[2].fileno()):
             self._stderr.append(chunk)
 
 
-def _holders(popen: subprocess.Popen) -> list[dict[str, Any]]:
+def _holders(streams: Sequence[IO[bytes]]) -> list[dict[str, Any]]:
     """The processes other than the kit that hold one of the harness's pipes open
     (found in /proc; elsewhere, one entry saying that some process does)."""
     pipes = set()
-    for stream in (popen.stdin, popen.stdout, popen.stderr):
+    for stream in streams:
         try:
             pipes.add(f"pipe:[{os.fstat(stream.fileno()).st_ino}]")
         except (OSError, ValueError):

@@ -50,8 +50,10 @@ def test_finds_recovery_new_number_and_the_replay_reproduces(tmp_path, monkeypat
     capsys.readouterr()
     assert cli(["replay", str(path), "--harness", harness]) == 1
     assert "REPRODUCED" in capsys.readouterr().out
-    assert cli(["replay", str(path)]) == 0  # the reference runtime
+    assert cli(["replay", str(path), "--harness", shlex.join(REFERENCE)]) == 0  # the reference runtime
     assert "not reproduced" in capsys.readouterr().out
+    assert cli(["replay", str(path)]) == 2  # the file records the faulty runtime, not the bundled reference
+    assert "records a run of implementation" in capsys.readouterr().err
 
 
 def test_replay_rejects_a_file_that_is_not_a_replay(tmp_path, capsys):
@@ -67,11 +69,14 @@ class _Stub:
 
     alive = True
     hello = {"capabilities": ["write_task"], "failpoints": []}
+    missed_deadline = None
 
     def __init__(self, **replies):
         self.replies = replies
+        self.ops = []
 
     def call(self, op, args=None, timeout=None):
+        self.ops.append(op)
         reply = self.replies[op]
         return reply() if callable(reply) else reply
 
@@ -102,6 +107,23 @@ def test_an_indeterminate_answer_is_no_violation_and_silence_is_no_failure():
     )
     with pytest.raises(HarnessSilent, match="list_tasks"):
         Driver(silent, "h").apply(step)
+
+
+def test_fuzz_model_stops_at_the_first_missed_deadline():
+    """A write_task that timed out used to count as indeterminate and exploring went
+    on, one full timeout per new call (711 s against a harness silent on write_task)."""
+    step = {"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "same", "burst": 1}
+    silent = _Stub(write_task=Lost("no response within 10s"), list_tasks=_no_tasks)
+
+    def deadline_missed():
+        silent.missed_deadline = "write_task: no response within 10s"
+        return Lost("no response within 10s")
+
+    silent.replies["write_task"] = deadline_missed
+    driver = Driver(silent, "h")
+    with pytest.raises(HarnessSilent, match="write_task: no response within 10s"):
+        driver.apply(step)
+    assert silent.ops == ["list_tasks", "write_task"]  # nothing after the silence
 
 
 def test_every_success_is_checked_against_its_schema():
