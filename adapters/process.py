@@ -115,13 +115,15 @@ class Scratch:
 def anchored(command: Sequence[str], base: str) -> list[str]:
     """``command`` with every relative word that names an existing path under ``base``
     made absolute: the harness runs in a scratch directory, yet ``node harness.js``
-    and ``./harness`` still mean the files the user named."""
-    return [
-        os.path.join(base, word)
-        if word and not word.startswith("-") and not os.path.isabs(word) and os.path.exists(os.path.join(base, word))
-        else word
-        for word in command
-    ]
+    and ``./harness`` still mean the files the user named. The program itself is
+    looked up on PATH unless it holds a slash, so only then is it a path."""
+
+    def path_like(index: int, word: str) -> bool:
+        if not word or word.startswith("-") or os.path.isabs(word) or (index == 0 and "/" not in word):
+            return False
+        return os.path.exists(os.path.join(base, word))
+
+    return [os.path.join(base, word) if path_like(index, word) else word for index, word in enumerate(command)]
 
 
 def encode_request(request: Request) -> bytes:

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from retryproof.adapters.connection import HarnessStartError, Lost
-from retryproof.adapters.process import ProcessConnection
+from retryproof.adapters.process import ProcessConnection, anchored
 from retryproof.adapters.python_host import host_command
 from retryproof.spec.protocol import Failure, Success
 
@@ -141,3 +141,19 @@ def test_stop_is_bounded_when_an_escaped_process_holds_the_pipes(tmp_path):
         assert not killer.is_alive()
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+def test_relative_paths_of_the_command_line_keep_meaning_the_users_files(tmp_path):
+    """The harness runs in a scratch directory, so the files the user named are
+    resolved where the user named them; the program is still found on PATH."""
+    (tmp_path / "harness.js").write_text("")
+    (tmp_path / "node").mkdir()  # a folder that happens to share the program's name
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "harness").write_text("")
+    assert anchored(["node", "harness.js", "--flag", "absent.js"], str(tmp_path)) == [
+        "node",
+        str(tmp_path / "harness.js"),
+        "--flag",
+        "absent.js",
+    ]
+    assert anchored(["bin/harness", "-v"], str(tmp_path)) == [str(tmp_path / "bin/harness"), "-v"]

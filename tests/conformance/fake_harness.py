@@ -111,7 +111,19 @@ def read_task(args):
     }
 
 
+def leave_a_survivor() -> None:
+    """Double-fork a setsid process that keeps stdout and stderr open for a while."""
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(float(os.environ.get("FAKE_SURVIVOR_S", "20")))
+        os._exit(0)
+    os.wait()
+
+
 def main() -> None:
+    if MODE == "leaves-survivor":
+        leave_a_survivor()
     if MODE == "crash-at-start":
         print("fake: cannot open the database", file=sys.stderr)
         sys.exit(3)

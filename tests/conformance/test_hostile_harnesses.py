@@ -1,6 +1,7 @@
 """The kit judges broken harnesses ``error`` or ``failed``, never ``passed``, in
 bounded time (the timeouts below bound every wait)."""
 
+import contextlib
 import json
 import os
 import signal
@@ -353,3 +354,19 @@ def test_a_task_path_that_leaves_the_state_directory_fails(tmp_path):
     (judged,) = json.loads((tmp_path / "report.json").read_text())["scenarios"]
     assert judged["status"] == "failed" and "task_path" in judged["reason"], judged["reason"]
     assert done.returncode == 1
+
+
+def test_a_process_that_outlives_its_harness_is_named_never_waited_on(tmp_path):
+    """Each start leaves a setsid grandchild holding the harness's stdout and stderr:
+    stopping the harness used to hang the kit forever."""
+    done, scenarios = run_kit_env(tmp_path, "leaves-survivor", only="WT-CREATE", FAKE_SURVIVOR_S="60")
+    judged = scenarios["WT-CREATE"]
+    try:
+        assert judged["status"] == "passed"
+        (survivor,) = judged["evidence"]["survivors"]
+        assert "fake_harness.py leaves-survivor" in survivor["command"]
+        assert done.returncode == 0
+    finally:
+        for survivor in scenarios.get("WT-CREATE", {}).get("evidence", {}).get("survivors", []):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(survivor["pid"], signal.SIGKILL)
