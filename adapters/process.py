@@ -178,6 +178,7 @@ class _Process:
         self.outbox: queue.SimpleQueue[tuple[Future, bytes] | None] = queue.SimpleQueue()
         # Readable once the kit stops listening: ends every poll of the pipe threads.
         self.wake_read, self.wake_write = os.pipe()
+        self.reap_lock = threading.Lock()
         self.reaped = False
 
     def in_flight(self) -> list[Future]:
@@ -346,14 +347,23 @@ class ProcessConnection(Connection):
 
     def _reap(self, process: _Process) -> None:
         """Wait for the killed group's leader, let the pipe threads read to end of file,
-        and close the pipes; every step bounded. A pipe still open after the group is
-        gone is held by an escaped process: it is named, and no longer read."""
+        and close the pipes; every step bounded, and done once however many threads
+        ask (an interrupt ends a scenario while its start threads are still failing).
+        A pipe still open after the group is gone is held by an escaped process: it is
+        named, and no longer read."""
+        with process.reap_lock:
+            if not process.reaped:
+                self._reap_once(process)
+        if self._own_work is not None and not self.alive:
+            self._own_work.remove()
+            self._own_work = None
+            self.work_dir = None
+
+    def _reap_once(self, process: _Process) -> None:
         try:
             process.popen.wait(self.stop_timeout)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
-        if process.reaped:
-            return
         process.outbox.put(None)
         deadline = time.monotonic() + PIPE_GRACE_S
         for thread in process.threads:
@@ -373,10 +383,6 @@ class ProcessConnection(Connection):
                 pass
         for fd in (process.wake_read, process.wake_write):
             os.close(fd)
-        if self._own_work is not None and not self.alive:
-            self._own_work.remove()
-            self._own_work = None
-            self.work_dir = None
 
     def survivors(self) -> list[dict[str, Any]]:
         return list(self._survivors)
