@@ -318,6 +318,7 @@ class ProcessConnection(Connection):
         if problem:
             self.kill()
             raise HarnessStartError(problem, self.stderr_text())
+        assert isinstance(reply, Success)  # _handshake_problem names every other reply
         hello = dict(reply.result)
         self.hello = hello
         return hello
