@@ -69,9 +69,9 @@ class TaskSet:
 
 ConnectionFactory = Callable[[], Connection]
 
-#: Ops that may add tasks: before any of them, a scenario's state directory is fresh
-#: and empty, so its first listing must be empty too.
-STATE_CHANGING_OPS = frozenset({"write_task", "tamper"})
+#: Ops that may add tasks (a raw line might be a request): before any of them, a
+#: scenario's state directory is fresh and empty, so its first listing must be too.
+STATE_CHANGING_OPS = frozenset({"write_task", "tamper", "(raw line)"})
 
 
 class Context:
