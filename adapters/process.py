@@ -87,6 +87,13 @@ def end_everything() -> None:
 atexit.register(end_everything)  # a run that ends any other way leaves nothing either
 
 
+def interrupt(signum: int, frame: object) -> None:
+    """A signal handler for SIGINT and SIGTERM: end everything at once, then unwind the
+    main thread as ``Interrupted`` (a ``KeyboardInterrupt``, as pytest expects too)."""
+    end_everything()
+    raise Interrupted(signum)
+
+
 class Scratch:
     """A scenario's scratch space: ``state`` (RETRYPROOF_STATE_DIR, empty) and ``work``
     (the harness's working directory), removed together by ``remove``."""

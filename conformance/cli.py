@@ -160,11 +160,7 @@ def _interruptible() -> Iterator[None]:
     group and remove every scratch directory at once, whatever thread started them,
     then unwind the command as ``Interrupted``: no report of this run is written, so
     the reports of an earlier run in the same directory stay as they were."""
-    from retryproof.adapters.process import Interrupted, end_everything
-
-    def interrupt(signum: int, frame: object) -> None:
-        end_everything()
-        raise Interrupted(signum)
+    from retryproof.adapters.process import interrupt
 
     previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:

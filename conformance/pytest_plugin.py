@@ -145,6 +145,7 @@ def pytest_configure(config: pytest.Config) -> None:
     with _usage_errors():
         config.stash[STATE] = run = RetryproofRun.configure(config)
     config.pluginmanager.register(run, "retryproof-run")
+    _end_harnesses_on_sigterm(config)
     config.addinivalue_line("markers", "retryproof: a scenario of the retryproof conformance catalogue")
     config.addinivalue_line("markers", "retryproof_must: a retryproof scenario of level MUST (decides the verdict)")
     config.addinivalue_line(
@@ -171,6 +172,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         session = item.config.stash[STATE].session  # set: the item ran a scenario through it
         report = outcome.get_result()
         report.retryproof = {"hello": dict(session.hello) if session else {}, "result": scenario_document(item.result)}
+
+
+def _end_harnesses_on_sigterm(config: pytest.Config) -> None:
+    """SIGTERM (how CI cancels a job) would otherwise end pytest on the spot, leaving the
+    harness process groups and scratch directories behind. Installed only where nobody
+    else handles SIGTERM, and put back when the session ends; pytest then reports the
+    session as interrupted, as for Ctrl-C."""
+    import signal
+
+    from retryproof.adapters.process import interrupt
+
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, interrupt)
+        config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -251,8 +251,53 @@ os.execv(sys.executable, [sys.executable, {broken!r}, "never-answers-write-task"
 """
 
 
-@pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
-def test_an_interrupted_run_ends_every_harness_group_and_keeps_earlier_reports(tmp_path, signum, status):
+def cli_run(harness, out):
+    return [
+        sys.executable,
+        "-m",
+        "retryproof.conformance.cli",
+        "run",
+        "--harness",
+        harness,
+        "--only",
+        "A4-MULTIPROCESS",
+        "--call-timeout",
+        "60",
+        "--out",
+        str(out),
+    ]
+
+
+def pytest_run(harness, out):
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--retryproof-harness",
+        harness,
+        "--retryproof-only",
+        "A4-MULTIPROCESS",
+        "--retryproof-call-timeout",
+        "60",
+        "--retryproof-out",
+        str(out),
+    ]
+
+
+@pytest.mark.parametrize(
+    "command, signum, status, last_words",
+    [
+        (cli_run, signal.SIGTERM, 143, "interrupted"),
+        (cli_run, signal.SIGINT, 130, "interrupted"),
+        (pytest_run, signal.SIGTERM, pytest.ExitCode.INTERRUPTED, "Interrupted: SIGTERM"),
+    ],
+    ids=["cli-SIGTERM", "cli-SIGINT", "pytest-SIGTERM"],
+)
+def test_an_interrupted_run_ends_every_harness_group_and_keeps_earlier_reports(
+    tmp_path, command, signum, status, last_words
+):
     """SIGTERM (a cancelled CI job) used to leave harness process groups and a state
     directory behind; SIGINT during A4-MULTIPROCESS left 4 groups."""
     out = tmp_path / "out"
@@ -262,23 +307,11 @@ def test_an_interrupted_run_ends_every_harness_group_and_keeps_earlier_reports(t
     wrapper = tmp_path / "wrapper.py"
     wrapper.write_text(RECORDING_WRAPPER.format(log=str(log), broken=BROKEN))
     kit = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            f"{sys.executable} {wrapper}",
-            "--only",
-            "A4-MULTIPROCESS",
-            "--call-timeout",
-            "60",
-            "--out",
-            str(out),
-        ],
+        command(f"{sys.executable} {wrapper}", out),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        cwd=tmp_path,
     )
     try:
         deadline = time.monotonic() + 60
@@ -290,8 +323,11 @@ def test_an_interrupted_run_ends_every_harness_group_and_keeps_earlier_reports(t
         stdout, stderr = kit.communicate(timeout=60)
     finally:
         kit.kill()
-    assert kit.returncode == status, stderr
-    assert stderr.strip().endswith("interrupted") and "Traceback" not in stderr, stderr
+    assert kit.returncode == status, stdout + stderr
+    assert last_words in stdout + stderr
+    assert "Exception in thread" not in stderr, stderr
+    if command is cli_run:
+        assert stderr.strip().endswith("interrupted") and "Traceback" not in stderr, stderr
     assert (out / "report.json").read_text() == '{"earlier": true}\n'
     assert sorted(os.listdir(out)) == ["report.json"]
     for pid, state_dir in started(log):
