@@ -220,9 +220,10 @@ def pytest_runtestloop(session: pytest.Session) -> None:
             run.start(total)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     run = session.config.stash.get(STATE, None)
-    if run is None:
+    # An interrupted session judges nothing and writes no report: an earlier run's stay.
+    if run is None or exitstatus == pytest.ExitCode.INTERRUPTED:
         return
     if run.carried and not _is_worker(session.config):
         run.finish_from_workers()
