@@ -183,9 +183,12 @@ def _end_harnesses_on_sigterm(config: pytest.Config) -> None:
 
     from retryproof.adapters.process import interrupt
 
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, interrupt)
-        config.add_cleanup(lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+        config.add_cleanup(restore)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
