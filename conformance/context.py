@@ -326,7 +326,10 @@ class Context:
 
     def tasks(self, label: str | None = None, *, connection: Connection | None = None) -> TaskSet:
         """The tasks in durable state (``list_tasks``); recorded under ``label``."""
-        fresh = not any(earlier.op in STATE_CHANGING_OPS or earlier.op == "list_tasks" for earlier in self.calls)
+        fresh = not any(
+            isinstance(event, Call) and (event.op in STATE_CHANGING_OPS or event.op == "list_tasks")
+            for event in self.history
+        )
         call = self.call("list_tasks", connection=connection)
         snapshot = TaskSet(tuple(self.expect_ok(call, "list_tasks").get("tasks", ())))
         if fresh:
