@@ -268,10 +268,16 @@ class Context:
                 raised[index] = exc
 
         threads = [threading.Thread(target=one, args=pair) for pair in enumerate(connections)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        except BaseException:
+            # Interrupted (SIGINT/SIGTERM) while starting them: the callers already at the
+            # barrier would wait forever for partners that never come, and keep the kit alive.
+            barrier.abort()
+            raise
         failure = next((exc for exc in raised if exc is not None), None)
         if failure is not None:
             raise failure

@@ -406,3 +406,39 @@ def test_a_process_that_outlives_its_harness_is_named_never_waited_on(tmp_path):
         for survivor in scenarios.get("WT-CREATE", {}).get("evidence", {}).get("survivors", []):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(survivor["pid"], signal.SIGKILL)
+
+
+def test_an_interrupt_while_racing_callers_start_leaves_none_waiting(monkeypatch):
+    """in_parallel releases its callers with a barrier: an interrupt between their starts
+    used to leave the started ones waiting for partners forever, so an interrupted kit
+    printed `interrupted` and then never exited (its threads are not daemons)."""
+    import threading
+
+    from retryproof.conformance.catalogue import entry
+    from retryproof.conformance.context import Context
+    from retryproof.spec.protocol import Success
+
+    class Answering:
+        def call(self, op, args=None, timeout=None, *, args_json=None):
+            return Success(1, {})
+
+        def exit_statuses(self):
+            return [None]
+
+    context = Context(entry("A4-MULTIPROCESS"), Answering, {}, 1, 8)
+    started = []
+    real_start = threading.Thread.start
+
+    def start(thread):
+        if len(started) == 3:
+            raise KeyboardInterrupt  # the signal handler's exception, on the scenario's thread
+        started.append(thread)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with pytest.raises(KeyboardInterrupt):
+        context.in_parallel([Answering() for _ in range(8)], "list_tasks", {})
+    monkeypatch.undo()
+    for thread in started:
+        thread.join(10)
+        assert not thread.is_alive(), "a caller still waits at the barrier"
