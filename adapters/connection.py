@@ -75,8 +75,10 @@ class Connection(ABC):
         return self.wait(self.submit(op, args, args_json=args_json), timeout)
 
     @abstractmethod
-    def wait(self, pending: Future, timeout: float | None = None) -> Reply:
-        """Wait for a submitted call; ``Lost`` when the timeout passes first."""
+    def wait(self, pending: Future, timeout: float | None = None, *, allowed_s: float | None = None) -> Reply:
+        """Wait for a submitted call; ``Lost`` when the timeout passes first. ``allowed_s``
+        is the whole deadline the caller gave the call when it already waited part of it
+        elsewhere (a pipelined batch); a missed deadline is named by it."""
 
     @abstractmethod
     def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:

@@ -455,7 +455,7 @@ class ProcessConnection(Connection):
         except OSError:
             pass
 
-    def wait(self, pending: Future, timeout: float | None = None) -> Reply:
+    def wait(self, pending: Future, timeout: float | None = None, *, allowed_s: float | None = None) -> Reply:
         limit = self.call_timeout if timeout is None else timeout
         try:
             return pending.result(limit)
@@ -466,8 +466,9 @@ class ProcessConnection(Connection):
                     self._forget(process, pending)
             if not pending.done():
                 pending.set_result(Lost(f"no response within {limit:g}s"))
+                allowed = limit if allowed_s is None else allowed_s
                 self.missed_deadline = (
-                    self.missed_deadline or f"{getattr(pending, 'op', 'a call')}: no response within {limit:g}s"
+                    self.missed_deadline or f"{getattr(pending, 'op', 'a call')}: no response within {allowed:g}s"
                 )
             return pending.result()
 

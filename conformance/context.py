@@ -246,7 +246,8 @@ class Context:
         """The reply of a batch's call once the batch deadline has passed: its answer,
         or ``Lost`` (the adapter's own wait would otherwise start a new timeout)."""
         answered = future.done()
-        reply = connection.wait(future, 0)  # also lets the adapter forget an unanswered call
+        # also lets the adapter forget an unanswered call, and name the deadline it missed
+        reply = connection.wait(future, 0, allowed_s=self.call_timeout)
         if answered or not isinstance(reply, Lost):
             return reply
         return Lost(f"no response within {self.call_timeout:g}s (one deadline for the whole batch)")

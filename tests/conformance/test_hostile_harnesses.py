@@ -156,6 +156,8 @@ def test_a_harness_that_goes_silent_costs_a_few_deadlines_not_one_per_call(tmp_p
             "7",
             "--call-timeout",
             "1",
+            "--jobs",
+            "2",
             "--out",
             str(tmp_path),
             "--format",
@@ -170,14 +172,16 @@ def test_a_harness_that_goes_silent_costs_a_few_deadlines_not_one_per_call(tmp_p
     assert {s["status"] for s in scenarios} <= {"error", "skipped"}
     assert all(s["reason"] for s in scenarios)
     silent = [s for s in scenarios if s["evidence"].get("missed_deadline")]
-    assert len(silent) == 3, [s["id"] for s in silent]
-    assert all("write_task: no response within 1s" in s["evidence"]["missed_deadline"] for s in silent)
-    unrun = [s for s in scenarios if s["reason"].startswith("not run: the harness stopped answering in 3 scenarios")]
+    # the third silent scenario stops the run; the other job may have one more in flight
+    assert 3 <= len(silent) <= 4, [s["id"] for s in silent]
+    assert all(s["evidence"]["missed_deadline"].startswith("write_task: no response within ") for s in silent)
+    unrun = [s for s in scenarios if s["reason"].startswith("not run: the harness stopped answering in ")]
     assert len(unrun) + len(silent) == len(scenarios)
-    # Within a silent scenario, nothing was sent after the first missed deadline.
+    # Within a silent scenario each connection waits out one deadline at most (a batch
+    # of 8 pipelined calls, or 8 processes racing, wait theirs together), never more.
     for scenario in silent:
         waited = [c for c in scenario["calls"] if "no response within" in c.get("message", "")]
-        assert len(waited) == 1 or all("whole batch" in c["message"] for c in waited), waited
+        assert 1 <= len(waited) <= 8, waited
 
 
 def test_a_harness_that_ignores_the_state_directory_fails_isolation(tmp_path):
