@@ -35,7 +35,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from retryproof.adapters.connection import HarnessStartError
-from retryproof.adapters.process import ProcessConnection
+from retryproof.adapters.process import ProcessConnection, Scratch
+from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.scenarios import Context, scenario
 
 # The system calls the check needs; -y prints the path behind every fd argument.
@@ -314,6 +315,7 @@ def durability_trace(ctx: Context) -> None:
     if not command or not state_dir:
         ctx.skip("this connection does not run a harness command line, so it cannot be traced")
     ctx.stop()
+    _rehearse(ctx, command, getattr(probe, "start_timeout", ctx.call_timeout))
     with tempfile.TemporaryDirectory(prefix="retryproof-strace-") as scratch:
         trace_file = os.path.join(scratch, "trace")
         existing = existing_paths(state_dir)
@@ -344,3 +346,24 @@ def durability_trace(ctx: Context) -> None:
         f"{len(violations)} durable step(s) without a directory fsync: "
         + "; ".join(v.describe(root) for v in violations[:3]),
     )
+
+
+def _rehearse(ctx: Context, command: list[str], start_timeout: float) -> None:
+    """One untraced creation on a throwaway state directory, within the run's call
+    timeout: a harness that does not answer write_task would otherwise cost the traced
+    call's deadline, STRACE_SLOWDOWN times longer, before anything could be judged."""
+    with Scratch("retryproof-rehearsal-") as rehearsal:
+        untraced = ProcessConnection(
+            command,
+            rehearsal.state,
+            call_timeout=ctx.call_timeout,
+            start_timeout=start_timeout,
+            work_dir=rehearsal.work,
+        )
+        ctx.connections.append(untraced)
+        try:
+            untraced.start()
+        except HarnessStartError as exc:
+            raise Unjudgeable(f"the harness did not start: {exc.message}") from None
+        ctx.expect_ok(ctx.write_task(ctx.submission_id(), ctx.task(), connection=untraced), "an untraced creation")
+        untraced.kill()

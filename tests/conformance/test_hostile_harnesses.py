@@ -174,7 +174,8 @@ def test_a_harness_that_goes_silent_costs_a_few_deadlines_not_one_per_call(tmp_p
     silent = [s for s in scenarios if s["evidence"].get("missed_deadline")]
     # the third silent scenario stops the run; the other job may have one more in flight
     assert 3 <= len(silent) <= 4, [s["id"] for s in silent]
-    assert all(s["evidence"]["missed_deadline"].startswith("write_task: no response within ") for s in silent)
+    # one call timeout each: DURABILITY-TRACE asks untraced before it gives the traced call 6 of them
+    assert {s["evidence"]["missed_deadline"] for s in silent} == {"write_task: no response within 1s"}
     unrun = [s for s in scenarios if s["reason"].startswith("not run: the harness stopped answering in ")]
     assert len(unrun) + len(silent) == len(scenarios)
     # Within a silent scenario each connection waits out one deadline at most (a batch
