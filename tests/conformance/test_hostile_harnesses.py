@@ -188,7 +188,9 @@ def test_a_harness_that_goes_silent_costs_a_few_deadlines_not_one_per_call(tmp_p
 def test_a_harness_that_ignores_the_state_directory_fails_isolation(tmp_path):
     """Its first list_tasks on a fresh state directory lists an earlier scenario's
     tasks; it used to pass, since every count is taken before and after."""
-    done, scenarios = run_kit_env(tmp_path, "shared-state", FAKE_SHARED_STATE=str(tmp_path / "shared.json"))
+    done, scenarios = run_kit_env(
+        tmp_path, "shared-state", extra=("--jobs", "1"), FAKE_SHARED_STATE=str(tmp_path / "shared.json")
+    )
     assert scenarios["WT-CREATE"]["status"] == "passed"  # the first scenario sees an empty store
     judged = scenarios["A2-RESPONSE-LOSS"]
     assert judged["status"] == "failed" and judged["reason"].startswith("state not isolated"), judged["reason"]
@@ -216,7 +218,7 @@ def test_a_huge_implementation_name_still_gives_a_report_and_a_bounded_replay_na
     assert done.returncode == 1
 
 
-def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, **env):
+def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, extra=(), **env):
     out = tmp_path / "out"
     done = subprocess.run(
         [
@@ -236,6 +238,7 @@ def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, **env):
             str(out),
             "--format",
             "json",
+            *extra,
         ],
         capture_output=True,
         text=True,
