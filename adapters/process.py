@@ -22,6 +22,7 @@ import json
 import os
 import queue
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -235,6 +236,8 @@ class ProcessConnection(Connection):
     ``work`` folder when it is a ``Scratch``, else a scratch folder of its own).
     Relative paths on the command line are resolved against the kit's working
     directory, which is also put on PYTHONPATH (as ``python -m`` would have it).
+    Evidence shows the command as ``shown`` (default: as given, before that
+    resolution), so reports carry no paths of the machine that ran them.
     """
 
     def __init__(
@@ -248,9 +251,11 @@ class ProcessConnection(Connection):
         stderr_limit: int = 64 << 10,
         stop_timeout: float = 5.0,
         work_dir: str | None = None,
+        shown: Sequence[str] | None = None,
     ):
         self.invoked_from = os.getcwd()
         self.command = anchored(command, self.invoked_from)
+        self.shown = tuple(command if shown is None else shown)
         self.state_dir = state_dir
         self.work_dir = work_dir
         self.call_timeout = call_timeout
@@ -296,7 +301,7 @@ class ProcessConnection(Connection):
         env.pop(FAILPOINTS_ENV, None)
         if failpoints:
             env[FAILPOINTS_ENV] = format_failpoints(failpoints)
-        self._stderr.append(f"[retryproof: start #{len(self._processes) + 1}: {' '.join(self.command)}]\n".encode())
+        self._stderr.append(f"[retryproof: start #{len(self._processes) + 1}: {shlex.join(self.shown)}]\n".encode())
         with _registry_lock:  # so an interrupt cannot fall between the start and the registration
             if _ending:
                 raise HarnessStartError("not started: the kit is shutting down")

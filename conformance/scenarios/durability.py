@@ -314,14 +314,17 @@ def durability_trace(ctx: Context) -> None:
     work_dir = getattr(probe, "work_dir", None) or os.getcwd()
     if not command or not state_dir:
         ctx.skip("this connection does not run a harness command line, so it cannot be traced")
+    shown = list(getattr(probe, "shown", command))
     ctx.stop()
-    _rehearse(ctx, command, getattr(probe, "start_timeout", ctx.call_timeout))
+    _rehearse(ctx, command, shown, getattr(probe, "start_timeout", ctx.call_timeout))
     with tempfile.TemporaryDirectory(prefix="retryproof-strace-") as scratch:
         trace_file = os.path.join(scratch, "trace")
         existing = existing_paths(state_dir)
+        options = ["-f", "-y", "-qq", "-e", "trace=" + ",".join(TRACED_SYSCALLS), "-o"]
         traced = ProcessConnection(
-            [strace, "-f", "-y", "-qq", "-e", "trace=" + ",".join(TRACED_SYSCALLS), "-o", trace_file, "--", *command],
+            [strace, *options, trace_file, "--", *command],
             state_dir,
+            shown=["strace", *options, "<trace file>", "--", *shown],
             call_timeout=ctx.call_timeout * STRACE_SLOWDOWN,
             start_timeout=ctx.call_timeout * STRACE_SLOWDOWN,
             work_dir=work_dir,
@@ -348,7 +351,7 @@ def durability_trace(ctx: Context) -> None:
     )
 
 
-def _rehearse(ctx: Context, command: list[str], start_timeout: float) -> None:
+def _rehearse(ctx: Context, command: list[str], shown: list[str], start_timeout: float) -> None:
     """One untraced creation on a throwaway state directory, within the run's call
     timeout: a harness that does not answer write_task would otherwise cost the traced
     call's deadline, STRACE_SLOWDOWN times longer, before anything could be judged."""
@@ -359,6 +362,7 @@ def _rehearse(ctx: Context, command: list[str], start_timeout: float) -> None:
             call_timeout=ctx.call_timeout,
             start_timeout=start_timeout,
             work_dir=rehearsal.work,
+            shown=shown,
         )
         ctx.connections.append(untraced)
         try:

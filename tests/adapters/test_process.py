@@ -2,6 +2,7 @@
 Python host serving a vendor class in a real subprocess."""
 
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -157,3 +158,17 @@ def test_relative_paths_of_the_command_line_keep_meaning_the_users_files(tmp_pat
         "absent.js",
     ]
     assert anchored(["bin/harness", "-v"], str(tmp_path)) == [str(tmp_path / "bin/harness"), "-v"]
+
+
+def test_evidence_shows_the_command_as_given_not_as_resolved(tmp_path, monkeypatch):
+    """Reports travel (committed samples, CI artefacts): the start line in the stderr
+    evidence names the command as the user wrote it, with no path of this machine."""
+    monkeypatch.chdir(HERE)
+    connection = ProcessConnection([sys.executable, "echo_harness.py"], str(tmp_path), call_timeout=5, start_timeout=10)
+    assert connection.command[1] == os.path.join(HERE, "echo_harness.py")
+    try:
+        connection.start()
+    finally:
+        connection.kill()
+    assert f"[retryproof: start #1: {shlex.join([sys.executable, 'echo_harness.py'])}]" in connection.stderr_text()
+    assert HERE not in connection.stderr_text()
