@@ -39,9 +39,9 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retryproof.adapters.implementations.task_store import TaskStore
+from retryproof.adapters.implementations.task_store import TaskStore, creation_result
 from retryproof.adapters.python_host import HostedRuntime
-from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id
+from retryproof.spec.digest import check_submission_id
 from retryproof.spec.protocol import ProtocolError, crash_now
 
 #: Bounds: the service's start-up, and one request (the kit's own call timeout is longer).
@@ -145,18 +145,7 @@ class HttpServiceRuntime(HostedRuntime):
         status, answer = self._post(json.dumps(task).encode("ascii"), headers)
         if isinstance(answer, dict) and "task_id" in answer and "caller" in answer:
             self.failpoint("write_task.after_commit")
-            created = answer["caller"] == caller
-            return {
-                "disposition": "created" if created else "reused",
-                "action_taken": created,
-                "task_id": answer["task_id"],
-                "task_path": answer["task_path"],
-                "client_submission_id": client_submission_id,
-                "request_digest": answer["request_digest"],
-                "digest_schema_version": DIGEST_SCHEMA_VERSION,
-                "idempotent": client_submission_id is not None,
-                "http_status": status,
-            }
+            return {**creation_result(answer, caller, client_submission_id), "http_status": status}
         detail = f"HTTP {status}: {json.dumps(answer)[:300]}"
         if status in self.status_codes:
             raise ProtocolError(self.status_codes[status], detail)

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION
 from retryproof.spec.protocol import ProtocolError
 
 #: What ``tamper occupy_task_path`` leaves at a path: no task of any submission.
@@ -98,3 +99,22 @@ class TaskStore:
     def occupy(self, task_id: str) -> None:
         """``tamper occupy_task_path``: a foreign object at a reserved path."""
         self.write(task_id, FOREIGN)
+
+
+def creation_result(output: Mapping[str, Any], caller: str, client_submission_id: str | None) -> dict[str, Any]:
+    """The protocol's creation result for what a library answered. ``output`` is the
+    stored effect's record as the library handed it back, ``caller`` the nonce this
+    call sent: the library ran this call's effect exactly when the record carries it,
+    so ``created`` is the library's own doing, never the harness's decision."""
+    created = output["caller"] == caller
+    return {
+        "disposition": "created" if created else "reused",
+        "action_taken": created,
+        "task_id": output["task_id"],
+        "task_path": output["task_path"],
+        "client_submission_id": client_submission_id,
+        "request_digest": output["request_digest"],
+        # The schema of the digests the harness computes; the libraries record, never read it.
+        "digest_schema_version": DIGEST_SCHEMA_VERSION,
+        "idempotent": client_submission_id is not None,
+    }

@@ -23,7 +23,7 @@ from typing import Any
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 from dbos._serialization import DefaultSerializer
 
-from retryproof.adapters.implementations.task_store import TaskStore
+from retryproof.adapters.implementations.task_store import TaskStore, creation_result
 from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
 from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
@@ -104,18 +104,7 @@ class DbosRuntime(HostedRuntime):
             with SetWorkflowID(client_submission_id):
                 output = create_task(task, client_submission_id, digest, caller)
         self.failpoint("write_task.after_commit")
-        created = output["caller"] == caller
-        return {
-            "disposition": "created" if created else "reused",
-            "action_taken": created,
-            "task_id": output["task_id"],
-            "task_path": output["task_path"],
-            "client_submission_id": client_submission_id,
-            "request_digest": output["request_digest"],
-            # The schema of the digests this harness computes; DBOS records but never reads it.
-            "digest_schema_version": DIGEST_SCHEMA_VERSION,
-            "idempotent": client_submission_id is not None,
-        }
+        return creation_result(output, caller, client_submission_id)
 
     def list_tasks(self) -> Mapping[str, Any]:
         return self.store.list_tasks()

@@ -33,9 +33,9 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.idempotency.persistence.cache import CachePersistenceLayer
 
 from retryproof.adapters.implementations.namespace import state_namespace
-from retryproof.adapters.implementations.task_store import TaskStore
+from retryproof.adapters.implementations.task_store import TaskStore, creation_result
 from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
-from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
+from retryproof.spec.digest import check_submission_id, request_digest
 from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
 
 #: Powertools has no step between the function's return and saving COMPLETED that a
@@ -116,17 +116,7 @@ class PowertoolsRuntime(HostedRuntime):
         except IdempotencyValidationError as exc:
             raise ProtocolError("idempotency_validation_error", f"IdempotencyValidationError: {exc}") from None
         self.failpoint("write_task.after_commit")
-        created = output["caller"] == caller
-        return {
-            "disposition": "created" if created else "reused",
-            "action_taken": created,
-            "task_id": output["task_id"],
-            "task_path": output["task_path"],
-            "client_submission_id": client_submission_id,
-            "request_digest": output["request_digest"],
-            "digest_schema_version": DIGEST_SCHEMA_VERSION,
-            "idempotent": client_submission_id is not None,
-        }
+        return creation_result(output, caller, client_submission_id)
 
     def list_tasks(self) -> Mapping[str, Any]:
         return self.store.list_tasks()
