@@ -66,26 +66,24 @@ class Options:
     shard: Shard | None = None
 
 
-def racing_callers(text: str) -> int:
-    """``--concurrency``: one caller cannot race, so A4 would pass by construction."""
+def _at_least(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 2")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{value} must be at least {least}")
     return value
+
+
+def racing_callers(text: str) -> int:
+    """``--concurrency``: one caller cannot race, so A4 would pass by construction."""
+    return _at_least(text, 2)
 
 
 def job_count(text: str) -> int:
     """``--jobs``: how many scenarios run at once."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+    return _at_least(text, 1)
 
 
 def shard_spec(text: str) -> Shard:
