@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from kit import by_id, certify
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -18,33 +19,11 @@ SCENARIOS = "WT-CREATE,A2-RESPONSE-LOSS"
 
 def run_kit(tmp_path, mode, *extra):
     harness = f"{sys.executable} {FAKE} {mode}"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            harness,
-            "--only",
-            SCENARIOS,
-            "--seed",
-            "7",
-            "--call-timeout",
-            "1",
-            "--start-timeout",
-            "2",
-            "--out",
-            str(tmp_path),
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    timeouts = ("--call-timeout", "1", "--start-timeout", "2")
+    done, report = certify(
+        tmp_path, harness, "--only", SCENARIOS, *timeouts, *extra, seed=7, formats="md,json,junit", timeout=60
     )
-    report = tmp_path / "report.json"
-    statuses = {s["id"]: s for s in json.loads(report.read_text())["scenarios"]} if report.exists() else {}
-    return done, statuses
+    return done, by_id(report)
 
 
 def test_honest_fake_passes_the_basics(tmp_path):
@@ -219,36 +198,19 @@ def test_a_huge_implementation_name_still_gives_a_report_and_a_bounded_replay_na
 
 
 def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, extra=(), **env):
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            f"{sys.executable} {FAKE} {mode}",
-            "--only",
-            only,
-            "--seed",
-            "7",
-            "--call-timeout",
-            "2",
-            "--out",
-            str(out),
-            "--format",
-            "json",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done, report = certify(
+        tmp_path / "out",
+        f"{sys.executable} {FAKE} {mode}",
+        "--only",
+        only,
+        "--call-timeout",
+        "2",
+        *extra,
+        seed=7,
         cwd=cwd,
         env={**os.environ, **env, "PYTHONPATH": REPO},
     )
-    report = out / "report.json"
-    statuses = {s["id"]: s for s in json.loads(report.read_text())["scenarios"]} if report.exists() else {}
-    return done, statuses
+    return done, by_id(report)
 
 
 RECORDING_WRAPPER = """

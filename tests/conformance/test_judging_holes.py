@@ -20,13 +20,13 @@ through it (``broken_runtimes.py``): before the fix each of these runs PASSED.
 - WT-DIGEST-VECTORS named five disagreeing vectors and kept only counts as evidence.
 """
 
-import json
 import os
 import re
 import subprocess
 import sys
 
 import pytest
+from kit import by_id, certify
 
 from retryproof.conformance.scenarios.retries import A4_ROUNDS
 
@@ -34,30 +34,11 @@ BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
 
 
 def run_kit(tmp_path, defect, only, *extra):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            f"{sys.executable} {BROKEN} {defect}",
-            "--only",
-            only,
-            "--seed",
-            "3",
-            "--out",
-            str(tmp_path),
-            "--format",
-            "json,junit",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done, report = certify(
+        tmp_path, f"{sys.executable} {BROKEN} {defect}", "--only", only, *extra, seed=3, formats="json,junit"
     )
-    report = json.loads((tmp_path / "report.json").read_text())
-    return done, report, {s["id"]: s for s in report["scenarios"]}
+    assert report is not None, done.stderr
+    return done, report, by_id(report)
 
 
 def test_a_schema_violation_on_a_parallel_thread_fails_the_scenario(tmp_path):

@@ -4,10 +4,10 @@ except the schema sentences, which are checked on the results themselves."""
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
+from kit import by_id, certify
 
 from retryproof.conformance.validation import result_problem
 
@@ -17,29 +17,8 @@ BROKEN = os.path.join(HERE, "broken_runtimes.py")
 
 
 def run_kit(tmp_path, harness, only, seed="3"):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            harness,
-            "--only",
-            only,
-            "--seed",
-            seed,
-            "--out",
-            str(tmp_path),
-            "--format",
-            "json,md",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    scenarios = {s["id"]: s for s in json.loads((tmp_path / "report.json").read_text())["scenarios"]}
-    return done, scenarios
+    done, report = certify(tmp_path, harness, "--only", only, seed=seed, formats="json,md", timeout=180)
+    return done, by_id(report)
 
 
 def test_a_second_task_for_one_id_is_called_that_and_tallies_are_json(tmp_path):

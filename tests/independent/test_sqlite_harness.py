@@ -7,41 +7,19 @@ runtime makes every commit durable and must pass; with ``synchronous=OFF`` it ne
 syncs anything and must not.
 """
 
-import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from kit import by_id, certify
 
 HARNESS = Path(__file__).parent / "sqlite_harness" / "harness.py"
 
 
 def run_kit(tmp_path, only, *harness_args):
     command = " ".join([sys.executable, str(HARNESS), *harness_args])
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            command,
-            "--only",
-            only,
-            "--seed",
-            "1",
-            "--out",
-            str(tmp_path),
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    scenarios = {s["id"]: s for s in json.loads((tmp_path / "report.json").read_text())["scenarios"]}
-    return done, scenarios
+    done, report = certify(tmp_path, command, "--only", only, timeout=300)
+    return done, by_id(report)
 
 
 @pytest.mark.parametrize(
