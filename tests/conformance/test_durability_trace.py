@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import pytest
+from kit import by_id, certify
 
-from retryproof.conformance.cli import main as cli
 from retryproof.conformance.scenarios.durability import (
     check_directory_fsyncs,
     file_events,
@@ -95,20 +94,6 @@ def test_a_directory_sync_right_after_the_create_counts(tmp_path, call):
 @pytest.mark.parametrize("fault, status", [(None, "passed"), ("no-directory-fsync", "failed")])
 def test_reference_passes_and_missing_fsync_fails(tmp_path, strace, fault, status):
     harness = f"{sys.executable} -m retryproof.reference_impl" + (f" --fault {fault}" if fault else "")
-    cli(
-        [
-            "run",
-            "--only",
-            "DURABILITY-TRACE",
-            "--seed",
-            "1",
-            "--out",
-            str(tmp_path),
-            "--format",
-            "json",
-            "--harness",
-            harness,
-        ]
-    )
-    (result,) = json.loads((tmp_path / "report.json").read_text())["scenarios"]
+    _, report = certify(tmp_path, harness, "--only", "DURABILITY-TRACE")
+    result = by_id(report)["DURABILITY-TRACE"]
     assert result["status"] == status, result["reason"]

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import sys
 
 import pytest
+from kit import by_id, certify
 
 from retryproof.adapters.connection import Lost
 from retryproof.conformance.cli import main as cli
@@ -134,29 +134,6 @@ def test_every_success_is_checked_against_its_schema():
 
 def test_a_silent_harness_ends_fuzz_model_in_error(tmp_path):
     fake = f"{sys.executable} {os.path.join(os.path.dirname(__file__), 'fake_harness.py')} hang-on-write"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            fake,
-            "--only",
-            "FUZZ-MODEL",
-            "--seed",
-            "1",
-            "--call-timeout",
-            "1",
-            "--out",
-            str(tmp_path),
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, ENV_VAR: DEV},
-    )
-    judged = json.loads((tmp_path / "report.json").read_text())["scenarios"][0]
+    _, report = certify(tmp_path, fake, "--only", "FUZZ-MODEL", "--call-timeout", "1", env={**os.environ, ENV_VAR: DEV})
+    judged = by_id(report)["FUZZ-MODEL"]
     assert judged["status"] == "error" and "FUZZ-MODEL stopped" in judged["reason"], judged["reason"]

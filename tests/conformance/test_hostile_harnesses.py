@@ -72,30 +72,8 @@ def test_a_hung_harness_costs_one_timeout_per_pipelined_batch(tmp_path):
     """Eight pipelined calls to a harness that never answers: one deadline covers the
     batch (it used to be one full timeout per call, 8 s here)."""
     harness = f"{sys.executable} {FAKE} hang-on-write"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            harness,
-            "--only",
-            "A4-CONCURRENT",
-            "--seed",
-            "7",
-            "--call-timeout",
-            "1",
-            "--out",
-            str(tmp_path),
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    judged = json.loads((tmp_path / "report.json").read_text())["scenarios"][0]
+    _, report = certify(tmp_path, harness, "--only", "A4-CONCURRENT", "--call-timeout", "1", seed=7, timeout=60)
+    judged = by_id(report)["A4-CONCURRENT"]
     assert judged["status"] == "error" and "8 calls got no answer" in judged["reason"]
     assert "one deadline for the whole batch" in judged["reason"]
 
@@ -123,31 +101,11 @@ def test_a_harness_that_goes_silent_costs_a_few_deadlines_not_one_per_call(tmp_p
     default timeouts): a connection that missed a deadline gets nothing more, and
     after a few scenarios lost that way the rest are not started. Every scenario is
     accounted for, as error with its reason; none passed."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            f"{sys.executable} {BROKEN} never-answers-write-task",
-            "--seed",
-            "7",
-            "--call-timeout",
-            "1",
-            "--jobs",
-            "2",
-            "--out",
-            str(tmp_path),
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done, report = certify(
+        tmp_path, f"{sys.executable} {BROKEN} never-answers-write-task", "--call-timeout", "1", "--jobs", "2", seed=7
     )
     assert done.returncode == 1, done.stderr
-    scenarios = json.loads((tmp_path / "report.json").read_text())["scenarios"]
+    scenarios = list(by_id(report).values())
     assert {s["status"] for s in scenarios} <= {"error", "skipped"}
     assert all(s["reason"] for s in scenarios)
     silent = [s for s in scenarios if s["evidence"].get("missed_deadline")]
@@ -336,28 +294,8 @@ def test_noise_in_a_pipelined_batch_is_the_reason_at_once_and_in_the_evidence(tm
 
 
 def test_a_task_path_that_leaves_the_state_directory_fails(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            f"{sys.executable} {BROKEN} escaping-task-path",
-            "--only",
-            "WT-CREATE",
-            "--seed",
-            "7",
-            "--out",
-            str(tmp_path),
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    (judged,) = json.loads((tmp_path / "report.json").read_text())["scenarios"]
+    done, report = certify(tmp_path, f"{sys.executable} {BROKEN} escaping-task-path", "--only", "WT-CREATE", seed=7)
+    judged = by_id(report)["WT-CREATE"]
     assert judged["status"] == "failed" and "task_path" in judged["reason"], judged["reason"]
     assert done.returncode == 1
 

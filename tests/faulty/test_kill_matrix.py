@@ -7,12 +7,11 @@ This runs the targeted subset; ``retryproof selftest`` runs the whole matrix.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 from dataclasses import replace
 
 import pytest
+from kit import by_id, certify
 
 from retryproof.conformance.commands.selftest import (
     REFERENCE,
@@ -53,28 +52,10 @@ def test_a_reuse_naming_the_newest_task_is_caught_only_where_the_reused_task_is_
     """The teeth gap REUSE-EARLIER-ID closes: everywhere else the reused task is also
     the newest, so the variant answering reuse with the newest task passes there."""
     only = "A2-RESPONSE-LOSS,RESTART-REUSE,INVOCATION-FIELDS-IGNORED,REUSE-EARLIER-ID"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            f"{sys.executable} -m retryproof.reference_impl --fault reuse-answers-newest",
-            "--only",
-            only,
-            "--seed",
-            "1",
-            "--out",
-            str(tmp_path),
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    done, report = certify(
+        tmp_path, f"{sys.executable} -m retryproof.reference_impl --fault reuse-answers-newest", "--only", only
     )
-    scenarios = {s["id"]: s for s in json.loads((tmp_path / "report.json").read_text())["scenarios"]}
+    scenarios = by_id(report)
     assert {sid: s["status"] for sid, s in scenarios.items()} == {
         "A2-RESPONSE-LOSS": "passed",
         "RESTART-REUSE": "passed",
