@@ -39,6 +39,10 @@ class Entry:
         return tuple(need.partition(":")[2] for need in self.needs if need.startswith("tamper:"))
 
     @property
+    def protocol_parts(self) -> tuple[str, ...]:
+        return tuple(need.partition(":")[2] for need in self.needs if need.startswith("protocol:"))
+
+    @property
     def tools(self) -> tuple[str, ...]:
         return tuple(need.partition(":")[2] for need in self.needs if need.startswith("tool:"))
 

@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--python", type=given, metavar="MODULE:FACTORY", help="host a Python runtime class in a harness subprocess"
     )
+    target.add_argument(
+        "--binding", metavar="FILE", help="an MCP server or HTTP API described by a binding file (spec/README.md)"
+    )
     run.add_argument("--only", type=scenario_ids, metavar="IDS", help="comma-separated scenario ids to run")
     run.add_argument(
         "--skip", type=id_list, metavar="IDS", default=[], help="comma-separated scenario ids to leave out"

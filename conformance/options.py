@@ -13,9 +13,12 @@ import os
 import shlex
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retryproof.conformance.errors import KitError
+
+if TYPE_CHECKING:
+    from retryproof.adapters.binding import Binding
 
 #: Seconds to wait for one response, and for a harness's handshake.
 CALL_TIMEOUT_S = 10.0
@@ -64,6 +67,8 @@ class Options:
     #: Scenarios run at once (``--jobs``); only durations depend on it.
     jobs: int = 1
     shard: Shard | None = None
+    #: An MCP server or HTTP API reached through a binding file instead of a harness.
+    binding: Binding | None = None
 
 
 def _at_least(text: str, least: int) -> int:
@@ -171,6 +176,33 @@ def harness_target(harness: str | None, python: str | None) -> tuple[tuple[str, 
     return REFERENCE_COMMAND, ""
 
 
+#: Where the bindings of the bundled reference (``--binding reference-http``) live.
+SHIPPED_BINDINGS = "retryproof.adapters"
+
+
+def load_binding(path: str) -> Binding:
+    """The binding a file describes (a bundled one may be named by its stem, e.g.
+    ``reference-http``); every problem is a ``KitError`` naming the file and the key,
+    found before any server starts."""
+    import os
+    from importlib import resources
+
+    import yaml
+
+    from retryproof.adapters.binding import BindingError, parse
+    from retryproof.conformance.errors import load_user_file
+
+    shipped = resources.files(SHIPPED_BINDINGS).joinpath("bindings", f"{path}.yaml")
+    if not os.path.exists(path) and shipped.is_file():
+        path = str(shipped)
+    hint = "see spec/README.md, 'Certifying an MCP server' and 'Certifying an HTTP API'"
+    document = load_user_file(path, "binding", yaml.safe_load, "YAML", hint)
+    try:
+        return parse(document, path)
+    except BindingError as exc:
+        raise KitError(f"binding {path}: {exc.key}: {exc.problem}", exc.hint or hint) from None
+
+
 def load_baseline(path: str) -> frozenset[str]:
     """The expected-failure ids of a baseline file (``spec verdict.baseline.format``)."""
     import yaml
@@ -198,14 +230,19 @@ def load_baseline(path: str) -> frozenset[str]:
 
 def from_arguments(args: Any) -> Options:
     """The options of a run from parsed arguments: those of ``retryproof run``, or the
-    pytest plugin's, which carry the same names (``harness``, ``python``, ``only``,
+    pytest plugin's, which carry the same names (``harness``, ``python``, ``binding``, ``only``,
     ``skip``, ``seed``, ``concurrency``, ``call_timeout``, ``start_timeout``, ``baseline``;
     ``jobs`` and ``shard`` only from the CLI: under pytest, xdist spreads the scenarios)."""
     import secrets  # here: it loads OpenSSL, which `retryproof list` and the plugin's import never need
 
     from retryproof.conformance.runner import select
 
-    command, target = harness_target(args.harness, args.python)
+    binding_file = getattr(args, "binding", None)
+    binding = load_binding(binding_file) if binding_file else None
+    if binding_file:
+        command, target = (), f"--binding {shlex.quote(binding_file)}"
+    else:
+        command, target = harness_target(args.harness, args.python)
     select(args.only or (), args.skip or ())  # a selection that cannot run is known before the harness starts
     return Options(
         command=command,
@@ -220,4 +257,5 @@ def from_arguments(args: Any) -> Options:
         baseline_file=args.baseline,
         jobs=getattr(args, "jobs", 1),
         shard=getattr(args, "shard", None),
+        binding=binding,
     )

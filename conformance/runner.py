@@ -18,7 +18,7 @@ from dataclasses import fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.connection import Connection, HarnessStartError
 from retryproof.adapters.process import ProcessConnection, Scratch
 from retryproof.conformance import __version__
 from retryproof.conformance.catalogue import Entry, catalogue
@@ -278,7 +278,7 @@ def run_one(
         return finish("error", refused)
     if function is None:
         return finish("error", "not implemented in this version of the kit")
-    missing = _missing_needs(item, hello)
+    missing = _missing_needs(item, hello, options)
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
     scratch = Scratch(f"retryproof-{item.id.lower()}-")
@@ -312,7 +312,7 @@ def run_one(
         scratch.remove()
 
 
-def _missing_needs(item: Entry, hello: Mapping[str, Any]) -> list[str]:
+def _missing_needs(item: Entry, hello: Mapping[str, Any], options: Options) -> list[str]:
     capabilities = set(hello.get("capabilities") or ())
     failpoints = set(hello.get("failpoints") or ())
     missing = [need for need in item.capabilities if need not in capabilities]
@@ -322,6 +322,9 @@ def _missing_needs(item: Entry, hello: Mapping[str, Any]) -> list[str]:
         performed = set(hello.get("tamper_actions", item.tamper_actions))
         missing += [f"tamper:{action}" for action in item.tamper_actions if action not in performed]
     missing += [f"tool:{tool}" for tool in item.tools if shutil.which(tool) is None]
+    if options.binding is not None:  # a harness speaks every part of the protocol
+        offered = options.binding.protocol_parts
+        missing += [f"protocol:{part}" for part in item.protocol_parts if part not in offered]
     return missing
 
 
@@ -337,7 +340,13 @@ def _collect_after_failure(context: Context) -> None:
         pass  # evidence gathering must not replace the failure being reported
 
 
-def _connection(options: Options, scratch: Scratch) -> ProcessConnection:
+def _connection(options: Options, scratch: Scratch) -> Connection:
+    if options.binding is not None:
+        from retryproof.adapters.binding import BindingConnection
+
+        return BindingConnection(
+            options.binding, scratch.state, call_timeout=options.call_timeout, start_timeout=options.start_timeout
+        )
     return ProcessConnection(
         options.command,
         scratch.state,

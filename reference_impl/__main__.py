@@ -1,4 +1,7 @@
-"""``python -m retryproof.reference_impl``: serve ``retryproof-harness/1`` on stdin/stdout.
+"""``python -m retryproof.reference_impl``: serve ``retryproof-harness/1`` on stdin/stdout,
+or the same runtime as an HTTP API (``--http``) or an MCP server (``--mcp stdio|http``),
+which listen on 127.0.0.1 at ``RETRYPROOF_PORT`` and are certified through the
+bindings in ``retryproof.adapters.bindings``.
 
 Environment: ``RETRYPROOF_STATE_DIR`` (required, an existing directory) and
 ``RETRYPROOF_FAILPOINTS`` (optional, ``name=crash|fail,...``). ``--fault NAME`` serves a
@@ -48,6 +51,13 @@ def _state_dir() -> str:
     return state_dir
 
 
+def _port() -> int:
+    text = os.environ.get("RETRYPROOF_PORT", "")
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise StartupError(f"RETRYPROOF_PORT={text!r} is not a port number")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m retryproof.reference_impl", description=__doc__.splitlines()[0])
     parser.add_argument("--fault", metavar="NAME", help="serve the bundled faulty variant NAME")
@@ -57,6 +67,11 @@ def main(argv: list[str] | None = None) -> int:
         default=WAIT_TIMEOUT_S,
         metavar="S",
         help="seconds a call waits for another holder of its id before in_progress (default %(default)s, below the kit's call timeout)",
+    )
+    served_as = parser.add_mutually_exclusive_group()
+    served_as.add_argument("--http", action="store_true", help="serve an HTTP API with Idempotency-Key semantics")
+    served_as.add_argument(
+        "--mcp", choices=("stdio", "http"), help="serve an MCP server (official mcp SDK) over stdio or streamable HTTP"
     )
     options = parser.parse_args(argv)
     try:
@@ -73,11 +88,25 @@ def main(argv: list[str] | None = None) -> int:
             raise StartupError(
                 f"RETRYPROOF_FAILPOINTS names failpoints this harness lacks: {', '.join(sorted(unknown))}"
             )
+        port = _port() if options.http or options.mcp == "http" else None
     except (StartupError, OSError) as exc:
         print(f"reference_impl: {exc}", file=sys.stderr)
         return 2
     implementation = "reference" if options.fault is None else f"reference-fault-{options.fault}"
-    serve(build_handlers(groups, implementation))
+    if options.http:
+        from retryproof.reference_impl import http_service
+
+        http_service.serve(runtime, port or 0)
+    elif options.mcp:
+        from retryproof.reference_impl import mcp_server
+
+        try:
+            mcp_server.serve(runtime, options.mcp, port, implementation)
+        except ModuleNotFoundError as exc:
+            print(f"reference_impl: --mcp needs the mcp SDK ({exc}); pip install 'retryproof[mcp]'", file=sys.stderr)
+            return 2
+    else:
+        serve(build_handlers(groups, implementation))
     return 0
 
 

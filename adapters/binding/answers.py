@@ -1,0 +1,158 @@
+"""Reading one answer through a binding: dotted paths, outcome rules, and the
+protocol results the kit judges, built from what the service said and from its
+authoritative listing.
+
+An answer is a plain mapping of its parts (``spec.ANSWER_ROOTS``): ``status``,
+``header`` (names lowercased), ``body`` for http; ``result``, ``text``, ``isError``,
+``error`` for mcp. What no rule maps is ``info`` (an error code outside the spec's
+fail codes), never a pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from retryproof.adapters.binding.spec import Binding, Rule
+from retryproof.spec.digest import ARRAY_FIELDS, DIGEST_SCHEMA_VERSION, SCALAR_FIELDS, ContractError, request_digest
+from retryproof.spec.protocol import Failure
+
+TASK_FIELDS = (*SCALAR_FIELDS, *ARRAY_FIELDS)
+#: The code of an answer no rule maps: not a fail code, so the outcome model reads it as info.
+UNMAPPED = "unmapped_answer"
+#: The protocol error each rejection a binding can name stands for.
+REJECTIONS = {"in_flight": "in_progress", "invalid_key": "invalid_submission_id", "invalid_request": "invalid_request"}
+_MISSING = object()
+
+
+def resolve(value: Any, path: str) -> Any:
+    """The value at dotted ``path`` in ``value``, or ``_MISSING``. Header names match
+    in any case (they are stored lowercased)."""
+    parts = path.split(".") if path else []
+    for index, part in enumerate(parts):
+        if index == 1 and parts[0] == "header":
+            part = part.lower()
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _MISSING
+    return value
+
+
+def found(value: Any) -> bool:
+    return value is not _MISSING
+
+
+def _equal(got: Any, expected: Any) -> bool:
+    if isinstance(got, bool) or isinstance(expected, bool):
+        return got is expected
+    return got == expected or (isinstance(got, str) and got == str(expected))
+
+
+def meaning(binding: Binding, answer: Mapping[str, Any]) -> Rule | None:
+    """The first rule every path of which has one of its values, or None."""
+    for rule in binding.rules:
+        if all(
+            found(got := resolve(answer, path))
+            and any(_equal(got, option) for option in (expected if isinstance(expected, list) else [expected]))
+            for path, expected in rule.when.items()
+        ):
+            return rule
+    return None
+
+
+def describe(answer: Mapping[str, Any]) -> str:
+    """A short account of an answer for evidence (headers left out)."""
+    return "; ".join(
+        f"{key} {str(value)[:200]}" for key, value in answer.items() if key != "header" and value is not None
+    )
+
+
+def unmapped(why: str) -> Failure:
+    return Failure(None, UNMAPPED, why)
+
+
+def task_path(task_id: str) -> str:
+    """The kit's name for an effect's place: a binding's effects have no path of their
+    own, and result and listing must name it alike."""
+    return f"effects/{task_id}"
+
+
+def effect_id(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
+        return None
+    return str(value)
+
+
+def id_path_result(
+    disposition: str, task_id: str, key: str | None, digest: str, conflict: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A creation result as the protocol states it, for what the service answered."""
+    result: dict[str, Any] = {
+        "disposition": disposition,
+        "action_taken": disposition == "created",
+        "task_id": task_id,
+        "task_path": task_path(task_id),
+        "client_submission_id": key,
+        "request_digest": digest,
+        "digest_schema_version": DIGEST_SCHEMA_VERSION,
+        "idempotent": key is not None,
+    }
+    if conflict is not None:
+        result["conflict"] = dict(conflict)
+    return result
+
+
+def stored_task(binding: Binding, item: Any) -> dict[str, Any] | None:
+    """The write-task fields of a listing item, named back from the call's names."""
+    holder = resolve(item, binding.listing["task"])
+    if not isinstance(holder, Mapping):
+        return None
+    names = binding.task_fields or {field: field for field in TASK_FIELDS}
+    return {field: holder[name] for field, name in names.items() if name in holder}
+
+
+def listed_tasks(binding: Binding, answer: Mapping[str, Any]) -> list[dict[str, Any]] | Failure:
+    """``list_tasks`` entries (plus the stored ``task``) from a listing answer."""
+    items = resolve(answer, binding.listing["items"])
+    if not isinstance(items, list):
+        return unmapped(f"listing: {binding.listing['items']} is not an array in the answer ({describe(answer)})")
+    tasks = []
+    for index, item in enumerate(items):
+        task_id = effect_id(resolve(item, binding.listing["task_id"]))
+        key = resolve(item, binding.listing["key"])
+        task = stored_task(binding, item)
+        if task_id is None or task is None:
+            return unmapped(
+                f"listing item {index} has no {'task_id' if task_id is None else 'task'}: {str(item)[:200]}"
+            )
+        try:
+            digest = request_digest(task)
+        except ContractError as exc:
+            return unmapped(f"listing item {index} holds a task write-task-v1 refuses: {exc}")
+        tasks.append(
+            {
+                "task_id": task_id,
+                "task_path": task_path(task_id),
+                "client_submission_id": key if found(key) and isinstance(key, str) else None,
+                "request_digest": digest,
+                "task": task,
+            }
+        )
+    return tasks
+
+
+def call_arguments(binding: Binding, task: Any) -> dict[str, Any] | str:
+    """The task as the call carries it (tool arguments or JSON body, before the key),
+    or why it cannot be sent."""
+    if binding.task_member:
+        return {binding.task_member: task}
+    if not isinstance(task, Mapping):
+        return "the task is not an object, and this binding sends the task's fields"
+    names = binding.task_fields or {field: field for field in TASK_FIELDS}
+    unsendable = sorted(str(field) for field, value in task.items() if field not in names and value is not None)
+    if unsendable:
+        return f"this binding names no argument for task field(s) {', '.join(unsendable)}"
+    return {names[field]: value for field, value in task.items() if field in names}

@@ -1,0 +1,402 @@
+"""``BindingConnection``: an MCP server or an HTTP API behind the same ``Connection``
+interface as a harness, so catalogue scenarios run over it unchanged.
+
+The connection starts the server command in its own process group with
+``RETRYPROOF_STATE_DIR`` (and a free loopback port in ``RETRYPROOF_PORT`` when the
+binding has a url), waits until it is ready (the port accepts; MCP ``initialize``
+succeeds) within the start timeout, and SIGKILLs or stops it like a harness. It
+translates the protocol ops a binding can offer:
+
+- ``hello`` is synthesized from the binding: ``write_task`` plus what it ``offers``,
+  no failpoints, so scenarios needing failpoints, ``tamper`` or ``diagnose`` are
+  skipped by the runner's needs check;
+- ``write_task`` is the bound call, its answer mapped by the binding's rules onto a
+  creation result or a rejection; an answer no rule maps is ``info``;
+- ``list_tasks`` and ``read_task`` come from the authoritative listing, never from
+  what a call claimed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from retryproof.adapters.binding import answers
+from retryproof.adapters.binding.spec import Binding
+from retryproof.adapters.binding.transports import Gone, McpHttp, McpStdio, http_exchange, mcp_answer, parse_json
+from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
+from retryproof.adapters.process import STATE_DIR_ENV, _kill_group, _Stderr
+from retryproof.spec.digest import ContractError, request_digest
+from retryproof.spec.protocol import PROTOCOL, Failure, Success
+
+PORT_ENV = "RETRYPROOF_PORT"
+#: Ops a binding translates; every other op is answered unknown_op.
+OPS = ("write_task", "list_tasks", "read_task")
+#: Calls in flight at once on one connection (A4 pipelines eight, FUZZ bursts a few).
+MAX_IN_FLIGHT = 32
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (the server binds it right after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class _Server:
+    """One started server process and the client attached to it."""
+
+    def __init__(self, popen: subprocess.Popen, port: int | None, base_url: str | None):
+        self.popen = popen
+        self.port = port
+        self.base_url = base_url
+        self.mcp: McpStdio | McpHttp | None = None
+        self.killed_by_kit = False
+        self.threads: list[threading.Thread] = []
+
+    def ending(self) -> str:
+        if self.killed_by_kit:
+            return "the kit killed the server"
+        try:
+            status = self.popen.wait(1.0)
+        except subprocess.TimeoutExpired:
+            return "the server closed its output"
+        return f"the server exited with status {status}"
+
+
+class BindingConnection(Connection):
+    def __init__(
+        self,
+        binding: Binding,
+        state_dir: str,
+        *,
+        call_timeout: float = 10.0,
+        start_timeout: float = 10.0,
+        stop_timeout: float = 5.0,
+        stderr_limit: int = 64 << 10,
+    ):
+        self.binding = binding
+        self.state_dir = state_dir
+        self.call_timeout = call_timeout
+        self.start_timeout = start_timeout
+        self.stop_timeout = stop_timeout
+        self.hello: Mapping[str, Any] | None = None
+        self._stderr = _Stderr(stderr_limit)
+        self._servers: list[_Server] = []
+        self._pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="binding-call")
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    @property
+    def _current(self) -> _Server | None:
+        return self._servers[-1] if self._servers else None
+
+    @property
+    def alive(self) -> bool:
+        current = self._current
+        return current is not None and current.popen.poll() is None
+
+    def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
+        if failpoints:
+            raise HarnessStartError("a binding target has no failpoints; the kit cannot arm " + ", ".join(failpoints))
+        if self.alive:
+            raise RuntimeError("the server is already running; kill or stop it first")
+        binding = self.binding
+        port = free_port() if binding.over_http else None
+        env = dict(os.environ)
+        env[STATE_DIR_ENV] = self.state_dir
+        env.pop(PORT_ENV, None)
+        if port is not None:
+            env[PORT_ENV] = str(port)
+        command = binding.start_command(port)
+        self._stderr.append(f"[retryproof: start #{len(self._servers) + 1}: {' '.join(command)}]\n".encode())
+        stdio = binding.transport == "mcp" and not binding.over_http
+        try:
+            popen = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,  # its own process group, for killpg
+            )
+        except OSError as exc:
+            raise HarnessStartError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+        server = _Server(popen, port, binding.base_url(port))
+        self._servers.append(server)
+        streams = [popen.stderr] if stdio else [popen.stderr, popen.stdout]
+        for stream in streams:
+            thread = threading.Thread(target=self._tail, args=(stream,), daemon=True, name="binding-output")
+            thread.start()
+            server.threads.append(thread)
+        try:
+            self._ready(server, stdio, time.monotonic() + self.start_timeout)
+        except Gone as exc:
+            self.kill()
+            raise HarnessStartError(f"the server was not ready: {exc.reason}", self.stderr_text()) from None
+        hello: dict[str, Any] = {
+            "protocol": PROTOCOL,
+            "implementation": {"name": binding.name, "version": binding.version, "language": binding.target},
+            "capabilities": ["write_task", *binding.offers],
+            "failpoints": [],
+            "digest_schema_version": "write-task-v1",
+        }
+        self.hello = hello
+        return hello
+
+    def _ready(self, server: _Server, stdio: bool, deadline: float) -> None:
+        if stdio:
+            server.mcp = McpStdio(server.popen.stdin, server.popen.stdout, server.ending)
+            server.threads.append(server.mcp.reader)
+            server.mcp.initialize(max(0.1, deadline - time.monotonic()))
+            return
+        while True:
+            status = server.popen.poll()
+            if status is not None:
+                raise Gone(f"it exited with status {status} before accepting on port {server.port}")
+            try:
+                socket.create_connection(("127.0.0.1", server.port or 0), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise Gone(f"nothing accepted on port {server.port} within {self.start_timeout:g}s") from None
+                time.sleep(0.05)
+        if self.binding.transport == "mcp":
+            server.mcp = McpHttp(server.base_url or "")
+            server.mcp.initialize(max(0.1, deadline - time.monotonic()))
+
+    def _tail(self, stream: Any) -> None:
+        while True:
+            try:
+                chunk = stream.read1(4096)
+            except (OSError, ValueError):
+                return
+            if not chunk:
+                return
+            self._stderr.append(chunk)
+
+    def kill(self) -> None:
+        server = self._current
+        if server is None:
+            return
+        server.killed_by_kit = server.killed_by_kit or server.popen.poll() is None
+        _kill_group(server.popen)
+        self._reap(server)
+
+    def stop(self) -> None:
+        """Graceful: stdio servers see their input close, HTTP servers get SIGTERM."""
+        server = self._current
+        if server is None:
+            return
+        if self.alive:
+            if isinstance(server.mcp, McpStdio):
+                server.mcp.close_input()
+            else:
+                try:
+                    os.killpg(server.popen.pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                server.popen.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                server.killed_by_kit = True
+        _kill_group(server.popen)
+        self._reap(server)
+
+    def _reap(self, server: _Server) -> None:
+        try:
+            server.popen.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+            pass
+        for thread in server.threads:
+            thread.join(self.stop_timeout)
+        for stream in (server.popen.stdin, server.popen.stdout, server.popen.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+    def exit_statuses(self) -> list[int | None]:
+        return [server.popen.poll() for server in self._servers]
+
+    def stderr_text(self) -> str:
+        return self._stderr.text()
+
+    # -- calls -------------------------------------------------------------------
+
+    def submit(self, op: str, args: Mapping[str, Any] | None = None, *, args_json: str | None = None) -> Future:
+        server = self._current
+        if server is None or args_json is not None:
+            future: Future = Future()
+            future.set_result(
+                Lost("the server was never started" if server is None else "a binding sends no raw JSON text")
+            )
+            return future
+        return self._pool.submit(self._serve, server, op, dict(args or {}))
+
+    def wait(self, pending: Future, timeout: float | None = None) -> Reply:
+        limit = self.call_timeout if timeout is None else timeout
+        try:
+            return pending.result(limit)
+        except FutureTimeout:
+            return Lost(f"no response within {limit:g}s")
+
+    def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:
+        return Lost("a binding has no line framing to send raw bytes on")
+
+    def lose_response(self, args: Mapping[str, Any]) -> Reply:
+        """Send ``write_task`` and go away before the answer: over HTTP the connection
+        closes as soon as the request is sent. ``Lost`` is what the caller saw."""
+        server = self._current
+        if server is None:
+            return Lost("the server was never started")
+        try:
+            self._write_task(server, dict(args), drop=True)
+        except Gone as exc:
+            return Lost(exc.reason)
+        return Lost("the kit closed the connection before reading the answer")
+
+    def _serve(self, server: _Server, op: str, args: dict[str, Any]) -> Reply:
+        try:
+            if op == "write_task":
+                return self._write_task(server, args)
+            if op in ("list_tasks", "read_task"):
+                listed = self._listing(server)
+                if isinstance(listed, Failure):
+                    return listed
+                if op == "list_tasks":
+                    return Success(0, {"tasks": [{k: v for k, v in item.items() if k != "task"} for item in listed]})
+                item = next((item for item in listed if item["task_id"] == args.get("task_id")), None)
+                if item is None:
+                    return Failure(None, "not_found", f"the listing holds no effect {args.get('task_id')!r}")
+                return Success(
+                    0, {key: item[key] for key in ("task_id", "task", "client_submission_id", "request_digest")}
+                )
+            return Failure(None, "unknown_op", f"a binding translates {', '.join(OPS)}, not {op}")
+        except Gone as exc:
+            return Lost(exc.reason)
+
+    def _write_task(self, server: _Server, args: dict[str, Any], drop: bool = False) -> Reply:
+        binding = self.binding
+        task = args.get("task")
+        key = args.get("client_submission_id")
+        if "client_submission_id" in args and not isinstance(key, str):
+            return Lost(f"a binding sends a key as a string, not {key!r}")
+        arguments = answers.call_arguments(binding, task)
+        if isinstance(arguments, str):
+            return Lost(arguments)
+        kind, name = binding.key
+        timeout = self.call_timeout
+        if binding.transport == "http":
+            headers = {name: key} if key is not None else {}
+            answer = http_exchange(
+                server.base_url or "",
+                binding.method or "POST",
+                binding.path or "/",
+                headers=headers,
+                body=arguments,
+                timeout=timeout,
+                drop=drop,
+            )
+        else:
+            params: dict[str, Any] = {"name": binding.tool, "arguments": arguments}
+            if key is not None and kind == "argument":
+                arguments[name] = key
+            elif key is not None:
+                params["_meta"] = {name: key}
+            if isinstance(server.mcp, McpHttp):
+                message = server.mcp.request("tools/call", params, timeout, drop=drop)
+            elif drop:
+                # Over stdio the caller going away is its input closing: the server
+                # sees the call, then end of input, and no one reads the answer.
+                assert isinstance(server.mcp, McpStdio)
+                server.mcp.request_and_leave("tools/call", params)
+                return Lost("the caller went away mid-call")
+            else:
+                assert server.mcp is not None
+                message = server.mcp.request("tools/call", params, timeout)
+            answer = {} if drop else mcp_answer(message)
+        if drop:
+            return Lost("the kit closed the connection before reading the answer")
+        rule = answers.meaning(binding, answer)
+        if rule is None:
+            return answers.unmapped(f"no outcome rule of the binding matches the answer: {answers.describe(answer)}")
+        if rule.means in answers.REJECTIONS:
+            return Failure(None, answers.REJECTIONS[rule.means], f"{rule.means}: {answers.describe(answer)}")
+        try:
+            digest = request_digest(task)
+        except ContractError as exc:
+            return answers.unmapped(f"the service answered {rule.means} for a task write-task-v1 refuses ({exc})")
+        task_id = answers.effect_id(answers.resolve(answer, binding.task_id))
+        if rule.means != "conflict":
+            if task_id is None:
+                return answers.unmapped(
+                    f"{rule.means}, but {binding.task_id} names no effect in the answer: {answers.describe(answer)}"
+                )
+            return Success(0, answers.id_path_result(rule.means, task_id, key, digest))
+        return self._conflict(server, key, task_id, digest, answer)
+
+    def _conflict(self, server: _Server, key: str | None, task_id: str | None, digest: str, answer: Any) -> Reply:
+        """A conflict names what the key is bound to; the kit reads that from the
+        authoritative listing, not from the answer."""
+        if key is None:
+            return answers.unmapped(f"a conflict for a call without a key: {answers.describe(answer)}")
+        listed = self._listing(server)
+        if isinstance(listed, Failure):
+            return listed
+        owned = [item for item in listed if item["client_submission_id"] == key]
+        if len(owned) != 1:
+            return answers.unmapped(
+                f"the service answered conflict, but its listing holds {len(owned)} effects for {key}"
+            )
+        bound = owned[0]
+        conflict = {
+            "reason": "digest_mismatch",
+            "receipt_request_digest": bound["request_digest"],
+            "receipt_digest_schema_version": "write-task-v1",
+        }
+        return Success(0, answers.id_path_result("conflict", task_id or bound["task_id"], key, digest, conflict))
+
+    def _listing(self, server: _Server) -> list[dict[str, Any]] | Failure:
+        listing, timeout = self.binding.listing, self.call_timeout
+        if "get" in listing:
+            answer = http_exchange(server.base_url or "", "GET", listing["get"], timeout=timeout)
+            if answer.get("status") != 200:
+                return answers.unmapped(f"listing GET {listing['get']} answered {answers.describe(answer)}")
+        elif "command" in listing:
+            answer = self._run_listing_command(tuple(listing["command"]))
+            if isinstance(answer, Failure):
+                return answer
+        else:
+            assert server.mcp is not None
+            if "tool" in listing:
+                message = server.mcp.request("tools/call", {"name": listing["tool"], "arguments": {}}, timeout)
+            else:
+                message = server.mcp.request("resources/read", {"uri": listing["resource"]}, timeout)
+            answer = mcp_answer(message)
+            if answer.get("error") is not None or answer.get("isError"):
+                return answers.unmapped(f"the listing answered an error: {answers.describe(answer)}")
+        return answers.listed_tasks(self.binding, answer)
+
+    def _run_listing_command(self, command: tuple[str, ...]) -> dict[str, Any] | Failure:
+        words = self.binding.fill(command, self._current.port if self._current else None)
+        env = {**os.environ, STATE_DIR_ENV: self.state_dir}
+        try:
+            done = subprocess.run(words, env=env, capture_output=True, timeout=self.call_timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise Gone(f"the listing command did not end within {self.call_timeout:g}s") from None
+        except OSError as exc:
+            return answers.unmapped(f"cannot run the listing command {words[0]!r}: {exc.strerror or exc}")
+        if done.returncode != 0:
+            tail = done.stderr.decode("utf-8", "replace")[-500:]
+            return answers.unmapped(f"the listing command exited with status {done.returncode}: {tail}")
+        return {"body": parse_json(done.stdout)}
