@@ -59,6 +59,7 @@ TARGETS = {
     "retryproof": "--retryproof",
     "retryproof_harness": "--retryproof-harness",
     "retryproof_python": "--retryproof-python",
+    "retryproof_binding": "--retryproof-binding",
 }
 #: Option dest -> default for the settings of a run; they default to None here so a
 #: setting given without a target is noticed, and take the ``retryproof run`` defaults below.
@@ -93,6 +94,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=given,
         metavar="MODULE:FACTORY",
         help="run the catalogue against a hosted Python runtime class",
+    )
+    group.addoption(
+        "--retryproof-binding",
+        metavar="FILE",
+        help="run the catalogue against the MCP server or HTTP API a binding file describes",
     )
     group.addoption("--retryproof-only", type=scenario_ids, metavar="IDS", help="comma-separated scenario ids to run")
     group.addoption("--retryproof-skip", type=id_list, metavar="IDS", help="comma-separated scenario ids to leave out")
@@ -137,7 +143,7 @@ def pytest_configure(config: pytest.Config) -> None:
         stray = [_flag(dest) for dest in SETTINGS if config.getoption(dest) is not None]
         if stray:
             raise pytest.UsageError(
-                f"retryproof: {', '.join(stray)} given without a runtime; add --retryproof, --retryproof-harness CMD or --retryproof-python MODULE:FACTORY"
+                f"retryproof: {', '.join(stray)} given without a runtime; add --retryproof, --retryproof-harness CMD, --retryproof-python MODULE:FACTORY or --retryproof-binding FILE"
             )
         return
     if len(targets) > 1:
@@ -393,6 +399,7 @@ class RetryproofRun:
         arguments = argparse.Namespace(
             harness=config.getoption("retryproof_harness"),
             python=config.getoption("retryproof_python"),
+            binding=config.getoption("retryproof_binding"),
             **{
                 dest.removeprefix("retryproof_"): default if given[dest] is None else given[dest]
                 for dest, default in SETTINGS.items()

@@ -1,0 +1,53 @@
+"""What the binding tests share: the CLI in a subprocess, a run's report, and bindings
+written to a temporary directory from the shipped ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "retryproof.conformance.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
+
+def shipped(name: str) -> dict[str, Any]:
+    text = resources.files("retryproof.adapters").joinpath("bindings", f"{name}.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def write_binding(tmp_path: Path, document: dict[str, Any], name: str = "binding.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run_binding(
+    tmp_path: Path, binding: Path | str, only: str, seed: int = 7
+) -> tuple[subprocess.CompletedProcess, dict]:
+    """``retryproof run --binding`` over the scenarios ``only``; the run and its report.json."""
+    out = tmp_path / "out"
+    done = run_cli("run", "--binding", str(binding), "--only", only, "--seed", str(seed), "--out", str(out))
+    assert (out / "report.json").exists(), done.stdout + done.stderr
+    return done, json.loads((out / "report.json").read_text(encoding="utf-8"))
+
+
+def statuses(report: dict) -> dict[str, str]:
+    return {scenario["id"]: scenario["status"] for scenario in report["scenarios"]}

@@ -1,0 +1,67 @@
+"""An HTTP service with ``Idempotency-Key`` that never compares payloads: a reused key
+answers 200 with the first effect whatever the body (the IETF draft says 422). Its
+effects are durable (one JSON file per effect), so only the conflict scenario can
+catch it. Run as ``python replays_any_body.py`` with RETRYPROOF_STATE_DIR and
+RETRYPROOF_PORT."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STATE = os.environ["RETRYPROOF_STATE_DIR"]
+LOCK = threading.Lock()
+
+
+def effects() -> list[dict]:
+    found = []
+    for name in sorted(os.listdir(STATE)):
+        if name.endswith(".json"):
+            with open(os.path.join(STATE, name), encoding="utf-8") as handle:
+                found.append(json.load(handle))
+    return found
+
+
+def save(effect: dict) -> None:
+    path = os.path.join(STATE, f"{effect['id']}.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(effect, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(path + ".tmp", path)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802
+        task = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        key = self.headers.get("Idempotency-Key")
+        with LOCK:
+            first = next((effect for effect in effects() if key is not None and effect["key"] == key), None)
+            if first is not None:
+                return self.answer(200, {"id": first["id"]}, replayed=True)
+            effect = {"id": f"E{len(effects()) + 1}", "key": key, "task": task}
+            save(effect)
+        self.answer(201, {"id": effect["id"]})
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.answer(200, effects())
+
+    def answer(self, status: int, body: object, replayed: bool = False) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if replayed:
+            self.send_header("Idempotent-Replayed", "true")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+ThreadingHTTPServer(("127.0.0.1", int(os.environ["RETRYPROOF_PORT"])), Handler).serve_forever()

@@ -1,0 +1,64 @@
+"""HTTP APIs through a binding, end to end with real server processes: the reference
+served with ``--http``, a faulty variant served the same way, and a service that
+replays a reused key whatever the body."""
+
+from __future__ import annotations
+
+from binding_helpers import HERE, run_binding, shipped, statuses, write_binding
+
+#: Every scenario a binding can offer, the kill nemesis included.
+OFFERED = "WT-CREATE,A2-RESPONSE-LOSS,A4-CONCURRENT,A4-MULTIPROCESS,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID"
+#: What only a harness offers: skipped with the reason, never passed.
+HARNESS_ONLY = {
+    "A2-CRASH-BEFORE-RESPONSE": "failpoint:write_task.after_commit",
+    "CONFLICT-SCHEMA": "tamper",
+    "INVALID-INPUT": "protocol:framing",
+    "WT-DIGEST-VECTORS": "protocol:digest",
+    "INVOCATION-FIELDS-IGNORED": "protocol:invocation",
+}
+
+
+def test_the_reference_over_http_passes_every_scenario_a_binding_offers(tmp_path):
+    done, report = run_binding(tmp_path, "reference-http", OFFERED + "," + ",".join(HARNESS_ONLY))
+    got = statuses(report)
+    assert {scenario: got[scenario] for scenario in OFFERED.split(",")} == dict.fromkeys(
+        OFFERED.split(","), "passed"
+    ), done.stdout
+    for scenario in report["scenarios"]:
+        if scenario["id"] in HARNESS_ONLY:
+            assert scenario["status"] == "skipped" and HARNESS_ONLY[scenario["id"]] in scenario["reason"]
+    assert report["target"] == "--binding reference-http"
+    assert all(s["reproduce"].endswith("--binding reference-http") for s in report["scenarios"])
+    # Skipped MUST scenarios are not verified: the run says so instead of passing them.
+    assert report["verdict"]["conformant"] is False and done.returncode == 1
+
+
+def test_a_faulty_reference_over_http_fails_where_its_defect_is(tmp_path):
+    document = shipped("reference-http")
+    document["start"]["command"] += ["--fault", "memory-dedup"]
+    done, report = run_binding(tmp_path, write_binding(tmp_path, document), "A2-RESPONSE-LOSS,RESTART-REUSE")
+    assert statuses(report) == {"A2-RESPONSE-LOSS": "passed", "RESTART-REUSE": "failed"}, done.stdout
+    assert done.returncode == 1
+
+
+def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflict(tmp_path):
+    binding = {
+        "binding": "retryproof-binding/1",
+        "name": "replays-any-body",
+        "transport": "http",
+        "start": {"command": ["{python}", str(HERE / "replays_any_body.py")], "url": "http://127.0.0.1:{port}"},
+        "call": {"method": "POST", "path": "/tasks", "key": {"header": "Idempotency-Key"}},
+        "answers": {
+            "task_id": "body.id",
+            "outcomes": [
+                {"when": {"status": 201}, "means": "created"},
+                {"when": {"status": 200, "header.idempotent-replayed": "true"}, "means": "reused"},
+                {"when": {"status": 422}, "means": "conflict"},
+            ],
+        },
+        "listing": {"get": "/tasks", "items": "body", "task_id": "id", "key": "key", "task": "task"},
+    }
+    done, report = run_binding(tmp_path, write_binding(tmp_path, binding), "WT-CREATE,RESTART-REUSE,CONFLICT-DIGEST")
+    assert statuses(report) == {"WT-CREATE": "passed", "RESTART-REUSE": "passed", "CONFLICT-DIGEST": "failed"}
+    conflict = next(s for s in report["scenarios"] if s["id"] == "CONFLICT-DIGEST")
+    assert "expected disposition conflict, got disposition reused" in conflict["reason"]

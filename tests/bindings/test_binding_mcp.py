@@ -1,0 +1,69 @@
+"""MCP servers through a binding, end to end with real server processes built with the
+official SDK: the reference over stdio and streamable HTTP, and a test server whose
+deduplication lives in memory."""
+
+from __future__ import annotations
+
+import pytest
+from binding_helpers import HERE, run_binding, statuses, write_binding
+
+pytest.importorskip(
+    "mcp.server.mcpserver", reason="the MCP servers under test need the mcp SDK: pip install 'retryproof[mcp]'"
+)
+
+#: Each server start costs the SDK's import (seconds on a busy machine): the subsets
+#: keep restarts few; the HTTP tests cover the rest of what a binding offers.
+SUBSETS = {
+    "reference-mcp": "WT-CREATE,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,LEGACY-NO-ID",
+    "reference-mcp-http": "WT-CREATE,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST",
+}
+
+
+@pytest.mark.parametrize("binding", sorted(SUBSETS))
+def test_the_reference_over_mcp_passes(tmp_path, binding):
+    done, report = run_binding(tmp_path, binding, SUBSETS[binding])
+    assert statuses(report) == dict.fromkeys(SUBSETS[binding].split(","), "passed"), done.stdout + done.stderr
+    assert done.returncode == 0
+
+
+def test_an_mcp_server_that_dedups_in_memory_loses_its_dedup_on_restart(tmp_path):
+    binding = {
+        "binding": "retryproof-binding/1",
+        "name": "memory-dedup-mcp",
+        "transport": "mcp",
+        "start": {"command": ["{python}", str(HERE / "mcp_memory_dedup.py")]},
+        "call": {
+            "tool": "create_ticket",
+            "key": {"argument": "idempotencyKey"},
+            "task": {
+                "fields": {
+                    "subject": "title",
+                    "body": "description",
+                    "sender": "author",
+                    "recipient": "assignee",
+                    "priority": "priority",
+                    "thread_key": "thread",
+                    "references": "links",
+                }
+            },
+        },
+        "answers": {
+            "task_id": "result.ticket",
+            "outcomes": [
+                {"when": {"isError": False, "result.replayed": False}, "means": "created"},
+                {"when": {"isError": False, "result.replayed": True}, "means": "reused"},
+            ],
+        },
+        "listing": {
+            "resource": "tickets://all",
+            "items": "text.tickets",
+            "task_id": "ticket",
+            "key": "key",
+            "task": "fields",
+        },
+        "offers": ["legacy"],
+    }
+    done, report = run_binding(tmp_path, write_binding(tmp_path, binding), "WT-CREATE,RESTART-REUSE")
+    assert statuses(report) == {"WT-CREATE": "passed", "RESTART-REUSE": "failed"}, done.stdout + done.stderr
+    restart = next(s for s in report["scenarios"] if s["id"] == "RESTART-REUSE")
+    assert "expected disposition reused, got disposition created" in restart["reason"]
