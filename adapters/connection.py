@@ -51,6 +51,9 @@ class Connection(ABC):
     #: response within 10s"``), or None. From then on nothing more is sent: every
     #: call ends ``Lost`` at once and ``start`` raises ``HarnessStartError``.
     missed_deadline: str | None = None
+    #: Seconds after a restart within which every interrupted key must answer with
+    #: its one effect (a lease a runtime holds on a key, say); a binding declares it.
+    recovery_s: float = 0.0
 
     @abstractmethod
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
@@ -84,6 +87,13 @@ class Connection(ABC):
     def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:
         """Send raw bytes as one line (not a request) and wait for the ``id: null``
         answer the protocol requires."""
+
+    def lose_response(self, op: str, args: Mapping[str, Any]) -> Reply | None:
+        """Send one request and go away before its answer, for real: the runtime
+        answers into a closed connection (or sees its caller leave). None when this
+        way in cannot (a harness's answers arrive on the one stdout the kit keeps
+        reading, so there the kit reads the answer and disregards it)."""
+        return None
 
     @abstractmethod
     def kill(self) -> None:

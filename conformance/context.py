@@ -74,6 +74,15 @@ ConnectionFactory = Callable[[], Connection]
 STATE_CHANGING_OPS = frozenset({"write_task", "tamper", "(raw line)"})
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Calls sent together and not yet judged (``Context.submit_all``)."""
+
+    connection: Connection
+    began: float
+    pending: tuple[tuple[str, dict[str, Any], futures.Future], ...]
+
+
 class Context:
     """A scenario's handle on the runtime. Created by the runner, one per scenario."""
 
@@ -234,13 +243,23 @@ class Context:
         """Pipeline all ``requests`` on one connection before reading any answer.
         One call timeout covers the whole batch, so a hung harness costs one timeout,
         not one per call."""
+        return self.collect(self.submit_all(requests, connection=connection))
+
+    def submit_all(
+        self, requests: Sequence[tuple[str, Mapping[str, Any]]], *, connection: Connection | None = None
+    ) -> Batch:
+        """Send ``requests`` pipelined and return at once, so the scenario can act while
+        they are in flight (the kill nemesis SIGKILLs the runtime); ``collect`` judges them."""
         connection = connection or self.conn
-        began = time.perf_counter()
-        pending = [(op, dict(args), connection.submit(op, args)) for op, args in requests]
-        futures.wait([future for _, _, future in pending], timeout=self.call_timeout)
-        replies = [(op, args, self._by_deadline(connection, future)) for op, args, future in pending]
-        elapsed = time.perf_counter() - began
-        return [self._record(op, args, reply, elapsed, connection) for op, args, reply in replies]
+        pending = tuple((op, dict(args), connection.submit(op, args)) for op, args in requests)
+        return Batch(connection, time.perf_counter(), pending)
+
+    def collect(self, batch: Batch) -> list[Call]:
+        """The recorded calls of a batch, within one call timeout for all of them."""
+        futures.wait([future for _, _, future in batch.pending], timeout=self.call_timeout)
+        replies = [(op, args, self._by_deadline(batch.connection, future)) for op, args, future in batch.pending]
+        elapsed = time.perf_counter() - batch.began
+        return [self._record(op, args, reply, elapsed, batch.connection) for op, args, reply in replies]
 
     def _by_deadline(self, connection: Connection, future: futures.Future) -> Reply:
         """The reply of a batch's call once the batch deadline has passed: its answer,
@@ -305,6 +324,26 @@ class Context:
     ) -> Call:
         """``write_task``; a None ``submission_id`` is the legacy path."""
         return self.call("write_task", self.write_task_args(submission_id, task, invocation), connection=connection)
+
+    def lose_response(self, submission_id: str, task: Any) -> Call | None:
+        """``write_task`` whose answer is lost for real (``Connection.lose_response``),
+        recorded as the ``info`` the caller saw; None when the connection cannot."""
+        args = self.write_task_args(submission_id, task)
+        began = time.perf_counter()
+        reply = self.conn.lose_response("write_task", args)
+        return (
+            None if reply is None else self._record("write_task", args, reply, time.perf_counter() - began, self.conn)
+        )
+
+    def effect_of(self, submission_id: str, within: float) -> Mapping[str, Any] | None:
+        """Poll ``list_tasks`` until ``submission_id`` has a task, for at most
+        ``within`` seconds; the task, or None when none appeared."""
+        deadline = time.monotonic() + within
+        while True:
+            owned = self.tasks().for_submission(submission_id)
+            if owned or time.monotonic() > deadline:
+                return owned[0] if owned else None
+            time.sleep(0.05)
 
     def write_task_args(
         self, submission_id: str | None, task: Any, invocation: Mapping[str, Any] | None = None

@@ -192,7 +192,7 @@ def load_binding(path: str) -> Binding:
     from retryproof.adapters.binding import BindingError, parse
     from retryproof.conformance.errors import load_user_file
 
-    shipped = resources.files(SHIPPED_BINDINGS).joinpath("bindings", f"{path}.yaml")
+    shipped = resources.files(SHIPPED_BINDINGS) / "bindings" / f"{path}.yaml"
     if not os.path.exists(path) and shipped.is_file():
         path = str(shipped)
     hint = "see spec/README.md, 'Certifying an MCP server' and 'Certifying an HTTP API'"
@@ -239,8 +239,9 @@ def from_arguments(args: Any) -> Options:
 
     binding_file = getattr(args, "binding", None)
     binding = load_binding(binding_file) if binding_file else None
+    command: tuple[str, ...] = ()
     if binding_file:
-        command, target = (), f"--binding {shlex.quote(binding_file)}"
+        target = f"--binding {shlex.quote(binding_file)}"
     else:
         command, target = harness_target(args.harness, args.python)
     select(args.only or (), args.skip or ())  # a selection that cannot run is known before the harness starts

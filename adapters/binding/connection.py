@@ -253,17 +253,24 @@ class BindingConnection(Connection):
     def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:
         return Lost("a binding has no line framing to send raw bytes on")
 
-    def lose_response(self, args: Mapping[str, Any]) -> Reply:
-        """Send ``write_task`` and go away before the answer: over HTTP the connection
-        closes as soon as the request is sent. ``Lost`` is what the caller saw."""
+    def lose_response(self, op: str, args: Mapping[str, Any]) -> Reply | None:
+        """Over HTTP (plain or MCP) the connection closes as soon as the request is
+        sent; over MCP stdio the kit closes the server's input right after the request,
+        as a caller that goes away does (the SDK cancels the call and exits; the server
+        is then gone, so the caller restarts it)."""
         server = self._current
-        if server is None:
-            return Lost("the server was never started")
+        if op != "write_task" or server is None:
+            return None
         try:
-            self._write_task(server, dict(args), drop=True)
+            reply = self._write_task(server, dict(args), drop=True)
         except Gone as exc:
             return Lost(exc.reason)
-        return Lost("the kit closed the connection before reading the answer")
+        if isinstance(server.mcp, McpStdio):
+            try:
+                server.popen.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()  # a server that outlives its caller's input is ended like a hung one
+        return reply
 
     def _serve(self, server: _Server, op: str, args: dict[str, Any]) -> Reply:
         try:
@@ -316,11 +323,9 @@ class BindingConnection(Connection):
             if isinstance(server.mcp, McpHttp):
                 message = server.mcp.request("tools/call", params, timeout, drop=drop)
             elif drop:
-                # Over stdio the caller going away is its input closing: the server
-                # sees the call, then end of input, and no one reads the answer.
                 assert isinstance(server.mcp, McpStdio)
                 server.mcp.request_and_leave("tools/call", params)
-                return Lost("the caller went away mid-call")
+                return Lost("the caller closed the server's input right after the request")
             else:
                 assert server.mcp is not None
                 message = server.mcp.request("tools/call", params, timeout)

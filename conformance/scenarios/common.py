@@ -93,7 +93,7 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
     """A4's contract: exactly one ``created``, every other call ``reused``, one task_id,
     and durable state holds exactly that one new task. ``what`` names the race in
     the evidence (a scenario may run several); returns the tasks after it."""
-    ctx.evidence.setdefault("dispositions", {})[what] = _tally(calls)
+    ctx.evidence.setdefault("dispositions", {})[what] = tally(calls)
     silent = [call for call in calls if not call.answered]
     if silent:
         raise Unjudgeable(f"{what}: {len(silent)} of {len(calls)} calls got no answer ({silent[0].message})")
@@ -106,7 +106,7 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
     reused = [call.result for call in calls if call.result is not None and call.disposition == "reused"]
     ctx.check(
         len(created) == 1 and len(reused) == len(calls) - 1,
-        f"{what}: expected created=1, reused={len(calls) - 1}; got {json.dumps(_tally(calls))}",
+        f"{what}: expected created=1, reused={len(calls) - 1}; got {json.dumps(tally(calls))}",
     )
     ids = {call.task_id for call in calls}
     ctx.check(
@@ -192,9 +192,9 @@ def stalled_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, TaskSe
     return submission_id, task, state, pinned
 
 
-def _tally(calls: list[Call]) -> dict[str, int]:
-    tally: dict[str, int] = {}
+def tally(calls: list[Call]) -> dict[str, int]:
+    counts: dict[str, int] = {}
     for call in calls:
         key = call.disposition or call.code or "no answer"
-        tally[key] = tally.get(key, 0) + 1
-    return tally
+        counts[key] = counts.get(key, 0) + 1
+    return counts

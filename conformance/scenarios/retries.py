@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from retryproof.conformance.context import TaskSet
 from retryproof.conformance.scenarios import Context, scenario
 from retryproof.conformance.scenarios.common import (
     expect_created,
@@ -18,13 +19,36 @@ def response_loss(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")
     submission_id, task = ctx.submission_id(), ctx.task()
-    # The caller never sees this answer: the kit reads it only as evidence and
-    # judges the retry against durable state, not against it.
-    ctx.expect_ok(ctx.write_task(submission_id, task), "first call")
+    lost = ctx.lose_response(submission_id, task)
+    if lost is None:
+        # The caller never sees this answer: the kit reads it only as evidence and
+        # judges the retry against durable state, not against it.
+        ctx.expect_ok(ctx.write_task(submission_id, task), "first call")
+    else:
+        _after_real_loss(ctx, before, submission_id, task)
+        return
     retry = ctx.write_task(submission_id, task)
     after = ctx.tasks("after")
     ctx.check_tasks(before, after, new=1)
     expect_reuse_of(ctx, retry, after, submission_id, "retry after the lost response")
+
+
+def _after_real_loss(ctx: Context, before: TaskSet, submission_id: str, task: dict) -> None:
+    """The connection closed before the answer was read (or the caller left): the
+    first call may have made the effect or not. If durable state shows it within a
+    call timeout, the retry must reuse it; if not, the runtime dropped the call with
+    its connection, and the retry must create the one effect. Either way, one task."""
+    if not ctx.conn.alive:  # over MCP stdio the server ends with its caller's input
+        ctx.start()
+    first = ctx.effect_of(submission_id, ctx.call_timeout)
+    ctx.note("first_call_effect", None if first is None else first.get("task_id"))
+    retry = ctx.write_task(submission_id, task)
+    after = ctx.tasks("after")
+    if first is None:
+        expect_created(ctx, retry, submission_id, task, "retry after a call the runtime dropped with its connection")
+    else:
+        expect_reuse_of(ctx, retry, after, submission_id, "retry after the lost response")
+    ctx.check_tasks(before, after, new=1)
 
 
 @scenario("A2-CRASH-BEFORE-RESPONSE")
