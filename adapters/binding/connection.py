@@ -84,6 +84,7 @@ class BindingConnection(Connection):
         stderr_limit: int = 64 << 10,
     ):
         self.binding = binding
+        self.recovery_s = binding.recovery_s
         self.state_dir = state_dir
         self.call_timeout = call_timeout
         self.start_timeout = start_timeout

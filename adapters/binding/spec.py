@@ -65,6 +65,7 @@ class Binding:
     listing: Mapping[str, Any]
     offers: tuple[str, ...]
     claims: tuple[str, ...]
+    recovery_s: float = 0.0
 
     @property
     def over_http(self) -> bool:
@@ -166,6 +167,7 @@ def parse(document: Any, source: str) -> Binding:
         listing=dict(listing),
         offers=tuple(document.get("offers", ())),
         claims=tuple(document.get("claims", ())),
+        recovery_s=float(document.get("recovery_s", 0)),
     )
 
 

@@ -1,11 +1,11 @@
 """KILL-NEMESIS: SIGKILLs at seeded moments while calls are in flight, for runtimes
 that offer no failpoints (an MCP server, an HTTP API) and for every other one.
 
-A first batch of fresh keys, not killed, measures how long a batch takes here; each
+A first batch of fresh keys, not killed, measures when its answers arrive; each
 round then sends write_task for a seeded subset of keys, pipelined, SIGKILLs the
-runtime's process group at a seeded fraction of that time (so kills land while
-effects are being written, on a fast runtime and a slow one alike) and starts it
-again on the same state. Afterwards every key is retried until it answers with its effect, within the
+runtime's process group at a seeded fraction of the median answer time (so kills
+land while effects are being written, on a fast runtime and a slow one alike) and
+starts it again on the same state. Afterwards every key is retried until it answers with its effect, within the
 runtime's recovery bound (``Connection.recovery_s``) plus one call timeout: a key
 that stays in flight or unanswered past it fails (liveness). The set checker then
 judges durable state: one effect per key, no effect an ``ok`` answer acknowledged is
@@ -16,6 +16,7 @@ code still depend on timing; the schedule is in the evidence).
 
 from __future__ import annotations
 
+import statistics
 import time
 from typing import Any
 
@@ -36,14 +37,19 @@ def kill_nemesis(ctx: Context) -> None:
     before = ctx.tasks("before")
     measured = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]
     began = time.perf_counter()
-    ctx.concurrently([("write_task", ctx.write_task_args(*pair)) for pair in measured])
-    batch_ms = (time.perf_counter() - began) * 1000
+    calibration = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in measured])
+    answered: list[float] = []
+    for _, _, future in calibration.pending:
+        future.add_done_callback(lambda _: answered.append(time.perf_counter() - began))
+    ctx.collect(calibration)
+    # The median answer time: kills before it land while effects are being written.
+    horizon_ms = statistics.median(answered) * 1000 if answered else ctx.call_timeout * 1000
     work = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]
     schedule: list[dict[str, Any]] = []
     for _ in range(ROUNDS):
         chosen = sorted(ctx.rng.sample(range(KEYS), ctx.rng.randint(2, KEYS)))
         fraction = ctx.rng.random()
-        delay_ms = round(fraction * batch_ms, 1)
+        delay_ms = round(fraction * horizon_ms, 1)
         batch = ctx.submit_all([("write_task", ctx.write_task_args(*work[index])) for index in chosen])
         time.sleep(delay_ms / 1000)
         ctx.kill()
@@ -52,7 +58,7 @@ def kill_nemesis(ctx: Context) -> None:
         schedule.append(
             {"keys": chosen, "kill_at_fraction": round(fraction, 3), "kill_after_ms": delay_ms, "answers": tally(calls)}
         )
-    ctx.note("schedule", {"measured_batch_ms": round(batch_ms, 1), "rounds": schedule})
+    ctx.note("schedule", {"median_answer_ms": round(horizon_ms, 1), "rounds": schedule})
     bound = ctx.conn.recovery_s + ctx.call_timeout
     finals = {submission_id: _converge(ctx, submission_id, task, bound) for submission_id, task in measured + work}
     after = ctx.tasks("after")

@@ -40,11 +40,25 @@ def write_binding(tmp_path: Path, document: dict[str, Any], name: str = "binding
 
 
 def run_binding(
-    tmp_path: Path, binding: Path | str, only: str, seed: int = 7
+    tmp_path: Path, binding: Path | str, only: str, *extra: str, seed: int = 7
 ) -> tuple[subprocess.CompletedProcess, dict]:
     """``retryproof run --binding`` over the scenarios ``only``; the run and its report.json."""
     out = tmp_path / "out"
-    done = run_cli("run", "--binding", str(binding), "--only", only, "--seed", str(seed), "--out", str(out))
+    # A generous start timeout: the SDK's import alone takes seconds on a busy machine.
+    done = run_cli(
+        "run",
+        "--binding",
+        str(binding),
+        "--only",
+        only,
+        "--seed",
+        str(seed),
+        "--out",
+        str(out),
+        "--start-timeout",
+        "60",
+        *extra,
+    )
     assert (out / "report.json").exists(), done.stdout + done.stderr
     return done, json.loads((out / "report.json").read_text(encoding="utf-8"))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from binding_helpers import HERE, run_binding, shipped, statuses, write_binding
 
 #: Every scenario a binding can offer, the kill nemesis included.
-OFFERED = "WT-CREATE,A2-RESPONSE-LOSS,A4-CONCURRENT,A4-MULTIPROCESS,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID"
+OFFERED = "KILL-NEMESIS,WT-CREATE,A2-RESPONSE-LOSS,A4-CONCURRENT,A4-MULTIPROCESS,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID"
 #: What only a harness offers: skipped with the reason, never passed.
 HARNESS_ONLY = {
     "A2-CRASH-BEFORE-RESPONSE": "failpoint:write_task.after_commit",
@@ -42,11 +42,20 @@ def test_a_faulty_reference_over_http_fails_where_its_defect_is(tmp_path):
 
 
 def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflict(tmp_path):
-    binding = {
+    binding = write_binding(tmp_path, http_binding("replays_any_body.py", "replays-any-body"))
+    done, report = run_binding(tmp_path, binding, "WT-CREATE,RESTART-REUSE,CONFLICT-DIGEST")
+    assert statuses(report) == {"WT-CREATE": "passed", "RESTART-REUSE": "passed", "CONFLICT-DIGEST": "failed"}
+    conflict = next(s for s in report["scenarios"] if s["id"] == "CONFLICT-DIGEST")
+    assert "expected disposition conflict, got disposition reused" in conflict["reason"]
+
+
+def http_binding(script: str, name: str, **extra) -> dict:
+    """A binding for one of the test services here (key in Idempotency-Key, effects at GET /tasks)."""
+    return {
         "binding": "retryproof-binding/1",
-        "name": "replays-any-body",
+        "name": name,
         "transport": "http",
-        "start": {"command": ["{python}", str(HERE / "replays_any_body.py")], "url": "http://127.0.0.1:{port}"},
+        "start": {"command": ["{python}", str(HERE / script)], "url": "http://127.0.0.1:{port}"},
         "call": {"method": "POST", "path": "/tasks", "key": {"header": "Idempotency-Key"}},
         "answers": {
             "task_id": "body.id",
@@ -54,11 +63,17 @@ def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflic
                 {"when": {"status": 201}, "means": "created"},
                 {"when": {"status": 200, "header.idempotent-replayed": "true"}, "means": "reused"},
                 {"when": {"status": 422}, "means": "conflict"},
+                {"when": {"status": 409}, "means": "in_flight"},
             ],
         },
         "listing": {"get": "/tasks", "items": "body", "task_id": "id", "key": "key", "task": "task"},
+        **extra,
     }
-    done, report = run_binding(tmp_path, write_binding(tmp_path, binding), "WT-CREATE,RESTART-REUSE,CONFLICT-DIGEST")
-    assert statuses(report) == {"WT-CREATE": "passed", "RESTART-REUSE": "passed", "CONFLICT-DIGEST": "failed"}
-    conflict = next(s for s in report["scenarios"] if s["id"] == "CONFLICT-DIGEST")
-    assert "expected disposition conflict, got disposition reused" in conflict["reason"]
+
+
+def test_a_key_left_in_flight_forever_by_a_kill_fails_the_kill_nemesis(tmp_path):
+    binding = write_binding(tmp_path, http_binding("stuck_in_flight.py", "stuck-in-flight", recovery_s=0.5))
+    done, report = run_binding(tmp_path, binding, "WT-CREATE,KILL-NEMESIS", "--call-timeout", "1")
+    assert statuses(report) == {"WT-CREATE": "passed", "KILL-NEMESIS": "failed"}, done.stdout
+    reason = next(s["reason"] for s in report["scenarios"] if s["id"] == "KILL-NEMESIS")
+    assert "did not answer with its effect within 1.5s after the restart" in reason and "in_progress" in reason
