@@ -54,6 +54,10 @@ class Connection(ABC):
     #: Seconds after a restart within which every interrupted key must answer with
     #: its one effect (a lease a runtime holds on a key, say); a binding declares it.
     recovery_s: float = 0.0
+    #: Whether the runtime may answer a concurrent duplicate ``in_flight`` (the IETF
+    #: Idempotency-Key draft's 409) instead of waiting for the holder: true only
+    #: through a binding; A4 then retries those calls and judges the retries.
+    settles_in_flight: bool = False
 
     @abstractmethod
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:

@@ -61,6 +61,7 @@ def serve(runtime: Runtime, port: int) -> None:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # one line per request would drown the stderr the kit keeps as evidence
 
+    ThreadingHTTPServer.request_queue_size = 64  # racing callers must not wait on SYN retries
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())

@@ -21,7 +21,7 @@ TASK_FIELDS = (*SCALAR_FIELDS, *ARRAY_FIELDS)
 #: The code of an answer no rule maps: not a fail code, so the outcome model reads it as info.
 UNMAPPED = "unmapped_answer"
 #: The protocol error each rejection a binding can name stands for.
-REJECTIONS = {"in_flight": "in_progress", "invalid_key": "invalid_submission_id", "invalid_request": "invalid_request"}
+REJECTIONS = {"in_flight": "in_flight", "invalid_key": "invalid_submission_id", "invalid_request": "invalid_request"}
 _MISSING = object()
 
 

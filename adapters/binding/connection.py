@@ -73,6 +73,8 @@ class _Server:
 
 
 class BindingConnection(Connection):
+    settles_in_flight = True
+
     def __init__(
         self,
         binding: Binding,

@@ -14,6 +14,9 @@ from retryproof.conformance.context import Context, TaskSet, Unjudgeable
 from retryproof.conformance.outcome import Call, id_answer_problems
 from retryproof.spec.digest import request_digest
 
+#: Pause between retries of a call that answered in flight.
+RETRY_PAUSE_S = 0.05
+
 
 def expect_created(ctx: Context, call: Call, submission_id: str, task: Any, what: str) -> Mapping[str, Any]:
     """``created`` with every field saying what this call did."""
@@ -93,6 +96,7 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
     """A4's contract: exactly one ``created``, every other call ``reused``, one task_id,
     and durable state holds exactly that one new task. ``what`` names the race in
     the evidence (a scenario may run several); returns the tasks after it."""
+    calls = settle_in_flight(ctx, calls, what)
     ctx.evidence.setdefault("dispositions", {})[what] = tally(calls)
     silent = [call for call in calls if not call.answered]
     if silent:
@@ -125,6 +129,25 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
     ctx.check_tasks(before, after, new=1)
     expect_identity(ctx, created[0], after, submission_id, f"{what}: the created call")
     return after
+
+
+def settle_in_flight(ctx: Context, calls: list[Call], what: str) -> list[Call]:
+    """Where the runtime's protocol answers a concurrent duplicate ``in_flight`` (an
+    HTTP API's 409 under the IETF Idempotency-Key draft), that answer wrote nothing and
+    is acceptable only if a later retry answers with the one effect: each such call
+    is retried, within one call timeout, and judged by its retry's answer."""
+    if not ctx.conn.settles_in_flight or not any(call.code == "in_flight" for call in calls):
+        return calls
+    deadline = time.monotonic() + ctx.call_timeout
+    settled, retries = [], 0
+    for call in calls:
+        while call.code == "in_flight" and time.monotonic() < deadline:
+            time.sleep(RETRY_PAUSE_S)
+            retries += 1
+            call = ctx.call(call.op, call.args)
+        settled.append(call)
+    ctx.evidence.setdefault("in_flight_retries", {})[what] = retries
+    return settled
 
 
 def failed_at(ctx: Context, call: Call, failpoint: str) -> None:

@@ -67,4 +67,5 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+ThreadingHTTPServer.request_queue_size = 64  # racing callers must not wait on SYN retries
 ThreadingHTTPServer(("127.0.0.1", int(os.environ["RETRYPROOF_PORT"])), Handler).serve_forever()

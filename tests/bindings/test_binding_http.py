@@ -71,9 +71,12 @@ def http_binding(script: str, name: str, **extra) -> dict:
     }
 
 
-def test_a_key_left_in_flight_forever_by_a_kill_fails_the_kill_nemesis(tmp_path):
+def test_409_in_flight_passes_a4_by_its_retries_but_a_key_left_in_flight_forever_fails_the_kill_nemesis(tmp_path):
     binding = write_binding(tmp_path, http_binding("stuck_in_flight.py", "stuck-in-flight", recovery_s=0.5))
-    done, report = run_binding(tmp_path, binding, "WT-CREATE,KILL-NEMESIS", "--call-timeout", "1")
-    assert statuses(report) == {"WT-CREATE": "passed", "KILL-NEMESIS": "failed"}, done.stdout
+    done, report = run_binding(tmp_path, binding, "WT-CREATE,A4-CONCURRENT,KILL-NEMESIS", "--call-timeout", "2")
+    assert statuses(report) == {"WT-CREATE": "passed", "A4-CONCURRENT": "passed", "KILL-NEMESIS": "failed"}, done.stdout
+    # IETF draft: the racing duplicates answered 409, wrote nothing, and their retries reused the one effect.
+    a4 = next(s for s in report["scenarios"] if s["id"] == "A4-CONCURRENT")
+    assert sum(a4["evidence"]["in_flight_retries"].values()) > 0
     reason = next(s["reason"] for s in report["scenarios"] if s["id"] == "KILL-NEMESIS")
-    assert "did not answer with its effect within 1.5s after the restart" in reason and "in_progress" in reason
+    assert "did not answer with its effect within 2.5s after the restart" in reason and "last: in_flight" in reason
