@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from retryproof.adapters.binding.spec import Binding, Rule
+from retryproof.adapters.binding.transports import parse_json
 from retryproof.spec.digest import ARRAY_FIELDS, DIGEST_SCHEMA_VERSION, SCALAR_FIELDS, ContractError, request_digest
 from retryproof.spec.protocol import Failure
 
@@ -108,6 +109,8 @@ def id_path_result(
 def stored_task(binding: Binding, item: Any) -> dict[str, Any] | None:
     """The write-task fields of a listing item, named back from the call's names."""
     holder = resolve(item, binding.listing["task"])
+    if isinstance(holder, str):  # a database column holding the task as JSON text
+        holder = parse_json(holder.encode("utf-8"))
     if not isinstance(holder, Mapping):
         return None
     names = binding.task_fields or {field: field for field in TASK_FIELDS}

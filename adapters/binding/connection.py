@@ -119,7 +119,7 @@ class BindingConnection(Connection):
         env.pop(PORT_ENV, None)
         if port is not None:
             env[PORT_ENV] = str(port)
-        command = binding.start_command(port)
+        command = binding.start_command(port, self.state_dir)
         self._stderr.append(f"[retryproof: start #{len(self._servers) + 1}: {' '.join(command)}]\n".encode())
         stdio = binding.transport == "mcp" and not binding.over_http
         try:
@@ -396,7 +396,7 @@ class BindingConnection(Connection):
         return answers.listed_tasks(self.binding, answer)
 
     def _run_listing_command(self, command: tuple[str, ...]) -> dict[str, Any] | Failure:
-        words = self.binding.fill(command, self._current.port if self._current else None)
+        words = self.binding.fill(command, self._current.port if self._current else None, self.state_dir)
         env = {**os.environ, STATE_DIR_ENV: self.state_dir}
         try:
             done = subprocess.run(words, env=env, capture_output=True, timeout=self.call_timeout, check=False)

@@ -86,13 +86,14 @@ class Binding:
             else ("mcp over stdio" if self.transport == "mcp" else "http")
         )
 
-    def start_command(self, port: int | None) -> list[str]:
-        return self.fill(self.command, port)
+    def start_command(self, port: int | None, state_dir: str) -> list[str]:
+        return self.fill(self.command, port, state_dir)
 
     @staticmethod
-    def fill(words: Sequence[str], port: int | None) -> list[str]:
-        """``words`` with ``{python}`` (the kit's interpreter) and ``{port}`` filled in."""
-        return [_fill(word, port) for word in words]
+    def fill(words: Sequence[str], port: int | None, state_dir: str) -> list[str]:
+        """``words`` with ``{python}`` (the kit's interpreter), ``{port}`` and
+        ``{state_dir}`` filled in."""
+        return [_fill(word, port).replace("{state_dir}", state_dir) for word in words]
 
     def base_url(self, port: int | None) -> str | None:
         return None if self.url is None else _fill(self.url, port).rstrip("/")

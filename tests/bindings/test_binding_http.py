@@ -42,7 +42,12 @@ def test_a_faulty_reference_over_http_fails_where_its_defect_is(tmp_path):
 
 
 def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflict(tmp_path):
-    binding = write_binding(tmp_path, http_binding("replays_any_body.py", "replays-any-body"))
+    # Its effects are listed by a read-only command over its state, as a database query would.
+    listing = {"command": ["{python}", str(HERE / "list_effects.py"), "{state_dir}"], "items": "body"}
+    document = http_binding("replays_any_body.py", "replays-any-body")
+    document["listing"].update(listing)
+    del document["listing"]["get"]
+    binding = write_binding(tmp_path, document)
     done, report = run_binding(tmp_path, binding, "WT-CREATE,RESTART-REUSE,CONFLICT-DIGEST")
     assert statuses(report) == {"WT-CREATE": "passed", "RESTART-REUSE": "passed", "CONFLICT-DIGEST": "failed"}
     conflict = next(s for s in report["scenarios"] if s["id"] == "CONFLICT-DIGEST")
