@@ -68,8 +68,8 @@ def test_every_checklist_question_is_answered_by_some_scenario():
     assert set(SPEC["checklist"]) - answered == set()
 
 
-def test_every_need_is_a_capability_a_failpoint_a_tamper_action_or_a_tool():
-    assert set(PROTO["needs"]) == {"capability", "failpoint", "tool", "tamper"}
+def test_every_need_is_a_capability_a_failpoint_a_tamper_action_a_protocol_part_or_a_tool():
+    assert set(PROTO["needs"]) == {"capability", "failpoint", "tool", "tamper", "protocol"}
     for scenario in SPEC["scenarios"]:
         for need in scenario["needs"]:
             kind, _, name = need.partition(":")
@@ -79,6 +79,8 @@ def test_every_need_is_a_capability_a_failpoint_a_tamper_action_or_a_tool():
                 assert name in PROTO["failpoints"], (scenario["id"], need)
             elif kind == "tamper":
                 assert name in PROTO["tamper_actions"] and "tamper" in scenario["needs"], (scenario["id"], need)
+            elif kind == "protocol":
+                assert name in PROTO["protocol_parts"], (scenario["id"], need)
             else:
                 assert kind == "tool" and name, (scenario["id"], need)
 
