@@ -92,9 +92,10 @@ def probe(options: Options) -> Mapping[str, Any]:
             hello = connection.start()
         except HarnessStartError as exc:
             stderr = exc.stderr.strip()[-2000:]
+            what = f"the server of binding {options.binding.source}" if options.binding else "the harness"
+            fix = "check start.command in the binding" if options.binding else "check the --harness command line"
             raise KitError(
-                f"the harness failed its handshake: {exc.message}",
-                f"its stderr:\n{stderr}" if stderr else "check the --harness command line",
+                f"{what} failed its handshake: {exc.message}", f"its stderr:\n{stderr}" if stderr else fix
             ) from None
         finally:
             connection.kill()

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from binding_helpers import HERE, run_binding, shipped, statuses, write_binding
 
+pytest_plugins = ["pytester"]
+
 #: Every scenario a binding can offer, the kill nemesis included.
 OFFERED = "KILL-NEMESIS,WT-CREATE,A2-RESPONSE-LOSS,A4-CONCURRENT,A4-MULTIPROCESS,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID"
 #: What only a harness offers: skipped with the reason, never passed.
@@ -85,3 +87,14 @@ def test_409_in_flight_passes_a4_by_its_retries_but_a_key_left_in_flight_forever
     assert sum(a4["evidence"]["in_flight_retries"].values()) > 0
     reason = next(s["reason"] for s in report["scenarios"] if s["id"] == "KILL-NEMESIS")
     assert "did not answer with its effect within 2.5s after the restart" in reason and "last: in_flight" in reason
+
+
+def test_the_pytest_plugin_runs_a_binding(pytester):
+    """``--retryproof-binding``: the same catalogue items over the reference's HTTP API;
+    a scenario only a harness offers is a skip with its reason, never a pass."""
+    pytester.makepyfile("def test_own(): pass")
+    result = pytester.runpytest(
+        "--retryproof-binding", "reference-http", "--retryproof-only", "WT-CREATE,INVALID-INPUT", "-rs", "-v"
+    )
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*retryproof::WT-CREATE PASSED*", "*protocol:framing*"])
