@@ -168,6 +168,13 @@ BAD_LINES = (
     b'{"id": 0, "op": "list_tasks", "args": {}, "trace_id": "t-1"}',
 )
 WHITESPACE_LINE = b" \t \r\n"
+#: The malformed ids an HTTP header, a tool argument and a _meta member can all carry:
+#: strings of printable Latin-1 characters (a header value holds nothing else).
+BAD_TEXT_KEYS = tuple(
+    bad
+    for bad in BAD_SUBMISSION_IDS
+    if isinstance(bad, str) and all(" " <= char <= "~" or "\xa0" <= char <= "\xff" for char in bad)
+)
 BAD_TASKS = {
     "unknown field": {"title": "x"},
     "invocation field inside the task": {"subject": "x", "trace_id": "t-1"},
@@ -210,4 +217,18 @@ def invalid_input(ctx: Context) -> None:
     expect_created(
         ctx, ctx.write_task(submission_id, task), submission_id, task, "a valid call with the id the bad tasks used"
     )
+    ctx.check_tasks(before, ctx.tasks("after"), new=1)
+
+
+@scenario("INVALID-KEY")
+def invalid_key(ctx: Context) -> None:
+    ctx.start()
+    before = ctx.tasks("before")
+    task = ctx.task()
+    for bad_id in BAD_TEXT_KEYS:
+        call = ctx.call("write_task", {"client_submission_id": bad_id, "task": task})
+        ctx.expect_error(call, "invalid_submission_id", f"key {json.dumps(bad_id, ensure_ascii=False)}")
+    ctx.check_tasks(before, ctx.tasks("after the bad keys"), new=0)
+    submission_id = ctx.submission_id()
+    expect_created(ctx, ctx.write_task(submission_id, task), submission_id, task, "a valid key after the bad ones")
     ctx.check_tasks(before, ctx.tasks("after"), new=1)

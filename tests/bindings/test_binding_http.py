@@ -9,7 +9,7 @@ from binding_helpers import HERE, run_binding, shipped, statuses, write_binding
 pytest_plugins = ["pytester"]
 
 #: Every scenario a binding can offer, the kill nemesis included.
-OFFERED = "KILL-NEMESIS,WT-CREATE,A2-RESPONSE-LOSS,A4-CONCURRENT,A4-MULTIPROCESS,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID"
+OFFERED = "KILL-NEMESIS,INVALID-KEY,WT-CREATE,A2-RESPONSE-LOSS,A4-CONCURRENT,A4-MULTIPROCESS,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID"
 #: What only a harness offers: skipped with the reason, never passed.
 HARNESS_ONLY = {
     "A2-CRASH-BEFORE-RESPONSE": "failpoint:write_task.after_commit",
