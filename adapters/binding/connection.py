@@ -294,6 +294,8 @@ class BindingConnection(Connection):
             return Failure(None, "unknown_op", f"a binding translates {', '.join(OPS)}, not {op}")
         except Gone as exc:
             return Lost(exc.reason)
+        except (UnicodeError, ValueError) as exc:  # a key a header cannot carry, say
+            return Lost(f"the kit cannot send this call over {self.binding.target}: {exc}")
 
     def _write_task(self, server: _Server, args: dict[str, Any], drop: bool = False) -> Reply:
         binding = self.binding

@@ -126,6 +126,9 @@ class McpStdio:
         self._ids = itertools.count(1)
         self._pending: dict[int, Future] = {}
         self._lock = threading.Lock()
+        # Writes have their own lock: a server that stops reading blocks a writer,
+        # never the reader thread that resolves answers.
+        self._write_lock = threading.Lock()
         self._closed: str | None = None
         self.reader = threading.Thread(target=self._read, daemon=True, name="mcp-stdio-reader")
         self.reader.start()
@@ -167,7 +170,7 @@ class McpStdio:
 
     def _write(self, message: Mapping[str, Any]) -> None:
         try:
-            with self._lock:
+            with self._write_lock:
                 self._stdin.write(_json_bytes(message) + b"\n")
                 self._stdin.flush()
         except (OSError, ValueError):
