@@ -127,11 +127,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = sub.add_parser("replay", help="re-run a FUZZ-MODEL replay file against a harness")
     replay.add_argument("file")
-    replay.add_argument(
+    replay_target = replay.add_mutually_exclusive_group()
+    replay_target.add_argument(
         "--harness",
         type=given,
         metavar="CMD",
         help="harness command line (default: the bundled reference runtime, for a file recorded from it)",
+    )
+    replay_target.add_argument(
+        "--binding", metavar="FILE", help="an MCP server or HTTP API described by a binding file"
     )
     diff = sub.add_parser("diff", help="compare two report.json files: regressions, fixes, verdict change")
     diff.add_argument("old", metavar="OLD.json")

@@ -1,4 +1,4 @@
-"""``retryproof replay FILE [--harness CMD]``: re-run a FUZZ-MODEL history.
+"""``retryproof replay FILE [--harness CMD | --binding FILE]``: re-run a FUZZ-MODEL history.
 
 The replay file holds the steps of a shrunk failing history. They run against the
 harness (default: the bundled reference runtime, and only for a file recorded from it:
@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.connection import Connection, HarnessStartError
 from retryproof.adapters.process import ProcessConnection, Scratch
 from retryproof.conformance import replay_file
 from retryproof.conformance.errors import KitError, load_user_file
@@ -49,14 +49,19 @@ def load_replay(path: str) -> dict[str, Any]:
 
 def main(args) -> int:
     document = load_replay(args.file)
-    from retryproof.conformance.options import harness_target
+    from retryproof.conformance.options import harness_target, load_binding
 
+    binding = load_binding(args.binding) if getattr(args, "binding", None) else None
     command, _ = harness_target(args.harness, None)
     print(
         f"replaying {len(document['steps'])} step(s) from {args.file} (seed {document.get('seed')}); recorded violation: {document.get('violation')}"
     )
     with Scratch("retryproof-replay-") as scratch:
-        connection = ProcessConnection(command, scratch.state, work_dir=scratch.work)
+        connection: Connection = ProcessConnection(command, scratch.state, work_dir=scratch.work)
+        if binding is not None:
+            from retryproof.adapters.binding import BindingConnection
+
+            connection = BindingConnection(binding, scratch.state)
         try:
             hello = connection.start()
         except HarnessStartError as exc:

@@ -4,7 +4,7 @@ replays a reused key whatever the body."""
 
 from __future__ import annotations
 
-from binding_helpers import HERE, run_binding, shipped, statuses, write_binding
+from binding_helpers import HERE, run_binding, run_cli, shipped, statuses, write_binding
 
 pytest_plugins = ["pytester"]
 
@@ -38,9 +38,14 @@ def test_the_reference_over_http_passes_every_scenario_a_binding_offers(tmp_path
 def test_a_faulty_reference_over_http_fails_where_its_defect_is(tmp_path):
     document = shipped("reference-http")
     document["start"]["command"] += ["--fault", "memory-dedup"]
-    done, report = run_binding(tmp_path, write_binding(tmp_path, document), "A2-RESPONSE-LOSS,RESTART-REUSE")
-    assert statuses(report) == {"A2-RESPONSE-LOSS": "passed", "RESTART-REUSE": "failed"}, done.stdout
+    binding = write_binding(tmp_path, document)
+    done, report = run_binding(tmp_path, binding, "A2-RESPONSE-LOSS,RESTART-REUSE,FUZZ-MODEL")
+    assert statuses(report) == {"A2-RESPONSE-LOSS": "passed", "RESTART-REUSE": "failed", "FUZZ-MODEL": "failed"}
     assert done.returncode == 1
+    # The shrunk history replays against the same binding and still breaks the invariant.
+    (replay,) = (tmp_path / "out" / "replays").iterdir()
+    again = run_cli("replay", str(replay), "--binding", str(binding))
+    assert again.returncode == 1 and "REPRODUCED" in again.stdout, again.stdout + again.stderr
 
 
 def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflict(tmp_path):
