@@ -157,6 +157,7 @@ class BindingConnection(Connection):
 
     def _ready(self, server: _Server, stdio: bool, deadline: float) -> None:
         if stdio:
+            assert server.popen.stdin is not None and server.popen.stdout is not None  # both piped
             server.mcp = McpStdio(server.popen.stdin, server.popen.stdout, server.ending)
             server.threads.append(server.mcp.reader)
             server.mcp.initialize(max(0.1, deadline - time.monotonic()))
@@ -383,9 +384,10 @@ class BindingConnection(Connection):
             if answer.get("status") != 200:
                 return answers.unmapped(f"listing GET {listing['get']} answered {answers.describe(answer)}")
         elif "command" in listing:
-            answer = self._run_listing_command(tuple(listing["command"]))
-            if isinstance(answer, Failure):
-                return answer
+            ran = self._run_listing_command(tuple(listing["command"]))
+            if isinstance(ran, Failure):
+                return ran
+            answer = ran
         else:
             assert server.mcp is not None
             if "tool" in listing:

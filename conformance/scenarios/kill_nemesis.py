@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from retryproof.conformance.context import Context
-from retryproof.conformance.outcome import Call
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import RETRY_PAUSE_S, expect_faithful, expect_identity, tally
 
@@ -62,10 +62,10 @@ def kill_nemesis(ctx: Context) -> None:
     after = ctx.tasks("after")
     ctx.check_tasks(before, after, new=2 * KEYS)
     for submission_id, final in finals.items():
-        expect_identity(ctx, final.result, after, submission_id, f"the answer for {submission_id} after the kills")
+        expect_identity(ctx, final, after, submission_id, f"the answer for {submission_id} after the kills")
 
 
-def _converge(ctx: Context, submission_id: str, task: dict[str, Any], bound: float) -> Call:
+def _converge(ctx: Context, submission_id: str, task: dict[str, Any], bound: float) -> Mapping[str, Any]:
     """Retry one key until it answers with its effect; fail past ``bound`` seconds."""
     deadline = time.monotonic() + bound
     attempts = 0
@@ -74,8 +74,8 @@ def _converge(ctx: Context, submission_id: str, task: dict[str, Any], bound: flo
         call = ctx.write_task(submission_id, task)
         if call.kind == "ok":
             ctx.evidence.setdefault("retries_to_settle", {})[submission_id] = attempts
-            expect_faithful(ctx, call.result, submission_id, task, f"retry of {submission_id}")
-            return call
+            what = f"retry of {submission_id}"
+            return expect_faithful(ctx, ctx.expect_ok(call, what), submission_id, task, what)
         ctx.check(
             call.kind != "fail" or call.code == "in_flight",
             f"the retry of {submission_id} with its own task answered {call.disposition or call.code}: {call.message or ''}",
