@@ -1,7 +1,7 @@
 """An HTTP service with ``Idempotency-Key`` that never compares payloads: a reused key
 answers 200 with the first effect whatever the body (the IETF draft says 422). Its
-effects are durable (one JSON file per effect), so only the conflict scenario can
-catch it. Run as ``python replays_any_body.py`` with RETRYPROOF_STATE_DIR and
+effects are durable (one JSON file per effect), so restarts cannot catch it; the
+conflict scenario can, and INVALID-KEY, since it takes any header value as a key. Run as ``python replays_any_body.py`` with RETRYPROOF_STATE_DIR and
 RETRYPROOF_PORT."""
 
 from __future__ import annotations

@@ -48,15 +48,20 @@ def test_a_faulty_reference_over_http_fails_where_its_defect_is(tmp_path):
     assert again.returncode == 1 and "REPRODUCED" in again.stdout, again.stdout + again.stderr
 
 
-def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflict(tmp_path):
+def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflict_and_bad_keys(tmp_path):
     # Its effects are listed by a read-only command over its state, as a database query would.
     listing = {"command": ["{python}", str(HERE / "list_effects.py"), "{state_dir}"], "items": "body"}
     document = http_binding("replays_any_body.py", "replays-any-body")
     document["listing"].update(listing)
     del document["listing"]["get"]
     binding = write_binding(tmp_path, document)
-    done, report = run_binding(tmp_path, binding, "WT-CREATE,RESTART-REUSE,CONFLICT-DIGEST")
-    assert statuses(report) == {"WT-CREATE": "passed", "RESTART-REUSE": "passed", "CONFLICT-DIGEST": "failed"}
+    done, report = run_binding(tmp_path, binding, "WT-CREATE,RESTART-REUSE,CONFLICT-DIGEST,INVALID-KEY")
+    assert statuses(report) == {
+        "WT-CREATE": "passed",
+        "RESTART-REUSE": "passed",
+        "CONFLICT-DIGEST": "failed",
+        "INVALID-KEY": "failed",  # it takes any header value as a key, the empty one included
+    }
     conflict = next(s for s in report["scenarios"] if s["id"] == "CONFLICT-DIGEST")
     assert "expected disposition conflict, got disposition reused" in conflict["reason"]
 
