@@ -5,7 +5,7 @@ deduplication lives in memory."""
 from __future__ import annotations
 
 import pytest
-from binding_helpers import HERE, run_binding, statuses, write_binding
+from binding_helpers import HERE, run_binding, shipped, statuses, write_binding
 
 pytest.importorskip(
     "mcp.server.mcpserver", reason="the MCP servers under test need the mcp SDK: pip install 'retryproof[mcp]'"
@@ -72,3 +72,10 @@ def test_an_mcp_server_that_dedups_in_memory_loses_its_dedup_on_restart(tmp_path
     # Without failpoints, the kill nemesis is what finds the keys the restarts forgot:
     # the set checker sees more effects than keys.
     assert "second task for one id" in reasons["KILL-NEMESIS"] or "new task(s)" in reasons["KILL-NEMESIS"], reasons
+
+
+def test_a_faulty_reference_over_mcp_fails_where_its_defect_is(tmp_path):
+    document = shipped("reference-mcp")
+    document["start"]["command"] += ["--fault", "memory-dedup"]
+    done, report = run_binding(tmp_path, write_binding(tmp_path, document), "WT-CREATE,RESTART-REUSE")
+    assert statuses(report) == {"WT-CREATE": "passed", "RESTART-REUSE": "failed"}, done.stdout + done.stderr
