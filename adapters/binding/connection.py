@@ -29,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from retryproof.adapters import process as harness_process
 from retryproof.adapters.binding import answers
 from retryproof.adapters.binding.spec import Binding
 from retryproof.adapters.binding.transports import Gone, McpHttp, McpStdio, http_exchange, mcp_answer, parse_json
@@ -122,17 +123,23 @@ class BindingConnection(Connection):
         command = binding.start_command(port, self.state_dir)
         self._stderr.append(f"[retryproof: start #{len(self._servers) + 1}: {' '.join(command)}]\n".encode())
         stdio = binding.transport == "mcp" and not binding.over_http
-        try:
-            popen = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=env,
-                start_new_session=True,  # its own process group, for killpg
-            )
-        except OSError as exc:
-            raise HarnessStartError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+        # Registered like a harness's group, so an interrupted run (SIGINT, SIGTERM, exit)
+        # SIGKILLs the server too (process.end_everything).
+        with harness_process._registry_lock:
+            if harness_process._ending:
+                raise HarnessStartError("not started: the kit is shutting down")
+            try:
+                popen = subprocess.Popen(
+                    command,
+                    stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                    start_new_session=True,  # its own process group, for killpg
+                )
+            except OSError as exc:
+                raise HarnessStartError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+            harness_process._live_groups[popen.pid] = popen
         server = _Server(popen, port, binding.base_url(port))
         self._servers.append(server)
         streams = [popen.stderr] if stdio else [popen.stderr, popen.stdout]
@@ -220,6 +227,8 @@ class BindingConnection(Connection):
             server.popen.wait(self.stop_timeout)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
+        with harness_process._registry_lock:
+            harness_process._live_groups.pop(server.popen.pid, None)
         for thread in server.threads:
             thread.join(self.stop_timeout)
         for stream in (server.popen.stdin, server.popen.stdout, server.popen.stderr):
@@ -247,12 +256,12 @@ class BindingConnection(Connection):
             return future
         return self._pool.submit(self._serve, server, op, dict(args or {}))
 
-    def wait(self, pending: Future, timeout: float | None = None) -> Reply:
+    def wait(self, pending: Future, timeout: float | None = None, *, allowed_s: float | None = None) -> Reply:
         limit = self.call_timeout if timeout is None else timeout
         try:
             return pending.result(limit)
         except FutureTimeout:
-            return Lost(f"no response within {limit:g}s")
+            return Lost(f"no response within {limit if allowed_s is None else allowed_s:g}s")
 
     def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:
         return Lost("a binding has no line framing to send raw bytes on")
