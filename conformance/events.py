@@ -38,6 +38,7 @@ class RunInfo:
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
     shard: Shard | None = None  # a --shard run: the part of the selection this run holds
+    black_box: bool = False  # reached through a binding (an MCP server or HTTP API), not a harness
 
 
 @dataclass(frozen=True)

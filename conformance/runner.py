@@ -128,6 +128,7 @@ def run_info(options: Options, hello: Mapping[str, Any]) -> RunInfo:
         only=options.only,
         skip=options.skip,
         shard=options.shard,
+        black_box=options.binding is not None,
     )
 
 
@@ -204,7 +205,10 @@ class Run:
 
     def finish(self) -> RunFinished:
         finished = RunFinished(
-            self.info, tuple(self.results), judge(self.results, self.options.baseline), time.perf_counter() - self.began
+            self.info,
+            tuple(self.results),
+            judge(self.results, self.options.baseline, self.info.black_box),
+            time.perf_counter() - self.began,
         )
         self._emit(finished)
         return finished

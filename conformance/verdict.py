@@ -18,6 +18,20 @@ def optional_capabilities() -> frozenset[str]:
     return frozenset(load_spec()["verdict"]["optional_capabilities"])
 
 
+def _harness_hook(need: str) -> bool:
+    """Test hooks only a harness can offer (VERDICT-R15): a binding reaches a server as
+    its callers do, so it has no failpoints, no tamper or diagnose ops and no raw
+    protocol lines."""
+    return need in ("tamper", "diagnose") or need.startswith(("failpoint:", "tamper:", "protocol:"))
+
+
+def needs_a_harness(result: ScenarioResult) -> bool:
+    """Whether a scenario was skipped for harness hooks alone (optional features aside):
+    through a binding it cannot be verified, whatever the server does."""
+    missing = set(result.evidence.get("missing", ())) - optional_capabilities()
+    return result.status == "skipped" and bool(missing) and all(map(_harness_hook, missing))
+
+
 @dataclass(frozen=True)
 class Answer:
     question: str  # Q1..Q7
@@ -35,13 +49,21 @@ class Verdict:
     blocking: tuple[tuple[str, str], ...]  # (id, why) of MUST scenarios that keep it from conformant
     warnings: tuple[tuple[str, str], ...]  # SHOULD scenarios that failed or ended in error
     not_covered: tuple[tuple[str, str], ...]  # MUST scenarios for an optional feature the runtime lacks
+    #: Through a binding (black_box): MUST scenarios that need a harness hook (VERDICT-R15).
+    needs_harness: tuple[tuple[str, str], ...]
     expected_failures: tuple[str, ...]  # blocking scenarios listed in the baseline
     stale_baseline: tuple[str, ...]  # baseline entries that passed
     checklist: tuple[Answer, ...]
     exit_code: int
+    black_box: bool = False  # the runtime was reached through a binding, not a harness
 
     @property
     def headline(self) -> str:
+        if self.complete and self.conformant and self.black_box:
+            return (
+                f"CONFORMANT (black-box: {len(self.needs_harness)} MUST scenarios need test hooks only a harness "
+                "offers and were not verified)"
+            )
         if self.complete:
             return "CONFORMANT" if self.conformant else "NOT CONFORMANT"
         partial = f"partial run: {self.selected} of {self.catalogued} catalogue scenarios selected"
@@ -73,14 +95,19 @@ def _blocking_reason(result: ScenarioResult) -> str | None:
     return None
 
 
-def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = ()) -> Verdict:
+def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = (), black_box: bool = False) -> Verdict:
+    """``black_box``: the run reached the runtime through a binding, where a MUST
+    scenario skipped for harness hooks alone is listed apart instead of blocking."""
     baseline = set(baseline)
     blocking: list[tuple[str, str]] = []
     warnings: list[tuple[str, str]] = []
     not_covered: list[tuple[str, str]] = []
+    needs_harness: list[tuple[str, str]] = []
     for result in results:
         reason = _blocking_reason(result)
-        if result.entry.level == "MUST" and reason:
+        if black_box and result.entry.level == "MUST" and needs_a_harness(result):
+            needs_harness.append((result.entry.id, result.reason or "skipped"))
+        elif result.entry.level == "MUST" and reason:
             blocking.append((result.entry.id, reason))
         elif result.entry.level != "MUST" and result.status in ("failed", "error"):
             warnings.append((result.entry.id, reason or result.status))
@@ -100,10 +127,12 @@ def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = ()) -> Ve
         blocking=tuple(blocking),
         warnings=tuple(warnings),
         not_covered=tuple(not_covered),
+        needs_harness=tuple(needs_harness),
         expected_failures=expected,
         stale_baseline=stale,
         checklist=answer_checklist(results),
         exit_code=1 if unexpected or stale else 0,
+        black_box=black_box,
     )
 
 

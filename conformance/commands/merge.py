@@ -179,12 +179,13 @@ def merged_run(paths: Sequence[str]) -> tuple[RunFinished, int]:
         harness_command=first.get("environment", {}).get("harness_command", ""),
         python=first.get("environment", {}).get("python", ""),
         platform=first.get("environment", {}).get("platform", ""),
+        black_box=first.get("black_box", False),
     )
     # The baseline's ids are those its markings name; the file itself may be elsewhere now.
     baseline = frozenset(result.entry.id for result in results if result.baseline)
     # The shards ran side by side: the longest is the wall time of the whole.
     duration = max(document["duration_s"] for document in documents)
-    return RunFinished(info, tuple(results), judge(results, baseline), duration), count
+    return RunFinished(info, tuple(results), judge(results, baseline, info.black_box), duration), count
 
 
 def replay(finished: RunFinished, sinks: Sequence[Sink]) -> None:

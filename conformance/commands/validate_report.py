@@ -72,14 +72,16 @@ def _ids(items: Iterable[Any]) -> str:
 
 def _verdict_problems(document: dict[str, Any], results: list[ScenarioResult]) -> list[str]:
     # The baseline's entries are exactly the scenarios marked xfail or xpass.
-    verdict: Verdict = judge(results, {result.entry.id for result in results if result.baseline})
+    verdict: Verdict = judge(
+        results, {result.entry.id for result in results if result.baseline}, document.get("black_box", False)
+    )
     stated = document["verdict"]
     problems = [
         f"verdict/{key}: says {json.dumps(stated[key])}, but the scenario statuses give {json.dumps(getattr(verdict, key))}"
         for key in ("conformant", "complete", "exit_code", "headline")
         if key in stated and stated[key] != getattr(verdict, key)
     ]
-    for key in ("blocking", "warnings", "not_covered", "expected_failures", "stale_baseline"):
+    for key in ("blocking", "warnings", "not_covered", "needs_harness", "expected_failures", "stale_baseline"):
         if key in stated and _ids(stated[key]) != _ids(getattr(verdict, key)):
             problems.append(
                 f"verdict/{key}: lists {_ids(stated[key])}, but the scenario statuses give {_ids(getattr(verdict, key))}"

@@ -40,17 +40,17 @@ def write_binding(tmp_path: Path, document: dict[str, Any], name: str = "binding
 
 
 def run_binding(
-    tmp_path: Path, binding: Path | str, only: str, *extra: str, seed: int = 7
+    tmp_path: Path, binding: Path | str, only: str | None, *extra: str, seed: int = 7
 ) -> tuple[subprocess.CompletedProcess, dict]:
-    """``retryproof run --binding`` over the scenarios ``only``; the run and its report.json."""
+    """``retryproof run --binding`` over the scenarios ``only`` (None: the whole
+    catalogue); the run and its report.json."""
     out = tmp_path / "out"
     # A generous start timeout: the SDK's import alone takes seconds on a busy machine.
     done = run_cli(
         "run",
         "--binding",
         str(binding),
-        "--only",
-        only,
+        *(("--only", only) if only else ()),
         "--seed",
         str(seed),
         "--out",

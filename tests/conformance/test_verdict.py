@@ -36,6 +36,25 @@ def test_missing_failpoint_or_test_hook_blocks():
     assert next(a for a in verdict.checklist if a.question == "Q5").answer == "unverified"
 
 
+def test_through_a_binding_harness_hooks_do_not_block_but_stay_unverified():
+    hooks = {
+        "CRASH-AFTER-RESERVE": result(
+            "CRASH-AFTER-RESERVE", "skipped", ["diagnose", "failpoint:write_task.after_reserve"]
+        ),
+        "INVALID-INPUT": result("INVALID-INPUT", "skipped", ["protocol:framing"]),
+    }
+    black_box = judge(all_passed(**hooks), black_box=True)
+    assert black_box.conformant and black_box.exit_code == 0
+    assert black_box.headline.startswith("CONFORMANT (black-box: 2 MUST scenarios")
+    assert [sid for sid, _ in black_box.needs_harness] == ["CRASH-AFTER-RESERVE", "INVALID-INPUT"]
+    assert next(a for a in black_box.checklist if a.question == "Q5").answer == "unverified"
+    # The same skips through a harness block, and a missing capability that is not a
+    # hook blocks through a binding too.
+    assert not judge(all_passed(**hooks)).conformant
+    write_task = {"WT-CREATE": result("WT-CREATE", "skipped", ["write_task"])}
+    assert not judge(all_passed(**hooks, **write_task), black_box=True).conformant
+
+
 def test_error_blocks_and_should_failure_only_warns():
     verdict = judge(all_passed(**{"WT-CREATE": result("WT-CREATE", "error")}))
     assert not verdict.conformant
