@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["SCHEMA_URN", "SPEC_VERSION", "load_spec", "load_vectors", "schema", "validator"]
 
-SPEC_VERSION = "1.0.0"
+SPEC_VERSION = "2.0.0"
 
 
 def _folder():
