@@ -26,10 +26,11 @@ def _harness_hook(need: str) -> bool:
 
 
 def needs_a_harness(result: ScenarioResult) -> bool:
-    """Whether a scenario was skipped for harness hooks alone (optional features aside):
-    through a binding it cannot be verified, whatever the server does."""
+    """Whether a scenario that applies was skipped for harness hooks alone: through a
+    binding it cannot be verified, whatever the server does. (One that does not apply,
+    such as an approval probe for a server without approval, is not covered instead.)"""
     missing = set(result.evidence.get("missing", ())) - optional_capabilities()
-    return result.status == "skipped" and bool(missing) and all(map(_harness_hook, missing))
+    return result.status == "skipped" and applies(result) and bool(missing) and all(map(_harness_hook, missing))
 
 
 @dataclass(frozen=True)

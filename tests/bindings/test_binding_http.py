@@ -45,6 +45,12 @@ def test_the_whole_catalogue_over_http_is_conformant_as_a_black_box(tmp_path):
     assert report["black_box"] is True and verdict["conformant"] is True and done.returncode == 0, done.stdout
     assert verdict["headline"].startswith("CONFORMANT (black-box: ")
     assert set(HARNESS_ONLY) <= {item["id"] for item in verdict["needs_harness"]}
+    assert f"black-box: {len(verdict['needs_harness'])} MUST scenarios" in verdict["headline"]
+    # Exactly the MUST skips that are not an optional feature's.
+    covered = {item["id"] for item in verdict["not_covered"]}
+    skipped = [s["id"] for s in report["scenarios"] if s["status"] == "skipped" and s["level"] == "MUST"]
+    not_verified = [sid for sid in skipped if sid not in covered]
+    assert len(not_verified) == len(verdict["needs_harness"])
     assert {item["id"]: item["status"] for item in report["scenarios"] if item["id"] in HARNESS_ONLY} == dict.fromkeys(
         HARNESS_ONLY, "skipped"
     )

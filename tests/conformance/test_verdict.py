@@ -42,11 +42,16 @@ def test_through_a_binding_harness_hooks_do_not_block_but_stay_unverified():
             "CRASH-AFTER-RESERVE", "skipped", ["diagnose", "failpoint:write_task.after_reserve"]
         ),
         "INVALID-INPUT": result("INVALID-INPUT", "skipped", ["protocol:framing"]),
+        # No approval at all: not covered, whatever hooks the scenario also lacks.
+        "P1-APPROVAL-AUDIT-FAULT": result(
+            "P1-APPROVAL-AUDIT-FAULT", "skipped", ["approval", "failpoint:approval.audit_approved"]
+        ),
     }
     black_box = judge(all_passed(**hooks), black_box=True)
     assert black_box.conformant and black_box.exit_code == 0
     assert black_box.headline.startswith("CONFORMANT (black-box: 2 MUST scenarios")
     assert [sid for sid, _ in black_box.needs_harness] == ["CRASH-AFTER-RESERVE", "INVALID-INPUT"]
+    assert [sid for sid, _ in black_box.not_covered] == ["P1-APPROVAL-AUDIT-FAULT"]
     assert next(a for a in black_box.checklist if a.question == "Q5").answer == "unverified"
     # The same skips through a harness block, and a missing capability that is not a
     # hook blocks through a binding too.
