@@ -80,7 +80,7 @@ def end_everything() -> None:
         folders = list(_scratch_dirs)
         _scratch_dirs.clear()
     for popen in groups:
-        _kill_group(popen)
+        kill_group(popen)
     for folder in folders:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -144,7 +144,7 @@ def encode_request(request: Request) -> bytes:
         return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
 
 
-class _Stderr:
+class StderrTail:
     """A bounded tail of everything the harness wrote to stderr, across restarts."""
 
     def __init__(self, limit: int):
@@ -266,7 +266,7 @@ class ProcessConnection(Connection):
         self.missed_deadline: str | None = None
         #: Lines the harness wrote that answer nothing (protocol noise), for evidence.
         self.noise: list[str] = []
-        self._stderr = _Stderr(stderr_limit)
+        self._stderr = StderrTail(stderr_limit)
         self._processes: list[_Process] = []
         self._next_id = 0
         self._id_lock = threading.Lock()
@@ -302,22 +302,7 @@ class ProcessConnection(Connection):
         if failpoints:
             env[FAILPOINTS_ENV] = format_failpoints(failpoints)
         self._stderr.append(f"[retryproof: start #{len(self._processes) + 1}: {shlex.join(self.shown)}]\n".encode())
-        with _registry_lock:  # so an interrupt cannot fall between the start and the registration
-            if _ending:
-                raise HarnessStartError("not started: the kit is shutting down")
-            try:
-                popen = subprocess.Popen(
-                    self.command,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=env,
-                    cwd=self.work_dir,
-                    start_new_session=True,  # its own process group, for killpg
-                )
-            except OSError as exc:
-                raise HarnessStartError(f"cannot run harness {self.command[0]!r}: {exc.strerror or exc}") from None
-            _live_groups[popen.pid] = popen
+        popen = start_group(self.command, stdin=subprocess.PIPE, env=env, cwd=self.work_dir)
         process = _Process(popen)
         os.set_blocking(process.pipes[0].fileno(), False)  # the writer thread polls instead of blocking
         self._processes.append(process)
@@ -340,7 +325,7 @@ class ProcessConnection(Connection):
         if process is None:
             return
         process.killed_by_kit = process.killed_by_kit or process.popen.poll() is None
-        _kill_group(process.popen)
+        kill_group(process.popen)
         self._reap(process)
 
     def stop(self) -> None:
@@ -355,7 +340,7 @@ class ProcessConnection(Connection):
             except subprocess.TimeoutExpired:
                 process.killed_by_kit = True
         # Whatever the harness left behind in its group goes too.
-        _kill_group(process.popen)
+        kill_group(process.popen)
         self._reap(process)
 
     def _reap(self, process: _Process) -> None:
@@ -387,8 +372,7 @@ class ProcessConnection(Connection):
         for thread in process.threads:
             thread.join(self.stop_timeout)
         process.reaped = True
-        with _registry_lock:
-            _live_groups.pop(process.popen.pid, None)
+        forget_group(process.popen)
         for stream in process.pipes:
             try:
                 stream.close()
@@ -500,7 +484,7 @@ class ProcessConnection(Connection):
             if len(buffer) > self.max_line_bytes:
                 reason = f"the harness wrote a line longer than {self.max_line_bytes} bytes"
                 self.noise.append(reason)
-                _kill_group(process.popen)
+                kill_group(process.popen)
                 break
         else:
             if buffer.strip():  # a last line without its newline
@@ -598,7 +582,31 @@ def _holders(streams: Sequence[IO[bytes]]) -> list[dict[str, Any]]:
     return found
 
 
-def _kill_group(popen: subprocess.Popen) -> None:
+def start_group(command: Sequence[str], **options: Any) -> subprocess.Popen:
+    """Start ``command`` in a process group of its own (so killpg ends whatever it
+    starts), stdout and stderr piped, registered so that an interrupted run ends it
+    (``end_everything``). The registry lock spans start and registration: an interrupt
+    cannot fall between them."""
+    with _registry_lock:
+        if _ending:
+            raise HarnessStartError("not started: the kit is shutting down")
+        try:
+            popen = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **options
+            )
+        except OSError as exc:
+            raise HarnessStartError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+        _live_groups[popen.pid] = popen
+    return popen
+
+
+def forget_group(popen: subprocess.Popen) -> None:
+    """A reaped group leaves the registry."""
+    with _registry_lock:
+        _live_groups.pop(popen.pid, None)
+
+
+def kill_group(popen: subprocess.Popen) -> None:
     try:
         os.killpg(popen.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -19,6 +19,7 @@ translates the protocol ops a binding can offer:
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -29,12 +30,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from retryproof.adapters import process as harness_process
 from retryproof.adapters.binding import answers
 from retryproof.adapters.binding.spec import Binding
 from retryproof.adapters.binding.transports import Gone, McpHttp, McpStdio, http_exchange, mcp_answer, parse_json
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
-from retryproof.adapters.process import STATE_DIR_ENV, _kill_group, _Stderr
+from retryproof.adapters.process import STATE_DIR_ENV, StderrTail, forget_group, kill_group, start_group
 from retryproof.spec.digest import ContractError, request_digest
 from retryproof.spec.protocol import PROTOCOL, Failure, Success
 
@@ -93,7 +93,7 @@ class BindingConnection(Connection):
         self.start_timeout = start_timeout
         self.stop_timeout = stop_timeout
         self.hello: Mapping[str, Any] | None = None
-        self._stderr = _Stderr(stderr_limit)
+        self._stderr = StderrTail(stderr_limit)
         self._servers: list[_Server] = []
         self._pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="binding-call")
 
@@ -121,25 +121,13 @@ class BindingConnection(Connection):
         if port is not None:
             env[PORT_ENV] = str(port)
         command = binding.start_command(port, self.state_dir)
-        self._stderr.append(f"[retryproof: start #{len(self._servers) + 1}: {' '.join(command)}]\n".encode())
+        # As the binding writes it: reports carry no interpreter path, port or state dir.
+        shown = shlex.join(binding.command)
+        self._stderr.append(f"[retryproof: start #{len(self._servers) + 1}: {shown}]\n".encode())
         stdio = binding.transport == "mcp" and not binding.over_http
         # Registered like a harness's group, so an interrupted run (SIGINT, SIGTERM, exit)
         # SIGKILLs the server too (process.end_everything).
-        with harness_process._registry_lock:
-            if harness_process._ending:
-                raise HarnessStartError("not started: the kit is shutting down")
-            try:
-                popen = subprocess.Popen(
-                    command,
-                    stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=env,
-                    start_new_session=True,  # its own process group, for killpg
-                )
-            except OSError as exc:
-                raise HarnessStartError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-            harness_process._live_groups[popen.pid] = popen
+        popen = start_group(command, stdin=subprocess.PIPE if stdio else subprocess.DEVNULL, env=env)
         server = _Server(popen, port, binding.base_url(port))
         self._servers.append(server)
         streams = [popen.stderr] if stdio else [popen.stderr, popen.stdout]
@@ -199,7 +187,7 @@ class BindingConnection(Connection):
         if server is None:
             return
         server.killed_by_kit = server.killed_by_kit or server.popen.poll() is None
-        _kill_group(server.popen)
+        kill_group(server.popen)
         self._reap(server)
 
     def stop(self) -> None:
@@ -219,7 +207,7 @@ class BindingConnection(Connection):
                 server.popen.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
                 server.killed_by_kit = True
-        _kill_group(server.popen)
+        kill_group(server.popen)
         self._reap(server)
 
     def _reap(self, server: _Server) -> None:
@@ -227,8 +215,7 @@ class BindingConnection(Connection):
             server.popen.wait(self.stop_timeout)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
-        with harness_process._registry_lock:
-            harness_process._live_groups.pop(server.popen.pid, None)
+        forget_group(server.popen)
         for thread in server.threads:
             thread.join(self.stop_timeout)
         for stream in (server.popen.stdin, server.popen.stdout, server.popen.stderr):

@@ -193,7 +193,7 @@ def test_markers_select_by_level(pytester):
         ),
         (
             ["--retryproof-harness", "/no/such/harness"],
-            "ERROR: retryproof: the harness failed its handshake: cannot run harness*",
+            "ERROR: retryproof: the harness failed its handshake: cannot run '/no/such/harness'*",
         ),
         (
             ["--retryproof-harness", f"{sys.executable} {FAKE} crash-at-start"],
