@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retryproof.adapters.implementations.task_store import TaskStore, creation_result
+from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
 from retryproof.adapters.python_host import HostedRuntime
 from retryproof.spec.digest import check_submission_id
 from retryproof.spec.protocol import ProtocolError, crash_now
@@ -62,7 +62,7 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-class HttpServiceRuntime(HostedRuntime):
+class HttpServiceRuntime(StoreListing, HostedRuntime):
     """A hosted runtime whose ops are HTTP requests to a child service."""
 
     capabilities = ("write_task", "legacy", "tamper")
@@ -160,12 +160,6 @@ class HttpServiceRuntime(HostedRuntime):
         if client_submission_id is None:
             return {}
         return {"Idempotency-Key": check_submission_id(client_submission_id)}
-
-    def list_tasks(self) -> Mapping[str, Any]:
-        return self.store.list_tasks()
-
-    def read_task(self, task_id: str) -> Mapping[str, Any]:
-        return self.store.read_task(task_id)
 
     def tamper(self, action: str, **args: Any) -> Mapping[str, Any]:
         if action == "remove_task":

@@ -118,3 +118,16 @@ def creation_result(output: Mapping[str, Any], caller: str, client_submission_id
         "digest_schema_version": DIGEST_SCHEMA_VERSION,
         "idempotent": client_submission_id is not None,
     }
+
+
+class StoreListing:
+    """``list_tasks`` and ``read_task`` of a bundled harness, answered from the task
+    store: the effect itself is the authoritative listing, never the library's records."""
+
+    store: TaskStore
+
+    def list_tasks(self) -> Mapping[str, Any]:
+        return self.store.list_tasks()
+
+    def read_task(self, task_id: str) -> Mapping[str, Any]:
+        return self.store.read_task(task_id)

@@ -23,7 +23,7 @@ from typing import Any
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 from dbos._serialization import DefaultSerializer
 
-from retryproof.adapters.implementations.task_store import TaskStore, creation_result
+from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
 from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
 from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
@@ -74,7 +74,7 @@ def create_task(task: dict[str, Any], client_submission_id: str | None, digest: 
     }
 
 
-class DbosRuntime(HostedRuntime):
+class DbosRuntime(StoreListing, HostedRuntime):
     implementation = {"name": "dbos-transact", "version": version("dbos"), "language": "python"}
     capabilities = ("write_task", "legacy", "diagnose", "tamper", "multiprocess")
     failpoints = FAILPOINTS
@@ -105,12 +105,6 @@ class DbosRuntime(HostedRuntime):
                 output = create_task(task, client_submission_id, digest, caller)
         self.failpoint("write_task.after_commit")
         return creation_result(output, caller, client_submission_id)
-
-    def list_tasks(self) -> Mapping[str, Any]:
-        return self.store.list_tasks()
-
-    def read_task(self, task_id: str) -> Mapping[str, Any]:
-        return self.store.read_task(task_id)
 
     def _reserved_task_id(self, workflow_id: str) -> str | None:
         """The task id the workflow's first step recorded, if it ran."""

@@ -33,7 +33,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 from aws_lambda_powertools.utilities.idempotency.persistence.cache import CachePersistenceLayer
 
 from retryproof.adapters.implementations.namespace import state_namespace
-from retryproof.adapters.implementations.task_store import TaskStore, creation_result
+from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
 from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
 from retryproof.spec.digest import check_submission_id, request_digest
 from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
@@ -55,7 +55,7 @@ class LambdaContext:
         return INVOCATION_TIMEOUT_MS
 
 
-class PowertoolsRuntime(HostedRuntime):
+class PowertoolsRuntime(StoreListing, HostedRuntime):
     capabilities = ("write_task", "legacy", "tamper", "multiprocess")
     failpoints = FAILPOINTS
 
@@ -117,12 +117,6 @@ class PowertoolsRuntime(HostedRuntime):
             raise ProtocolError("idempotency_validation_error", f"IdempotencyValidationError: {exc}") from None
         self.failpoint("write_task.after_commit")
         return creation_result(output, caller, client_submission_id)
-
-    def list_tasks(self) -> Mapping[str, Any]:
-        return self.store.list_tasks()
-
-    def read_task(self, task_id: str) -> Mapping[str, Any]:
-        return self.store.read_task(task_id)
 
     def tamper(self, action: str, **args: Any) -> Mapping[str, Any]:
         if action == "remove_task":
