@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from json_service import JsonHandler, serve
 
 STATE = os.environ["RETRYPROOF_STATE_DIR"]
 LOCK = threading.Lock()
@@ -33,9 +34,7 @@ def save(effect: dict) -> None:
     os.replace(path + ".tmp", path)
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
+class Handler(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
         task = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         key = self.headers.get("Idempotency-Key")
@@ -50,19 +49,5 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         self.answer(200, effects())
 
-    def answer(self, status: int, body: object, replayed: bool = False) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if replayed:
-            self.send_header("Idempotent-Replayed", "true")
-        self.end_headers()
-        self.wfile.write(data)
 
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-ThreadingHTTPServer.request_queue_size = 64  # racing callers must not wait on SYN retries
-ThreadingHTTPServer(("127.0.0.1", int(os.environ["RETRYPROOF_PORT"])), Handler).serve_forever()
+serve(Handler)

@@ -10,7 +10,8 @@ import json
 import os
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from json_service import JsonHandler, serve
 
 STATE = os.environ["RETRYPROOF_STATE_DIR"]
 LOCK = threading.Lock()
@@ -29,9 +30,7 @@ def effects() -> list[dict]:
     return found
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
+class Handler(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
         task = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         key = self.headers["Idempotency-Key"]
@@ -53,19 +52,5 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         self.answer(200, effects())
 
-    def answer(self, status: int, body: object, replayed: bool = False) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if replayed:
-            self.send_header("Idempotent-Replayed", "true")
-        self.end_headers()
-        self.wfile.write(data)
 
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-ThreadingHTTPServer.request_queue_size = 64  # racing callers must not wait on SYN retries
-ThreadingHTTPServer(("127.0.0.1", int(os.environ["RETRYPROOF_PORT"])), Handler).serve_forever()
+serve(Handler)
