@@ -19,7 +19,7 @@ from retryproof.adapters.connection import Connection, HarnessStartError, Lost, 
 from retryproof.conformance.catalogue import Entry
 from retryproof.conformance.options import CALL_TIMEOUT_S, Shard
 from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify
-from retryproof.conformance.set_check import check_sets
+from retryproof.conformance.set_check import check_sets, task_id
 from retryproof.conformance.validation import result_problem
 
 
@@ -54,7 +54,7 @@ class TaskSet:
 
     @property
     def ids(self) -> set[str]:
-        return {str(task.get("task_id")) for task in self.tasks}
+        return {task_id(task) for task in self.tasks}
 
     @property
     def count(self) -> int:
@@ -382,13 +382,13 @@ class Context:
             self.check(
                 not snapshot.tasks,
                 f"state not isolated: the first list_tasks on a fresh, empty RETRYPROOF_STATE_DIR listed "
-                f"{snapshot.count} task(s) ({', '.join(sorted(map(str, snapshot.ids))[:5])}); "
+                f"{snapshot.count} task(s) ({', '.join(sorted(snapshot.ids)[:5])}); "
                 "a harness keeps all its durable state in that directory",
             )
         if label:
             self.evidence.setdefault("tasks", {})[label] = {
                 "count": snapshot.count,
-                "task_ids": sorted(map(str, snapshot.ids)),
+                "task_ids": sorted(snapshot.ids),
             }
         return snapshot
 

@@ -76,12 +76,12 @@ def check_sets(history: Iterable[HistoryEvent], before: Listing, after: Listing)
     used_ids = {_submission(call) for call in may_write} - {None}
     legacy_calls = sum("client_submission_id" not in call.args for call in may_write)
 
-    before_ids = {_id(task) for task in before}
-    owner = {_id(task): task.get("client_submission_id") for task in after}
+    before_ids = {task_id(task) for task in before}
+    owner = {task_id(task): task.get("client_submission_id") for task in after}
     by_submission: dict[Any, list[str]] = {}
     for task in after:
-        by_submission.setdefault(task.get("client_submission_id"), []).append(_id(task))
-    added = [_id(task) for task in after if _id(task) not in before_ids]
+        by_submission.setdefault(task.get("client_submission_id"), []).append(task_id(task))
+    added = [task_id(task) for task in after if task_id(task) not in before_ids]
 
     named: dict[Any, list[str]] = {}
     for call in writes:
@@ -130,7 +130,8 @@ def check_sets(history: Iterable[HistoryEvent], before: Listing, after: Listing)
     )
 
 
-def _id(task: Mapping[str, Any]) -> str:
+def task_id(task: Mapping[str, Any]) -> str:
+    """A listed task's id as the checkers compare it (a text, even when a runtime lies)."""
     return str(task.get("task_id"))
 
 

@@ -6,6 +6,7 @@ them. A baseline never changes the verdict, only the exit code.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from retryproof.conformance.events import ScenarioResult
 from retryproof.spec import load_spec
 
 
+@functools.cache
 def optional_capabilities() -> frozenset[str]:
     return frozenset(load_spec()["verdict"]["optional_capabilities"])
 

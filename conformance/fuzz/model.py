@@ -245,6 +245,7 @@ class Driver:
             _restart(connection)
         self.hello = dict(connection.hello or {})
         self.model = Model()
+        self._digests: dict[str, str] = {}
         self.log: list[str] = []
         #: The write_task calls and the faults of this history, in order (``check_sets`` reads it).
         self.history: list[HistoryEvent] = []
@@ -295,6 +296,13 @@ class Driver:
     def _task_for(self, submission_id: str, task_index: int) -> dict[str, Any]:
         self.model.intended.setdefault(submission_id, task_index)
         return self._task(self.model.intended[submission_id])
+
+    def _intended_digest(self, submission_id: str) -> str:
+        """The digest of the task an id was first sent with: fixed for the driver's
+        life, and needed for every reply and every listed task."""
+        if submission_id not in self._digests:
+            self._digests[submission_id] = request_digest(self._task(self.model.intended[submission_id]))
+        return self._digests[submission_id]
 
     def _task(self, index: int) -> dict[str, Any]:
         # The namespace in the subject keeps a fuzzy matcher from reaching into
@@ -357,15 +365,13 @@ class Driver:
             reason = (result.get("conflict") or {}).get("reason")
             raise ModelViolation(
                 f"{what}: the same request answered conflict ({reason}); "
-                + _conflict_hint(result, request_digest(self._task(self.model.intended[submission_id]))),
+                + _conflict_hint(result, self._intended_digest(submission_id)),
                 # a digest that tells one request from itself breaks reuse (Q2), whatever the step
                 ("Q2",) if reason in ("digest_mismatch", "digest_schema_mismatch") else (),
             )
         if disposition not in ("created", "reused"):
             raise ModelViolation(f"{what}: unknown disposition {json.dumps(disposition)}")
-        problems = id_answer_problems(
-            result, submission_id, request_digest(self._task(self.model.intended[submission_id]))
-        )
+        problems = id_answer_problems(result, submission_id, self._intended_digest(submission_id))
         if problems:
             raise ModelViolation(f"{what}: {'; '.join(problems)}")
         if result.get("action_taken") is not (disposition == "created"):
@@ -486,7 +492,7 @@ class Driver:
             submission_id = task.get("client_submission_id")
             if submission_id not in self.model.intended:
                 continue
-            expected_digest = request_digest(self._task(self.model.intended[submission_id]))
+            expected_digest = self._intended_digest(submission_id)
             if task.get("request_digest") != expected_digest:
                 raise ModelViolation(
                     f"the task of {submission_id} has request_digest {task.get('request_digest')}, not {expected_digest}"
