@@ -11,22 +11,22 @@ contradicts.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from retryproof.conformance.catalogue import catalogue
-from retryproof.conformance.commands.validate_report import report_problems
-from retryproof.conformance.errors import KitError, load_user_file
+from retryproof.conformance.commands.validate_report import load_report
+from retryproof.conformance.errors import KitError
+from retryproof.conformance.writers.content import STATUS_CELLS
 from retryproof.conformance.writers.escape import html_text, md_inline
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
 from retryproof.conformance.writers.html import anchor as html_anchor
 
-#: How a status reads in a cell; failed and error cells link to their evidence.
-CELLS = {"passed": "pass", "failed": "FAIL", "error": "error", "skipped": "skip", "not_applicable": "n/a"}
+#: Failed and error cells link to their evidence.
 LINKED = ("failed", "error")
 OUTPUTS = ("comparison.md", "comparison.html")
 
@@ -41,8 +41,12 @@ class Column:
     evidence: str  # report.md beside the report.json, or the report.json itself
     html_evidence: str | None  # report.html beside it, if written
 
+    @cached_property
+    def _scenarios(self) -> dict[str, dict[str, Any]]:
+        return {scenario["id"]: scenario for scenario in self.document["scenarios"]}
+
     def scenario(self, scenario_id: str) -> dict[str, Any] | None:
-        return next((s for s in self.document["scenarios"] if s["id"] == scenario_id), None)
+        return self._scenarios.get(scenario_id)
 
 
 @dataclass(frozen=True)
@@ -59,13 +63,7 @@ def load_columns(paths: Sequence[str]) -> list[Column]:
         raise KitError("compare needs at least one report.json", "pass the report.json of each run")
     columns: list[Column] = []
     for path in paths:
-        document = load_user_file(path, "report", json.load, "JSON", "pass the report.json of a run (not report.md)")
-        problems = report_problems(document)
-        if problems:
-            raise KitError(
-                f"{path} is not a valid report: {'; '.join(problems[:3])}",
-                f"'retryproof validate-report {path}' lists every problem",
-            )
+        document = load_report(path)
         markdown, page = (os.path.join(os.path.dirname(path), name) for name in ("report.md", "report.html"))
         implementation = document["implementation"]
         label = f"{implementation['name']} {implementation['version']}"
@@ -81,13 +79,7 @@ def load_columns(paths: Sequence[str]) -> list[Column]:
     labels = [column.label for column in columns]
     # Two runs of one implementation (variants, or before and after) are told apart by folder.
     return [
-        Column(
-            f"{c.label} ({os.path.basename(os.path.dirname(os.path.abspath(c.path)))})",
-            c.path,
-            c.document,
-            c.evidence,
-            c.html_evidence,
-        )
+        replace(c, label=f"{c.label} ({os.path.basename(os.path.dirname(os.path.abspath(c.path)))})")
         if labels.count(c.label) > 1
         else c
         for c in columns
@@ -140,12 +132,12 @@ def _scenario_cell(column: Column, scenario_id: str, out: str) -> Cell:
         return Cell("not run")
     status = scenario["status"]
     if status not in LINKED:
-        return Cell(CELLS[status], title=scenario["reason"])
+        return Cell(STATUS_CELLS[status], title=scenario["reason"])
     target = _relative(column.evidence, out)
     if column.evidence.endswith(".md"):
         target += "#" + github_anchor(f"{scenario_id}: {scenario['title']}")
     page = column.html_evidence and f"{_relative(column.html_evidence, out)}#{html_anchor(scenario_id)}"
-    return Cell(CELLS[status], target, page, scenario["reason"])
+    return Cell(STATUS_CELLS[status], target, page, scenario["reason"])
 
 
 def _relative(path: str, out: str) -> str:

@@ -9,11 +9,9 @@ gate on it; 0 otherwise; 2 when either file is unreadable or not a valid report
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from retryproof.conformance.commands.validate_report import report_problems, scenario_result
-from retryproof.conformance.errors import KitError, load_user_file
+from retryproof.conformance.commands.validate_report import load_report, scenario_result
 from retryproof.conformance.writers.content import tally
 from retryproof.conformance.writers.escape import md_inline
 from retryproof.conformance.writers.markdown import md_table
@@ -21,15 +19,6 @@ from retryproof.conformance.writers.markdown import md_table
 #: Statuses that hold a runtime to its contract; leaving them for BROKEN is a regression.
 GOOD = ("passed", "not_applicable")
 BROKEN = ("failed", "error")
-
-
-def load_report(path: str) -> dict[str, Any]:
-    document = load_user_file(path, "report", json.load, "JSON", "pass the report.json of a run (not report.md)")
-    problems = report_problems(document)
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise KitError(f"{path} is not a valid report: {problems[0]}{more}", f"see 'retryproof validate-report {path}'")
-    return document
 
 
 def _run_line(document: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from retryproof.conformance.commands.validate_report import load_report
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.events import (
     RunFinished,
@@ -51,10 +52,8 @@ SPLIT_STATUS_ORDER = ("failed", "error", "skipped", "not_applicable", "passed")
 
 
 def load_shard(path: str) -> dict[str, Any]:
-    """One shard's report.json: a valid report (``diff`` reads reports the same way, with
-    ``validate-report``'s checks, so a shard edited by hand is refused), marked as a shard."""
-    from retryproof.conformance.commands.diff import load_report
-
+    """One shard's report.json: a valid report (``validate-report``'s checks, so a shard
+    edited by hand is refused), marked as a shard."""
     document = load_report(path)
     if not document.get("shard"):
         raise KitError(

@@ -31,11 +31,10 @@ from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.options import REFERENCE_COMMAND, Options, available_cpus
 from retryproof.conformance.schedule import in_order
+from retryproof.conformance.writers.content import STATUS_CELLS
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
 
 REFERENCE = "reference"
-# The cell of each status in the matrix; "killed" marks a declared killer that failed.
-SYMBOLS = {"passed": "pass", "failed": "FAIL", "error": "error", "skipped": "skip", "not_applicable": "n/a"}
 
 
 @dataclass(frozen=True)
@@ -113,7 +112,7 @@ def matrix_rows(
         cells = []
         for scenario_id in scenario_ids:
             status = results.get(scenario_id, {}).get("status")
-            cell = SYMBOLS.get(status, "-")
+            cell = STATUS_CELLS.get(status, "-")
             if scenario_id in runtime.killed_by:
                 cell = f"[{cell}]"  # a declared killer: must read [FAIL]
             cells.append(cell)

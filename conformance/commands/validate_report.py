@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from retryproof import spec
-from retryproof.conformance.errors import load_user_file
+from retryproof.conformance.errors import KitError, load_user_file
 from retryproof.conformance.events import STATUSES, ScenarioResult
 from retryproof.conformance.validation import schema_message
 from retryproof.conformance.verdict import Verdict, judge
@@ -43,9 +43,28 @@ def report_problems(document: Any) -> list[str]:
     return [*_count_problems(document["counts"], results), *_verdict_problems(document, results)]
 
 
+def read_report(path: str) -> Any:
+    """A report.json as JSON, unchecked; an unreadable file is a ``KitError``."""
+    return load_user_file(path, "report", json.load, "JSON", "pass the report.json of a run (not report.md)")
+
+
+def load_report(path: str) -> dict[str, Any]:
+    """A report.json that passes every check here, for the commands that read reports
+    (diff, compare, merge); an invalid one is a ``KitError`` naming its first problem."""
+    document = read_report(path)
+    problems = report_problems(document)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise KitError(
+            f"{path} is not a valid report: {problems[0]}{more}",
+            f"'retryproof validate-report {path}' lists every problem",
+        )
+    return document
+
+
 def main(args) -> int:
     """Exit 0 for a valid report, 1 for an invalid one (problems on stderr)."""
-    document = load_user_file(args.file, "report", json.load, "JSON", "pass the report.json of a run (not report.md)")
+    document = read_report(args.file)
     problems = report_problems(document)
     if problems:
         for problem in problems[:MAX_PROBLEMS]:

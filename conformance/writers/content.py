@@ -90,6 +90,10 @@ class Tally:
         )
 
 
+#: A status in one short table cell (the comparison table, the kill matrix).
+STATUS_CELLS = {"passed": "pass", "failed": "FAIL", "error": "error", "skipped": "skip", "not_applicable": "n/a"}
+
+
 def broken(result: ScenarioResult) -> bool:
     return result.status in ("failed", "error")
 
