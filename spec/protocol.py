@@ -177,16 +177,15 @@ def format_failpoints(failpoints: Mapping[str, str]) -> str:
 Handler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
-def hello_handler(
+def greeting(
     implementation: Mapping[str, str],
     capabilities: Sequence[str],
     failpoints: Sequence[str],
     tamper_actions: Sequence[str] | None = None,
-) -> Handler:
-    """The ``hello`` a Python harness serves: its declarations, after checking that
-    the kit speaks this protocol (anything else is ``invalid_request``).
-    ``tamper_actions`` lists the tamper actions performed; None leaves the list out."""
-    greeting: dict[str, Any] = {
+) -> dict[str, Any]:
+    """A ``hello`` result: the declarations of a runtime. ``tamper_actions`` lists the
+    tamper actions performed; None leaves the list out."""
+    declared: dict[str, Any] = {
         "protocol": PROTOCOL,
         "implementation": dict(implementation),
         "capabilities": list(capabilities),
@@ -194,7 +193,19 @@ def hello_handler(
         "digest_schema_version": DIGEST_SCHEMA_VERSION,
     }
     if tamper_actions is not None:
-        greeting["tamper_actions"] = list(tamper_actions)
+        declared["tamper_actions"] = list(tamper_actions)
+    return declared
+
+
+def hello_handler(
+    implementation: Mapping[str, str],
+    capabilities: Sequence[str],
+    failpoints: Sequence[str],
+    tamper_actions: Sequence[str] | None = None,
+) -> Handler:
+    """The ``hello`` a Python harness serves: its ``greeting``, after checking that the
+    kit speaks this protocol (anything else is ``invalid_request``)."""
+    declared = greeting(implementation, capabilities, failpoints, tamper_actions)
 
     def hello(args: Mapping[str, Any]) -> Mapping[str, Any]:
         if set(args) != {"protocol"}:
@@ -205,7 +216,7 @@ def hello_handler(
                 "args.protocol",
                 f"{args['protocol']!r} is not served; this harness speaks {PROTOCOL}",
             )
-        return greeting
+        return declared
 
     return hello
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -34,22 +33,16 @@ from retryproof.adapters.binding import answers
 from retryproof.adapters.binding.spec import Binding
 from retryproof.adapters.binding.transports import Gone, McpHttp, McpStdio, http_exchange, mcp_answer, parse_json
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
+from retryproof.adapters.loopback import await_accepting, free_port
 from retryproof.adapters.process import STATE_DIR_ENV, StderrTail, forget_group, kill_group, start_group
-from retryproof.spec.digest import ContractError, request_digest
-from retryproof.spec.protocol import PROTOCOL, Failure, Success
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
+from retryproof.spec.protocol import Failure, Success, greeting
 
 PORT_ENV = "RETRYPROOF_PORT"
 #: Ops a binding translates; every other op is answered unknown_op.
 OPS = ("write_task", "list_tasks", "read_task")
 #: Calls in flight at once on one connection (A4 pipelines eight, FUZZ bursts a few).
 MAX_IN_FLIGHT = 32
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on now (the server binds it right after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class _Server:
@@ -140,15 +133,9 @@ class BindingConnection(Connection):
         except Gone as exc:
             self.kill()
             raise HarnessStartError(f"the server was not ready: {exc.reason}", self.stderr_text()) from None
-        hello: dict[str, Any] = {
-            "protocol": PROTOCOL,
-            "implementation": {"name": binding.name, "version": binding.version, "language": binding.target},
-            "capabilities": ["write_task", *binding.offers],
-            "failpoints": [],
-            "digest_schema_version": "write-task-v1",
-        }
-        self.hello = hello
-        return hello
+        implementation = {"name": binding.name, "version": binding.version, "language": binding.target}
+        self.hello = greeting(implementation, ["write_task", *binding.offers], [])
+        return self.hello
 
     def _ready(self, server: _Server, stdio: bool, deadline: float) -> None:
         if stdio:
@@ -157,17 +144,9 @@ class BindingConnection(Connection):
             server.threads.append(server.mcp.reader)
             server.mcp.initialize(max(0.1, deadline - time.monotonic()))
             return
-        while True:
-            status = server.popen.poll()
-            if status is not None:
-                raise Gone(f"it exited with status {status} before accepting on port {server.port}")
-            try:
-                socket.create_connection(("127.0.0.1", server.port or 0), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise Gone(f"nothing accepted on port {server.port} within {self.start_timeout:g}s") from None
-                time.sleep(0.05)
+        problem = await_accepting(server.popen, server.port or 0, deadline)
+        if problem:
+            raise Gone(problem)
         if self.binding.transport == "mcp":
             server.mcp = McpHttp(server.base_url or "")
             server.mcp.initialize(max(0.1, deadline - time.monotonic()))
@@ -369,7 +348,7 @@ class BindingConnection(Connection):
         conflict = {
             "reason": "digest_mismatch",
             "receipt_request_digest": bound["request_digest"],
-            "receipt_digest_schema_version": "write-task-v1",
+            "receipt_digest_schema_version": DIGEST_SCHEMA_VERSION,
         }
         return Success(0, answers.id_path_result("conflict", task_id or bound["task_id"], key, digest, conflict))
 

@@ -31,7 +31,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -40,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
+from retryproof.adapters.loopback import await_accepting, free_port
 from retryproof.adapters.python_host import HostedRuntime
 from retryproof.spec.digest import check_submission_id
 from retryproof.spec.protocol import ProtocolError, crash_now
@@ -49,12 +49,6 @@ START_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 20.0
 CALL_HEADER = "X-Retryproof-Call"
 PR_SET_PDEATHSIG = 1
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _die_with_parent() -> None:
@@ -92,17 +86,10 @@ class HttpServiceRuntime(StoreListing, HostedRuntime):
         self._await_service()
 
     def _await_service(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.service.poll() is not None:
-                raise RuntimeError(f"the service exited with {self.service.returncode} during start-up")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.05)
-        self.service.kill()
-        raise RuntimeError(f"the service did not listen on 127.0.0.1:{self.port} within {START_TIMEOUT_S}s")
+        problem = await_accepting(self.service, self.port, time.monotonic() + START_TIMEOUT_S)
+        if problem:
+            self.service.kill()
+            raise RuntimeError(f"the service did not start: {problem}")
 
     def close(self) -> None:
         self.service.terminate()
