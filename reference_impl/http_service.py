@@ -23,6 +23,11 @@ KEY_HEADER = "Idempotency-Key"
 MAX_BODY = 1 << 20
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 64  # racing callers must not wait on SYN retries
+    daemon_threads = True
+
+
 def serve(runtime: Runtime, port: int) -> None:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -61,9 +66,7 @@ def serve(runtime: Runtime, port: int) -> None:
         def log_message(self, format: str, *args: Any) -> None:
             pass  # one line per request would drown the stderr the kit keeps as evidence
 
-    ThreadingHTTPServer.request_queue_size = 64  # racing callers must not wait on SYN retries
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", port), Handler)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
     server.serve_forever()
     server.server_close()

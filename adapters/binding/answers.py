@@ -15,10 +15,9 @@ from typing import Any
 
 from retryproof.adapters.binding.spec import Binding, Rule
 from retryproof.adapters.binding.transports import parse_json
-from retryproof.spec.digest import ARRAY_FIELDS, DIGEST_SCHEMA_VERSION, SCALAR_FIELDS, ContractError, request_digest
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
 from retryproof.spec.protocol import Failure
 
-TASK_FIELDS = (*SCALAR_FIELDS, *ARRAY_FIELDS)
 #: The code of an answer no rule maps: not a fail code, so the outcome model reads it as info.
 UNMAPPED = "unmapped_answer"
 #: The protocol error each rejection a binding can name stands for.
@@ -113,7 +112,7 @@ def stored_task(binding: Binding, item: Any) -> dict[str, Any] | None:
         holder = parse_json(holder.encode("utf-8"))
     if not isinstance(holder, Mapping):
         return None
-    names = binding.task_fields or {field: field for field in TASK_FIELDS}
+    names = binding.task_fields
     return {field: holder[name] for field, name in names.items() if name in holder}
 
 
@@ -154,7 +153,7 @@ def call_arguments(binding: Binding, task: Any) -> dict[str, Any] | str:
         return {binding.task_member: task}
     if not isinstance(task, Mapping):
         return "the task is not an object, and this binding sends the task's fields"
-    names = binding.task_fields or {field: field for field in TASK_FIELDS}
+    names = binding.task_fields
     unsendable = sorted(str(field) for field, value in task.items() if field not in names and value is not None)
     if unsendable:
         return f"this binding names no argument for task field(s) {', '.join(unsendable)}"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from retryproof.spec import validator
+from retryproof.spec.digest import ARRAY_FIELDS, SCALAR_FIELDS
 
 FORMAT = "retryproof-binding/1"
 #: The parts of one answer a path may start with, per transport.
@@ -59,7 +60,7 @@ class Binding:
     path: str | None
     key: tuple[str, str]  # (argument | meta | header, name)
     task_member: str | None
-    task_fields: Mapping[str, str] | None
+    task_fields: Mapping[str, str]  # task field -> the argument or body member it travels as
     task_id: str
     rules: tuple[Rule, ...]
     listing: Mapping[str, Any]
@@ -162,7 +163,7 @@ def parse(document: Any, source: str) -> Binding:
         path=call.get("path"),
         key=next(iter(call["key"].items())),
         task_member=task.get("member"),
-        task_fields=task.get("fields"),
+        task_fields=task.get("fields") or {field: field for field in (*SCALAR_FIELDS, *ARRAY_FIELDS)},
         task_id=answers["task_id"],
         rules=tuple(rules),
         listing=dict(listing),
