@@ -31,10 +31,19 @@ def xml_text(value: object) -> str:
     return _XML_ILLEGAL.sub("\ufffd", str(value))
 
 
+def _visible_controls(text: str) -> str:
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def visible_lines(value: object) -> str:
+    """Multi-line text with its lines kept (CRLF and a lone CR become LF) and every
+    other control character made visible."""
+    return _visible_controls(str(value).replace("\r\n", "\n").replace("\r", "\n"))
+
+
 def one_line(value: object, limit: int | None = None) -> str:
     """A single console/markdown line: newlines and control characters made visible."""
-    text = str(value).replace("\r\n", "\n").replace("\r", "\n").replace("\n", " ⏎ ")
-    text = _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+    text = visible_lines(value).replace("\n", " ⏎ ")
     if limit is not None and len(text) > limit:
         text = text[: limit - 1] + "…"
     return text
@@ -48,9 +57,7 @@ def md_inline(value: object, limit: int | None = None) -> str:
 
 def md_block(value: object) -> str:
     """Multi-line text (stderr) as a fenced block that the text cannot close."""
-    text = _CONTROL.sub(
-        lambda match: f"\\x{ord(match.group()):02x}", str(value).replace("\r\n", "\n").replace("\r", "\n")
-    )
+    text = visible_lines(value)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{text}\n{fence}"
@@ -59,4 +66,4 @@ def md_block(value: object) -> str:
 def html_text(value: object) -> str:
     """Text for an HTML element or a quoted attribute: markup and quotes escaped,
     control characters made visible (they have no business in a page)."""
-    return html.escape(_CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", str(value)), quote=True)
+    return html.escape(_visible_controls(str(value)), quote=True)

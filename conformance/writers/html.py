@@ -17,7 +17,7 @@ from typing import Any
 from retryproof.conformance.events import STATUSES, RunFinished, ScenarioResult
 from retryproof.conformance.writers import content
 from retryproof.conformance.writers.content import Code, Fact, IdList, Table
-from retryproof.conformance.writers.escape import html_text, one_line
+from retryproof.conformance.writers.escape import html_text, one_line, visible_lines
 
 #: Characters of a table cell shown; report.json keeps the whole value.
 CELL_LIMIT = 300
@@ -69,9 +69,7 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], limit: int | N
 
 
 def _pre(text: str, copy: bool = False) -> str:
-    # Multi-line text keeps its lines; only control characters are made visible.
-    lines = [one_line(line) for line in str(text).replace("\r\n", "\n").replace("\r", "\n").split("\n")]
-    return f"<pre{' class=copy' if copy else ''}><code>{html.escape(chr(10).join(lines))}</code></pre>"
+    return f"<pre{' class=copy' if copy else ''}><code>{html.escape(visible_lines(text))}</code></pre>"
 
 
 def anchor(scenario_id: str) -> str:
