@@ -183,9 +183,8 @@ def render_html(columns: Sequence[Column], table: list[tuple[str, list[Cell]]]) 
     )
 
 
-def write_comparison(paths: Sequence[str], out: str) -> list[str]:
-    """Validate the reports and write both renderings into ``out``; the paths written."""
-    columns = load_columns(paths)
+def write_comparison(columns: list[Column], out: str) -> list[str]:
+    """Write both renderings of the loaded reports into ``out``; the paths written."""
     prepare_directory(out)
     table = rows(columns, out)
     written = []
@@ -197,6 +196,6 @@ def write_comparison(paths: Sequence[str], out: str) -> list[str]:
 
 
 def main(args) -> int:
-    for path in write_comparison(args.reports, args.out):
+    for path in write_comparison(load_columns(args.reports), args.out):
         print(f"wrote {path}")
     return 0

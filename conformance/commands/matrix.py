@@ -33,7 +33,7 @@ from typing import Any
 
 from retryproof.adapters import implementations as bundled
 from retryproof.conformance import __version__
-from retryproof.conformance.commands.compare import write_comparison
+from retryproof.conformance.commands.compare import Column, load_columns, write_comparison
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.writers.escape import md_inline
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
@@ -147,9 +147,10 @@ def main(args) -> int:
     ]
     if not reports:
         raise KitError("no implementation produced a report", "see the output above")
-    written = write_comparison([str(path) for path in reports], str(out / "matrix"))
+    columns = load_columns([str(path) for path in reports])
+    written = write_comparison(columns, str(out / "matrix"))
     summary = out / "matrix" / "README.md"
-    write_atomically(str(summary), _summary(reports, missing, started, args.seed, out))
+    write_atomically(str(summary), _summary(columns, missing, started, args.seed, out))
     for path in [*written, str(summary)]:
         print(f"wrote {path}")
     if missing:
@@ -157,7 +158,7 @@ def main(args) -> int:
     return 1 if missing else 0
 
 
-def _summary(reports: list[Path], missing: list[str], started: str, seed: int, out: Path) -> str:
+def _summary(columns: list[Column], missing: list[str], started: str, seed: int, out: Path) -> str:
     lines = [
         "# The real-world matrix",
         "",
@@ -167,8 +168,8 @@ def _summary(reports: list[Path], missing: list[str], started: str, seed: int, o
         "| report | implementation | library version | run started | verdict |",
         "|---|---|---|---|---|",
     ]
-    for path in reports:
-        document = json.loads(path.read_text(encoding="utf-8"))
+    for column in columns:
+        path, document = Path(column.path), column.document
         implementation = document["implementation"]
         link = os.path.relpath(path.parent / "report.md", out / "matrix")
         lines.append(

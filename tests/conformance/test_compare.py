@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from retryproof.conformance.cli import main
-from retryproof.conformance.commands.compare import github_anchor, write_comparison
+from retryproof.conformance.commands.compare import github_anchor, load_columns, write_comparison
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports" / "samples"
 REFERENCE = REPORTS / "reference"
@@ -30,7 +30,7 @@ def _row(markdown: str, label: str) -> list[str]:
 
 def test_every_failing_cell_links_to_a_heading_of_its_report(tmp_path):
     reference, failing = _copy(REFERENCE, tmp_path / "reference"), _copy(FAILING, tmp_path / "dbos")
-    write_comparison([str(reference), str(failing)], str(tmp_path / "compare"))
+    write_comparison(load_columns([str(reference), str(failing)]), str(tmp_path / "compare"))
     markdown = (tmp_path / "compare" / "comparison.md").read_text(encoding="utf-8")
     evidence = (tmp_path / "dbos" / "report.md").read_text(encoding="utf-8")
     anchors = {github_anchor(line[4:]) for line in evidence.splitlines() if line.startswith("### ")}
@@ -56,7 +56,7 @@ def test_runtime_strings_are_escaped_in_both_renderings(tmp_path):
     document = json.loads(evil.read_text(encoding="utf-8"))
     document["implementation"]["name"] = "<script>alert(1)</script> | [x](javascript:1)"
     evil.write_text(json.dumps(document), encoding="utf-8")
-    write_comparison([str(evil)], str(tmp_path / "compare"))
+    write_comparison(load_columns([str(evil)]), str(tmp_path / "compare"))
     html = (tmp_path / "compare" / "comparison.html").read_text(encoding="utf-8")
     markdown = (tmp_path / "compare" / "comparison.md").read_text(encoding="utf-8")
     assert "<script>" not in html and "&lt;script&gt;" in html
