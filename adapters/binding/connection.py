@@ -359,7 +359,7 @@ class BindingConnection(Connection):
             if answer.get("status") != 200:
                 return answers.unmapped(f"listing GET {listing['get']} answered {answers.describe(answer)}")
         elif "command" in listing:
-            ran = self._run_listing_command(tuple(listing["command"]))
+            ran = self._run_listing_command(tuple(listing["command"]), server.port)
             if isinstance(ran, Failure):
                 return ran
             answer = ran
@@ -374,8 +374,8 @@ class BindingConnection(Connection):
                 return answers.unmapped(f"the listing answered an error: {answers.describe(answer)}")
         return answers.listed_tasks(self.binding, answer)
 
-    def _run_listing_command(self, command: tuple[str, ...]) -> dict[str, Any] | Failure:
-        words = self.binding.fill(command, self._current.port if self._current else None, self.state_dir)
+    def _run_listing_command(self, command: tuple[str, ...], port: int | None) -> dict[str, Any] | Failure:
+        words = self.binding.fill(command, port, self.state_dir)
         env = {**os.environ, STATE_DIR_ENV: self.state_dir}
         try:
             done = subprocess.run(words, env=env, capture_output=True, timeout=self.call_timeout, check=False)
