@@ -23,6 +23,7 @@ from retryproof.conformance.options import (
     available_cpus,
     given,
     id_list,
+    implementation_names,
     job_count,
     racing_callers,
     report_formats,
@@ -61,7 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--python", type=given, metavar="MODULE:FACTORY", help="host a Python runtime class in a harness subprocess"
     )
     target.add_argument(
-        "--binding", metavar="FILE", help="an MCP server or HTTP API described by a binding file (spec/README.md)"
+        "--binding",
+        type=given,
+        metavar="FILE",
+        help="an MCP server or HTTP API described by a binding file (spec/README.md)",
     )
     run.add_argument("--only", type=scenario_ids, metavar="IDS", help="comma-separated scenario ids to run")
     run.add_argument(
@@ -119,7 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     selftest = sub.add_parser(
         "selftest", help="run the catalogue against the reference and every bundled faulty runtime"
     )
-    selftest.add_argument("--out", metavar="DIR", default="reports/selftest", help="where the kill matrix is written")
+    selftest.add_argument(
+        "--out", type=given, metavar="DIR", default="reports/selftest", help="where the kill matrix is written"
+    )
     selftest.add_argument("--seed", type=int, default=0, metavar="N")
     selftest.add_argument(
         "--jobs", type=job_count, default=available_cpus(), metavar="N", help="scenarios run at once (default: CPUs)"
@@ -135,27 +141,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="harness command line (default: the bundled reference runtime, for a file recorded from it)",
     )
     replay_target.add_argument(
-        "--binding", metavar="FILE", help="an MCP server or HTTP API described by a binding file"
+        "--binding", type=given, metavar="FILE", help="an MCP server or HTTP API described by a binding file"
     )
     diff = sub.add_parser("diff", help="compare two report.json files: regressions, fixes, verdict change")
     diff.add_argument("old", metavar="OLD.json")
     diff.add_argument("new", metavar="NEW.json")
     merge = sub.add_parser("merge", help="merge the reports of 'run --shard K/N' runs into the report of the whole run")
     merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="the report.json of every shard")
-    merge.add_argument("--out", metavar="DIR", required=True, help="where the merged reports are written")
-    merge.add_argument("--format", type=id_list, default=["md", "json", "junit"], metavar="FMTS", help="md,json,junit")
+    merge.add_argument("--out", type=given, metavar="DIR", required=True, help="where the merged reports are written")
+    merge.add_argument(
+        "--format",
+        type=report_formats,
+        default=["md", "json", "junit"],
+        metavar="FMTS",
+        help="md,json,junit,html,badge",
+    )
 
     compare = sub.add_parser("compare", help="implementations side by side, from their report.json files")
     compare.add_argument("reports", nargs="+", metavar="REPORT.json")
     compare.add_argument(
-        "--out", metavar="DIR", default="reports/compare", help="where comparison.md and comparison.html are written"
+        "--out",
+        type=given,
+        metavar="DIR",
+        default="reports/compare",
+        help="where comparison.md and comparison.html are written",
     )
 
     matrix = sub.add_parser(
         "matrix", help="set up, run and compare every bundled implementation (adapters/implementations/)"
     )
-    matrix.add_argument("--out", metavar="DIR", default="reports", help="reports/<target>/ and reports/matrix/")
-    matrix.add_argument("--only", type=id_list, metavar="NAMES", help="comma-separated implementation folders")
+    matrix.add_argument(
+        "--out", type=given, metavar="DIR", default="reports", help="reports/<target>/ and reports/matrix/"
+    )
+    matrix.add_argument(
+        "--only", type=implementation_names, metavar="NAMES", help="comma-separated implementation folders"
+    )
     matrix.add_argument("--seed", type=int, default=1, metavar="N")
     matrix.add_argument("--no-install", action="store_true", help="skip each implementation's 'setup install'")
     return parser

@@ -108,13 +108,23 @@ def id_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def scenario_ids(text: str) -> list[str]:
-    """``--only``: comma-separated ids, at least one (a blank value, what an unset CI
-    variable gives, must not quietly mean the whole catalogue)."""
+def _some(text: str, what: str) -> list[str]:
+    """An ``--only`` list, at least one item: a blank value, what an unset CI variable
+    gives, must not quietly mean everything."""
     ids = id_list(text)
     if not ids:
-        raise argparse.ArgumentTypeError(f"{text!r} names no scenario id; see 'retryproof list'")
+        raise argparse.ArgumentTypeError(f"{text!r} names no {what}")
     return ids
+
+
+def scenario_ids(text: str) -> list[str]:
+    """``run --only``: comma-separated scenario ids."""
+    return _some(text, "scenario id; see 'retryproof list'")
+
+
+def implementation_names(text: str) -> list[str]:
+    """``matrix --only``: comma-separated folders of adapters/implementations/."""
+    return _some(text, "implementation folder of adapters/implementations/")
 
 
 def report_formats(text: str) -> list[str]:

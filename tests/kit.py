@@ -44,3 +44,24 @@ def certify(
 def by_id(report: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """A report's scenarios by id (none when there is no report)."""
     return {scenario["id"]: scenario for scenario in (report or {}).get("scenarios", [])}
+
+
+def claims_while_writing(monkeypatch: Any, module: Any, directory: Path) -> list[bool]:
+    """Watch ``module.write_atomically``: for each file written, whether ``directory``
+    (the report directory) was still claimed by the writer at that moment."""
+    from retryproof.conformance.errors import KitError
+    from retryproof.conformance.writers.files import prepare_directory
+
+    held: list[bool] = []
+    write = module.write_atomically
+
+    def probing(path: str, text: str) -> None:
+        try:
+            prepare_directory(str(directory)).release()
+            held.append(False)
+        except KitError:
+            held.append(True)
+        write(path, text)
+
+    monkeypatch.setattr(module, "write_atomically", probing)
+    return held

@@ -185,13 +185,13 @@ def render_html(columns: Sequence[Column], table: list[tuple[str, list[Cell]]]) 
 
 def write_comparison(columns: list[Column], out: str) -> list[str]:
     """Write both renderings of the loaded reports into ``out``; the paths written."""
-    prepare_directory(out)
-    table = rows(columns, out)
-    written = []
-    for name, text in zip(OUTPUTS, (render_markdown(columns, table), render_html(columns, table)), strict=True):
-        path = os.path.join(out, name)
-        write_atomically(path, text)
-        written.append(path)
+    with prepare_directory(out):
+        table = rows(columns, out)
+        written = []
+        for name, text in zip(OUTPUTS, (render_markdown(columns, table), render_html(columns, table)), strict=True):
+            path = os.path.join(out, name)
+            write_atomically(path, text)
+            written.append(path)
     return written
 
 

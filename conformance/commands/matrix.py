@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from retryproof.adapters import implementations as bundled
 from retryproof.conformance import __version__
@@ -42,6 +40,8 @@ from retryproof.conformance.writers.files import prepare_directory, write_atomic
 INSTALL_TIMEOUT_S = 1200
 SERVER_TIMEOUT_S = 120
 RUN_TIMEOUT_S = 1800
+#: How long an interrupted or overrunning child has to end what it started after SIGTERM.
+STOP_GRACE_S = 30
 
 
 @dataclass(frozen=True)
@@ -79,16 +79,36 @@ def discover(root: Path) -> list[Implementation]:
     return found
 
 
+def _finished(command: list[str], timeout: float, cwd: Path | None = None) -> int:
+    """The exit status of ``command``, run to its end within ``timeout`` seconds.
+
+    A child that overruns, or that is running when the matrix is interrupted, gets
+    SIGTERM first: a ``retryproof run`` or a setup script then ends the processes it
+    started itself, where ``subprocess.run``'s SIGKILL would leave them behind.
+    """
+    child = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL)
+    try:
+        return child.wait(timeout)
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            try:
+                child.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
 def _setup(implementation: Implementation, step: str, timeout: float) -> None:
     script = implementation.folder / "setup"
     try:
-        done = subprocess.run([str(script), step], timeout=timeout, stdin=subprocess.DEVNULL)
+        status = _finished([str(script), step], timeout)
     except subprocess.TimeoutExpired:
         raise KitError(
             f"{implementation.name}: 'setup {step}' took over {timeout:.0f}s", f"run {script} {step}"
         ) from None
-    if done.returncode != 0:
-        raise KitError(f"{implementation.name}: 'setup {step}' exited {done.returncode}", f"run {script} {step}")
+    if status != 0:
+        raise KitError(f"{implementation.name}: 'setup {step}' exited {status}", f"run {script} {step}")
 
 
 def _run(root: Path, target: Target, out: Path, seed: int) -> bool:
@@ -97,15 +117,11 @@ def _run(root: Path, target: Target, out: Path, seed: int) -> bool:
     command += ["--out", str(out), "--seed", str(seed), "--format", "md,json,junit,html"]
     print(f"matrix: {target.report}: retryproof run --harness '{target.harness}'", flush=True)
     try:
-        done = subprocess.run(command, cwd=root, timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        status = _finished(command, RUN_TIMEOUT_S, cwd=root)
     except subprocess.TimeoutExpired:
         print(f"matrix: {target.report}: no verdict within {RUN_TIMEOUT_S}s", file=sys.stderr)
         return False
-    return done.returncode in (0, 1) and (out / "report.json").is_file()
-
-
-def _terminate_as_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    return status in (0, 1) and (out / "report.json").is_file()
 
 
 def main(args) -> int:
@@ -120,24 +136,33 @@ def main(args) -> int:
             )
         implementations = [i for i in implementations if i.name in args.only]
     out = Path(args.out).resolve()
-    prepare_directory(str(out))
-    previous = signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    with prepare_directory(str(out)):
+        return _regenerate(root, implementations, everything, out, args.seed, args.no_install)
+
+
+def _regenerate(
+    root: Path,
+    implementations: list[Implementation],
+    everything: list[Implementation],
+    out: Path,
+    seed: int,
+    no_install: bool,
+) -> int:
+    # SIGINT and SIGTERM unwind through here as Interrupted (the CLI's handler), so the
+    # servers of the implementation in hand are stopped on the way out.
     missing: list[str] = []
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    try:
-        for implementation in implementations:
-            if not args.no_install:
-                _setup(implementation, "install", INSTALL_TIMEOUT_S)
-            try:
-                _setup(implementation, "start", SERVER_TIMEOUT_S)
-                for target in implementation.targets:
-                    folder = out / target.report
-                    if not _run(root, target, folder, args.seed):
-                        missing.append(target.report)
-            finally:
-                _setup(implementation, "stop", SERVER_TIMEOUT_S)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    for implementation in implementations:
+        if not no_install:
+            _setup(implementation, "install", INSTALL_TIMEOUT_S)
+        try:
+            _setup(implementation, "start", SERVER_TIMEOUT_S)
+            for target in implementation.targets:
+                folder = out / target.report
+                if not _run(root, target, folder, seed):
+                    missing.append(target.report)
+        finally:
+            _setup(implementation, "stop", SERVER_TIMEOUT_S)
     # The comparison covers every target with a report, also those --only left as they were.
     reports = [
         out / target.report / "report.json"
@@ -150,7 +175,7 @@ def main(args) -> int:
     columns = load_columns([str(path) for path in reports])
     written = write_comparison(columns, str(out / "matrix"))
     summary = out / "matrix" / "README.md"
-    write_atomically(str(summary), _summary(columns, missing, started, args.seed, out))
+    write_atomically(str(summary), _summary(columns, missing, started, seed, out))
     for path in [*written, str(summary)]:
         print(f"wrote {path}")
     if missing:

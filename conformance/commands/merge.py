@@ -200,18 +200,14 @@ def replay(finished: RunFinished, sinks: Sequence[Sink]) -> None:
 
 def main(args) -> int:
     from retryproof.conformance.writers.console import ConsoleWriter
-    from retryproof.conformance.writers.files import FORMATS, ReplayFileWriter, ReportFileWriter, prepare_directory
+    from retryproof.conformance.writers.files import ReplayFileWriter, ReportFileWriter, prepare_directory
 
-    formats = list(dict.fromkeys(args.format))
-    unknown = [fmt for fmt in formats if fmt not in FORMATS]
-    if unknown:
-        raise KitError(f"unknown report format(s): {', '.join(unknown)}", f"choose from {','.join(FORMATS)}")
     finished, count = merged_run(args.reports)
-    prepare_directory(args.out)
-    writers = [ReportFileWriter(args.out, fmt) for fmt in formats]
-    replays = ReplayFileWriter(args.out)
-    print(f"merged {count} shard(s) of one run:")
-    replay(finished, [ConsoleWriter(), *writers, replays])
+    with prepare_directory(args.out):
+        writers = [ReportFileWriter(args.out, fmt) for fmt in args.format]  # checked by options.report_formats
+        replays = ReplayFileWriter(args.out)
+        print(f"merged {count} shard(s) of one run:")
+        replay(finished, [ConsoleWriter(), *writers, replays])
     for path in [writer.path for writer in writers] + replays.paths:
         print(f"wrote {path}")
     return finished.verdict.exit_code

@@ -68,8 +68,9 @@ class ReplayFileWriter:
 
 class DirectoryClaim:
     """A run's hold on its report directory: an exclusive ``flock`` on the directory
-    itself (no lock file to leave behind), released by ``release`` or when the
-    process ends, however it ends."""
+    itself (no lock file to leave behind), released by ``release``, at the end of a
+    ``with`` block, or when the process ends, however it ends. Dropping the object
+    releases the lock too, so a caller keeps it for as long as it writes."""
 
     def __init__(self, path: str, fd: int):
         self.path = path
@@ -79,6 +80,12 @@ class DirectoryClaim:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def __enter__(self) -> DirectoryClaim:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
 
     def __del__(self) -> None:
         self.release()

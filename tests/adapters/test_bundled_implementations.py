@@ -101,3 +101,41 @@ def test_matrix_stops_what_it_started_when_a_run_fails(tmp_path, monkeypatch):
     with pytest.raises(KitError, match="no implementation produced a report"):
         matrix.main(args)
     assert log.read_text().split() == ["install", "start", "stop"]
+
+
+def test_a_terminated_matrix_ends_its_run_and_stops_its_servers(tmp_path):
+    """SIGTERM to the matrix alone (how a CI runner cancels a job's main process): the
+    kit run in hand ends its harness, ``setup stop`` runs, and the exit status is 143
+    like every other command's. It used to be 130, and its child runs were SIGKILLed,
+    which left their harnesses running."""
+    import signal
+    import sys
+    import time
+
+    folder = tmp_path / "adapters" / "implementations" / "fake"
+    folder.mkdir(parents=True)
+    log, harness_pid = tmp_path / "setup.log", tmp_path / "harness.pid"
+    (folder / "setup").write_text(f'#!/usr/bin/env bash\necho "$1" >> {log}\n', encoding="utf-8")
+    (folder / "setup").chmod(0o755)
+    # A harness that never answers hello, so the matrix is still running when it is stopped.
+    hung = f"bash -c 'echo $$ > {harness_pid}; exec sleep 300'"
+    (folder / "matrix.json").write_text(json.dumps({"targets": [{"report": "fake", "harness": hung}]}))
+    program = (
+        "import sys, pathlib\n"
+        "from retryproof.conformance import cli\n"
+        "from retryproof.conformance.commands import matrix\n"
+        f"matrix.repository_root = lambda: pathlib.Path({str(tmp_path)!r})\n"
+        f"sys.exit(cli.main(['matrix', '--out', {str(tmp_path / 'reports')!r}]))\n"
+    )
+    matrix = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not (harness_pid.exists() and harness_pid.read_text().strip()):
+        assert time.monotonic() < deadline and matrix.poll() is None, "the harness never started"
+        time.sleep(0.05)
+    matrix.send_signal(signal.SIGTERM)
+    _, stderr = matrix.communicate(timeout=60)
+    assert matrix.returncode == 143, stderr
+    assert log.read_text().split() == ["install", "start", "stop"]
+    pid = int(harness_pid.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

@@ -79,3 +79,14 @@ def test_a_file_that_is_no_report_is_a_user_error(tmp_path, capsys, argument):
     (tmp_path / "report.md").write_text("# not json\n", encoding="utf-8")
     assert main(["compare", str(tmp_path / argument), "--out", str(tmp_path / "compare")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_compare_holds_its_out_directory_until_both_files_are_written(tmp_path, monkeypatch):
+    """It used to drop its claim on the directory as soon as it took it."""
+    from kit import claims_while_writing
+
+    from retryproof.conformance.commands import compare
+
+    held = claims_while_writing(monkeypatch, compare, tmp_path / "out")
+    write_comparison(load_columns([str(REFERENCE / "report.json")]), str(tmp_path / "out"))
+    assert held == [True, True]

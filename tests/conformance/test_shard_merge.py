@@ -116,3 +116,21 @@ def test_shards_that_are_not_one_whole_run_are_refused(runs, tmp_path, case, mes
 def test_a_bad_shard_argument_is_a_usage_error():
     done = kit("run", "--shard", "3/2")
     assert done.returncode == 2 and "K/N needs 1 <= K <= N" in done.stderr
+
+
+def test_merge_holds_its_out_directory_until_every_file_is_written(runs, tmp_path, monkeypatch):
+    """It used to drop its claim on the directory as soon as it took it."""
+    from kit import claims_while_writing
+
+    from retryproof.conformance.cli import main
+    from retryproof.conformance.writers import files
+
+    held = claims_while_writing(monkeypatch, files, tmp_path / "out")
+    shards = [str(runs / "one/report.json"), str(runs / "two/report.json")]
+    assert main(["merge", *shards, "--out", str(tmp_path / "out"), "--format", "md,json"]) == 1
+    assert len(held) >= 2 and all(held), held
+
+
+def test_merge_refuses_a_blank_format():
+    done = kit("merge", "r.json", "--out", "out", "--format", "")
+    assert done.returncode == 2 and "names no report format" in done.stderr, done.stderr
