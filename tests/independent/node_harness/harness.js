@@ -364,7 +364,7 @@ class Runtime {
     return {
       state: receipt.state, task_id: receipt.task_id, task_path: receipt.task_path,
       task_exists: found !== 'absent', digest_matches: found === 'absent' ? null : found === 'matches',
-      age_s: age, stalled: receipt.state !== 'committed' && age > args.stale_after_s,
+      age_s: age, stalled: receipt.state !== 'committed' && age >= args.stale_after_s,
     };
   }
 
