@@ -5,14 +5,28 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import threading
 import time
+
+# Ports this process has handed out. Between the probe's close and the server's bind
+# the kernel may offer a port again; two scenarios of one ``--jobs`` run holding the
+# same port would talk to each other's server, since a server that failed to bind
+# looks, from the client, exactly like the one that did.
+_handed_out: set[int] = set()
+_handed_out_lock = threading.Lock()
 
 
 def free_port() -> int:
-    """A loopback port nothing listens on now (the server binds it right after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port nothing listens on now and never before handed out by this
+    process (the server binds it right after)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        with _handed_out_lock:
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
 
 
 def await_accepting(popen: subprocess.Popen, port: int, deadline: float) -> str | None:

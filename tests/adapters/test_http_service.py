@@ -55,3 +55,15 @@ def test_a_service_that_died_takes_the_harness_with_it(runtime, monkeypatch):
     with pytest.raises(OSError, match="the service failed the request"):
         runtime.write_task({"subject": "a"}, "die")
     assert crashed == [True]
+
+
+def test_free_port_never_hands_one_port_out_twice_in_a_process():
+    """Parallel scenarios (``--jobs``) each start a server on a free port; one port
+    handed to two of them would make one scenario judge the other's server."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from retryproof.adapters.loopback import free_port
+
+    with ThreadPoolExecutor(8) as pool:
+        ports = list(pool.map(lambda _: free_port(), range(400)))
+    assert len(set(ports)) == len(ports)
