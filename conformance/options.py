@@ -241,8 +241,8 @@ def load_baseline(path: str) -> frozenset[str]:
 def from_arguments(args: Any) -> Options:
     """The options of a run from parsed arguments: those of ``retryproof run``, or the
     pytest plugin's, which carry the same names (``harness``, ``python``, ``binding``, ``only``,
-    ``skip``, ``seed``, ``concurrency``, ``call_timeout``, ``start_timeout``, ``baseline``;
-    ``jobs`` and ``shard`` only from the CLI: under pytest, xdist spreads the scenarios)."""
+    ``skip``, ``seed``, ``shard``, ``concurrency``, ``call_timeout``, ``start_timeout``,
+    ``baseline``; ``jobs`` only from the CLI: under pytest, xdist spreads the scenarios)."""
     import secrets  # here: it loads OpenSSL, which `retryproof list` and the plugin's import never need
 
     from retryproof.conformance.runner import select

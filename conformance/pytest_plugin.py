@@ -14,15 +14,18 @@ Under pytest-xdist (``-n N``) the scenarios spread over the workers like any ite
 controller picks the seed and hands it to every worker; each worker shakes hands with
 the harness itself and sends each scenario's result with its test report; only the
 controller writes the reports and the verdict section, from all the results, in
-catalogue order, as one run.
+catalogue order, as one run. The workers take turns (``Turns``) so that a scenario that
+runs alone under ``retryproof run --jobs N`` runs alone under xdist too.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import io
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -45,6 +48,7 @@ from retryproof.conformance.options import (
     racing_callers,
     scenario_ids,
     seconds,
+    shard_spec,
 )
 
 if TYPE_CHECKING:
@@ -67,12 +71,19 @@ SETTINGS: dict[str, Any] = {
     "retryproof_only": None,
     "retryproof_skip": [],
     "retryproof_seed": None,
+    "retryproof_shard": None,
     "retryproof_concurrency": CONCURRENCY,
     "retryproof_baseline": None,
     "retryproof_out": None,
     "retryproof_call_timeout": CALL_TIMEOUT_S,
     "retryproof_start_timeout": START_TIMEOUT_S,
 }
+#: The longest an item waits for its turn under xdist: longer than any scenario of the
+#: shipped profiles takes (the nightly FUZZ-MODEL included), so a wait this long means
+#: another worker's test hangs; the item then ends in error instead of waiting on.
+TURN_WAIT_S = 3600.0
+#: How often a waiting worker tries the lock files again (flock has no timed wait).
+TURN_POLL_S = 0.01
 #: The evidence shown in a failure message, per entry; the whole of it is in the reports.
 EVIDENCE_CHARS = 300
 STDERR_LINES = 15
@@ -104,6 +115,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--retryproof-skip", type=id_list, metavar="IDS", help="comma-separated scenario ids to leave out")
     group.addoption(
         "--retryproof-seed", type=int, metavar="N", help="seed for every random choice (default: random, in the header)"
+    )
+    group.addoption(
+        "--retryproof-shard",
+        type=shard_spec,
+        metavar="K/N",
+        help="run the K-th of N parts of the selection, as 'retryproof run --shard K/N' (merge with 'retryproof merge')",
     )
     group.addoption(
         "--retryproof-concurrency",
@@ -161,10 +178,19 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:
-    """pytest-xdist, on the controller: every worker runs under the controller's seed."""
+    """pytest-xdist, on the controller: every worker runs under the controller's seed,
+    and takes its turns through lock files in one directory the controller makes."""
     run = node.config.stash.get(STATE, None)
-    if run is not None:
-        node.workerinput["retryproof_seed"] = run.options.seed
+    if run is None:
+        return
+    if run.turns_dir is None:
+        import shutil
+        import tempfile
+
+        run.turns_dir = tempfile.mkdtemp(prefix="retryproof-turns-")
+        node.config.add_cleanup(lambda: shutil.rmtree(run.turns_dir, ignore_errors=True))
+    node.workerinput["retryproof_seed"] = run.options.seed
+    node.workerinput["retryproof_turns"] = run.turns_dir
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -202,7 +228,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if run is None:
         return []
     target = run.options.target or "the bundled reference runtime"
-    return [f"retryproof: seed {run.options.seed}, target {target}"]
+    shard = f", shard {run.options.shard}" if run.options.shard else ""
+    return [f"retryproof: seed {run.options.seed}{shard}, target {target}"]
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k, -m and --deselect, so they select among the scenarios too
@@ -291,13 +318,14 @@ class ScenarioItem(pytest.Item):
         self.entry = entry
         self.line = line
         self.result: ScenarioResult | None = None
+        self.refused: str | None = None  # under xdist: why it did not get its turn, so it is not run
         self.add_marker("retryproof")
         self.add_marker(f"retryproof_{entry.level.lower()}")
         self.user_properties.append(("retryproof_level", entry.level))
 
     def runtest(self) -> None:
         run = self.config.stash[STATE]
-        result = self.result = run.scenario(self.entry)
+        result = self.result = run.scenario(self.entry, self.refused)
         self.user_properties += [("retryproof_status", result.status), ("retryproof_reproduce", result.reproduce)]
         conclude(result, run.options.baseline_file)
 
@@ -364,7 +392,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-@dataclass
+@dataclass(eq=False)  # registered as a plugin: pluggy keeps plugins in sets
 class RetryproofRun:
     """One pytest session's run of the catalogue: the options, the kit's report files,
     and the runner's ``Run``, which each item advances by one scenario and which feeds
@@ -379,6 +407,9 @@ class RetryproofRun:
     began: float = field(default_factory=time.perf_counter)  # the session's start, for the run's duration
     carried: list[dict[str, Any]] = field(default_factory=list)  # xdist controller: hello and result per scenario
     claim: DirectoryClaim | None = None  # the report directory, while the session writes there
+    turns_dir: str | None = None  # xdist controller: where the workers' lock files live
+    turns: Turns | None = None  # xdist worker: how it takes turns with the others
+    held: contextlib.ExitStack | None = None  # xdist worker: the running item's turn
 
     @classmethod
     def configure(cls, config: pytest.Config) -> RetryproofRun:
@@ -406,8 +437,11 @@ class RetryproofRun:
             },
         )
         options = from_arguments(arguments)
-        entries = tuple(select(options.only, options.skip))
-        if not arguments.out or _is_worker(config):  # under xdist the controller writes the reports
+        entries = tuple(select(options.only, options.skip, options.shard))
+        if _is_worker(config):  # under xdist the controller writes the reports
+            turns = Turns(config.workerinput["retryproof_turns"])  # type: ignore[attr-defined]
+            return cls(options, entries, [], None, turns=turns)
+        if not arguments.out:
             return cls(options, entries, [], None)
         claim = prepare_directory(arguments.out)  # held for the session: no second run writes there meanwhile
         return cls(
@@ -432,12 +466,46 @@ class RetryproofRun:
     def start(self, total: int) -> None:
         from retryproof.conformance.runner import Run, probe
 
-        self.session = Run(self.options, probe(self.options), self.sinks, total)
+        try:  # a harness start, like any other work, waits while a run-alone scenario runs
+            with self.turns.take(alone=False) if self.turns else contextlib.ExitStack():
+                hello = probe(self.options)
+        except NoTurn as exc:
+            raise KitError(f"no handshake: {exc}", "see the README, 'pytest-xdist'") from None
+        self.session = Run(self.options, hello, self.sinks, total)
 
-    def scenario(self, entry: Entry) -> ScenarioResult:
+    def scenario(self, entry: Entry, refused: str | None = None) -> ScenarioResult:
+        """The scenario's result; ``refused``: an ``error`` with that reason, not run."""
+        from retryproof.conformance.runner import against_baseline, run_one
+
         if self.session is None:
             raise RuntimeError("a scenario ran before the handshake")
+        if refused:
+            result = run_one(entry, None, self.options, self.session.hello, f"not run: {refused}")
+            return self.session.record(against_baseline(result, self.options.baseline))
         return self.session.scenario(entry)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        """Under xdist, every item of the session, the team's own tests too, runs in its
+        turn, from before its setup to after its teardown: a run-alone scenario has the
+        machine to itself, as under ``retryproof run --jobs N``."""
+        if self.turns is None or self.session is None:  # no scenario runs in this worker's session
+            return
+        try:
+            self.held = self.turns.take(isinstance(item, ScenarioItem) and self.session.runs_alone(item.entry))
+        except NoTurn as exc:
+            if not isinstance(item, ScenarioItem):
+                pytest.fail(f"retryproof: {exc}", pytrace=False)
+            item.refused = str(exc)  # an error in the report, not a gap in it
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+        try:
+            return (yield)
+        finally:
+            if self.held is not None:
+                self.held.close()
+                self.held = None
 
     def finish(self) -> None:
         """The verdict over the scenarios that ran (none ran: nothing to report)."""
@@ -463,6 +531,68 @@ class RetryproofRun:
         for result in results:
             self.session.record(result)
         self.finished = self.session.finish()
+
+
+class NoTurn(Exception):
+    """An xdist worker's test did not get its turn in time; the message says why."""
+
+
+class Turns:
+    """``schedule.Overlap``'s rule between pytest-xdist workers, which are processes:
+    items run side by side, a run-alone scenario runs with nothing beside it, and one
+    that waits goes first. xdist has no such rule of its own (``--dist loadgroup`` only
+    keeps a group on one worker), so the workers lock two files, with ``flock``, in a
+    directory the controller made; the kernel drops the locks of a worker that dies.
+
+    ``machine`` is held shared by every running item, exclusively by a run-alone
+    scenario. ``queue`` is held exclusively by a run-alone scenario from the moment it
+    waits, and passed (taken shared, then let go) by every other item before it takes
+    ``machine``: flock by itself lets new shared holders in past a waiting exclusive one.
+    Every wait polls, up to ``wait_s``: flock has no timed wait."""
+
+    def __init__(self, directory: str, wait_s: float = TURN_WAIT_S):
+        self.queue = os.path.join(directory, "queue.lock")
+        self.machine = os.path.join(directory, "machine.lock")
+        self.wait_s = wait_s
+
+    def take(self, alone: bool) -> contextlib.ExitStack:
+        """The turn, held until the returned stack is closed; ``NoTurn`` when it did not
+        come within ``wait_s``."""
+        mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
+        deadline = time.monotonic() + self.wait_s
+        queue, machine = fds = [os.open(path, os.O_RDWR | os.O_CREAT, 0o600) for path in (self.queue, self.machine)]
+        taken = False
+        try:
+            taken = all(_lock(fd, mode, deadline) for fd in fds)  # in order: the queue, then the machine
+        finally:
+            if not taken:
+                for fd in fds:
+                    os.close(fd)
+        if not taken:
+            if alone:
+                raise NoTurn(
+                    f"it runs alone, and other pytest-xdist workers' tests kept the machine for {self.wait_s:g} s"
+                )
+            raise NoTurn(f"scenarios that run alone kept the machine to themselves for {self.wait_s:g} s")
+        turn = contextlib.ExitStack()
+        turn.callback(os.close, machine)
+        if alone:
+            turn.callback(os.close, queue)
+        else:
+            os.close(queue)  # passed: a run-alone scenario may queue now
+        return turn
+
+
+def _lock(fd: int, mode: int, deadline: float) -> bool:
+    """Lock ``fd`` in ``mode``, trying until ``deadline``; whether it was locked."""
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(TURN_POLL_S)
 
 
 @contextlib.contextmanager

@@ -212,6 +212,12 @@ def test_markers_select_by_level(pytester):
             (["--retryproof", "--retryproof-call-timeout", value], "*argument --retryproof-call-timeout: *above 0*")
             for value in ("0", "-1", "nan", "inf")
         ),
+        # The checks of `run --shard`, in pytest's option parser.
+        *(
+            (["--retryproof", "--retryproof-shard", value], f"*argument --retryproof-shard: '{value}'*K/N*")
+            for value in ("3/2", "0/2", "2", "one/two", "")
+        ),
+        (["--retryproof-shard", "1/2"], "ERROR: retryproof: --retryproof-shard given without a runtime*"),
     ],
 )
 def test_bad_input_is_a_usage_error_without_traceback(pytester, args, message):

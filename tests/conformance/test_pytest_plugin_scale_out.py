@@ -1,0 +1,274 @@
+"""The pytest plugin scaled out as ``retryproof run`` is: under pytest-xdist a run-alone
+scenario has the machine to itself (``Turns``), and ``--retryproof-shard K/N`` writes
+shard reports that ``retryproof merge`` joins, mixed with the CLI's, into the whole run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from kit import certify, retryproof
+
+from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
+from retryproof.conformance.options import Shard
+from retryproof.conformance.pytest_plugin import NoTurn, Turns
+from retryproof.conformance.runner import select
+
+pytest_plugins = ["pytester"]
+
+FAULTY = f"{sys.executable} -m retryproof.reference_impl --fault no-idempotency"
+ALONE = ("A4-CONCURRENT", "A4-MULTIPROCESS", "DURABILITY-TRACE")
+#: Enough ordinary scenarios that both workers run some, around every run-alone one.
+ORDINARY = ("WT-CREATE", "A2-RESPONSE-LOSS", "RESTART-REUSE", "CONFLICT-DIGEST", "LEGACY-NO-ID", "NORMALIZED-EQUAL")
+
+
+def _queued(path: str) -> bool:
+    """Whether a run-alone turn holds ``path`` (the queue lock file) exclusively."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _until(condition, what: str, bound_s: float = 30.0) -> None:
+    for _ in range(int(bound_s / 0.01)):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{what} did not happen within {bound_s} s")
+
+
+def test_items_share_the_machine_and_a_run_alone_one_has_it_to_itself(tmp_path):
+    """flock locks belong to open files, so two turns in one process contend as two
+    workers' turns do."""
+    turns, impatient = Turns(str(tmp_path), wait_s=30), Turns(str(tmp_path), wait_s=0.05)
+    first, second = turns.take(alone=False), turns.take(alone=False)  # ordinary items run side by side
+    with pytest.raises(
+        NoTurn, match="it runs alone, and other pytest-xdist workers' tests kept the machine for 0.05 s"
+    ):
+        impatient.take(alone=True)  # a run-alone one waits for both
+    first.close()
+    with pytest.raises(NoTurn):
+        impatient.take(alone=True)
+    second.close()
+    alone = turns.take(alone=True)
+    with pytest.raises(NoTurn, match="scenarios that run alone kept the machine to themselves"):
+        impatient.take(alone=False)
+    with pytest.raises(NoTurn):
+        impatient.take(alone=True)
+    alone.close()
+    turns.take(alone=False).close()  # let go with its stack
+
+
+def test_a_waiting_run_alone_item_goes_first(tmp_path):
+    """flock by itself would let each new shared holder in past a waiting exclusive one,
+    and a busy worker pool would keep a run-alone scenario waiting for ever."""
+    turns, impatient = Turns(str(tmp_path), wait_s=30), Turns(str(tmp_path), wait_s=0.05)
+    running = turns.take(alone=False)
+    got: list[contextlib.ExitStack] = []
+    waiter = threading.Thread(target=lambda: got.append(turns.take(alone=True)), daemon=True)
+    waiter.start()
+    _until(lambda: _queued(turns.queue), "the run-alone item queueing")
+    with pytest.raises(NoTurn):
+        impatient.take(alone=False)  # only a shared turn is held, yet a new item waits
+    running.close()
+    waiter.join(timeout=30)
+    assert got, "the run-alone item got no turn once the machine was free"
+    got[0].close()
+
+
+def test_a_worker_that_dies_holds_no_turn(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from retryproof.conformance.pytest_plugin import Turns;"
+         f"turn = Turns({str(tmp_path)!r}).take(alone=True); print('held', flush=True); time.sleep(120)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(NoTurn):
+            Turns(str(tmp_path), wait_s=0.05).take(alone=False)
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    Turns(str(tmp_path), wait_s=30).take(alone=False).close()
+
+
+def test_under_xdist_a_run_alone_scenario_overlaps_no_other_test(pytester):
+    """``pytest -n 2``, the evidence from outside the plugin: pytest's own start and stop
+    times of every test's call (logged by a plugin of the session's own), and the time
+    every harness process started, with the scenario whose scratch folder it was given.
+    No other test runs, and no other harness starts, while a run-alone scenario runs."""
+    calls, starts = pytester.path / "calls.log", pytester.path / "starts.log"
+    pytester.makepyfile(
+        timeline=f"""
+        import json, os
+
+        def pytest_runtest_logreport(report):
+            if report.when == "call" and "PYTEST_XDIST_WORKER" in os.environ:  # on a worker, where the test ran
+                with open({str(calls)!r}, "a") as log:
+                    log.write(json.dumps([report.nodeid, report.start, report.stop, os.environ["PYTEST_XDIST_WORKER"]]) + "\\n")
+        """,
+        wrapper=f"""
+        import os, sys, time
+        with open({str(starts)!r}, "a") as log:
+            # the state directory is state/ in the scenario's (or the probe's) scratch folder
+            log.write(f"{{time.time()}} {{os.path.basename(os.path.dirname(os.environ['RETRYPROOF_STATE_DIR']))}}\\n")
+        os.execv(sys.executable, [sys.executable, "-m", "retryproof.reference_impl"])
+        """,
+        test_own="def test_own_one(): pass\ndef test_own_two(): pass\n",
+    )
+    out = pytester.path / "reports"
+    result = pytester.runpytest_subprocess(
+        "-n", "2", "-p", "no:cacheprovider", "-p", "timeline", "--retryproof-harness", f"{sys.executable} wrapper.py",
+        "--retryproof-only", ",".join(ALONE + ORDINARY), "--retryproof-out", str(out),
+    )  # fmt: skip
+    statuses = {s["id"]: s["status"] for s in json.loads((out / "report.json").read_text())["scenarios"]}
+    assert set(statuses) == set(ALONE + ORDINARY)
+    assert result.ret == 0, result.stdout.str()  # the reference passes them all (DURABILITY-TRACE skips without strace)
+    spans = {}
+    for line in calls.read_text().splitlines():
+        nodeid, start, stop, worker = json.loads(line)
+        spans[nodeid] = (start, stop, worker)
+    assert len(spans) == len(ALONE + ORDINARY) + 2
+    assert {worker for _, _, worker in spans.values()} == {"gw0", "gw1"}  # the run was spread
+    harness_starts = [
+        (float(when), folder) for when, folder in (line.split() for line in starts.read_text().splitlines())
+    ]
+    for scenario in ALONE:
+        start, stop, _ = spans[f"retryproof::{scenario}"]
+        for other, (other_start, other_stop, _) in spans.items():
+            if other != f"retryproof::{scenario}":
+                assert other_stop <= start or other_start >= stop, f"{other} ran beside {scenario}"
+        during = {folder for when, folder in harness_starts if start <= when <= stop}
+        others = [f"retryproof-{other.lower()}-" for other in ALONE + ORDINARY if other != scenario]
+        assert not [folder for folder in during if folder.startswith(("retryproof-probe-", *others))], during
+        if statuses[scenario] == "passed":
+            assert during, f"{scenario} started no harness while it ran: the evidence is not about it"
+
+
+def test_a_run_alone_scenario_that_gets_no_turn_is_an_error_not_a_gap(pytester):
+    """A worker's test that holds the machine past the wait: the run-alone scenario is
+    not run beside it, and the report says so as an ``error`` (the wait is cut to half
+    a second here; it is an hour by default)."""
+    seen = pytester.path / "seen"
+    pytester.makepyfile(
+        holder=f"""
+        import fcntl, os, threading, time
+        import pytest
+        from retryproof.conformance.pytest_plugin import STATE, Turns
+
+        def queued(path):
+            fd = os.open(path, os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return False
+            except BlockingIOError:
+                return True
+            finally:
+                os.close(fd)
+
+        def hold(turn, turns):
+            # until the run-alone scenario has queued and given up (bounded), then let go
+            with open({str(seen)!r}, "a") as log:
+                for wanted in (True, False):
+                    for _ in range(3000):
+                        if queued(turns.queue) is wanted:
+                            log.write(f"queued={{wanted}} ")
+                            break
+                        time.sleep(0.01)
+            turn.close()
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_configure(config):
+            if not hasattr(config, "workerinput"):
+                return  # the controller runs no test
+            config.stash[STATE].turns.wait_s = 0.5
+            turns = Turns(config.workerinput["retryproof_turns"])
+            threading.Thread(target=hold, args=(turns.take(alone=False), turns), daemon=True).start()
+        """
+    )
+    out = pytester.path / "reports"
+    result = pytester.runpytest_subprocess(
+        "-n", "1", "-p", "no:cacheprovider", "-p", "holder", "--retryproof", "--retryproof-only", "A4-CONCURRENT",
+        "--retryproof-out", str(out), "-rf",
+    )  # fmt: skip
+    assert seen.read_text().split() == ["queued=True", "queued=False"]
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["A4-CONCURRENT error (the kit could not judge): not run: it runs alone, *"])
+    [scenario] = json.loads((out / "report.json").read_text())["scenarios"]
+    assert scenario["status"] == "error"
+    assert scenario["reason"] == (
+        "not run: it runs alone, and other pytest-xdist workers' tests kept the machine for 0.5 s"
+    )
+
+
+def _report(path) -> dict:
+    return json.loads((path / "report.json").read_text())
+
+
+def test_plugin_shards_merge_into_the_whole_run_also_mixed_with_cli_shards(pytester, tmp_path, monkeypatch):
+    """Shard 1/2 from the plugin under xdist, 2/2 from the plugin in one process and from
+    ``retryproof run``: both merges give the scenarios, statuses and verdict of the whole
+    ``retryproof run``, FUZZ-MODEL included (each shard on its half of the budget)."""
+    monkeypatch.setenv(ENV_VAR, DEV)
+    only = "WT-CREATE,A2-RESPONSE-LOSS,CONFLICT-DIGEST,LEGACY-NO-ID,RESTART-REUSE,FUZZ-MODEL"
+    common = (
+        "--retryproof-harness",
+        FAULTY,
+        "--retryproof-only",
+        only,
+        "--retryproof-seed",
+        "9",
+        "-p",
+        "no:cacheprovider",
+    )
+    plugin = {
+        "one": pytester.runpytest_subprocess(
+            "-n", "2", *common, "--retryproof-shard", "1/2", "--retryproof-out", "one"
+        ),
+        "two": pytester.runpytest_subprocess(*common, "--retryproof-shard", "2/2", "--retryproof-out", "two"),
+    }
+    for name, result in plugin.items():
+        assert result.ret == 1, result.stdout.str()  # the faulty runtime fails in both halves
+        result.stdout.fnmatch_lines(
+            [f"*retryproof: seed 9, shard {'1' if name == 'one' else '2'}/2, target --harness*"]
+        )
+    one, two = _report(pytester.path / "one"), _report(pytester.path / "two")
+    assert (one["shard"], two["shard"]) == ({"index": 1, "count": 2}, {"index": 2, "count": 2})
+    for report, index in ((one, 1), (two, 2)):  # what run --shard K/2 holds
+        assert [s["id"] for s in report["scenarios"]] == [e.id for e in select(only.split(","), (), Shard(index, 2))]
+    fuzz = next(s for s in one["scenarios"] if s["id"] == "FUZZ-MODEL")
+    assert "--shard 1/2" in fuzz["reproduce"] and fuzz["evidence"]["fuzz"]["shard"] == "1/2"
+
+    cli = ("--harness", FAULTY, "--only", only, "--seed", "9")
+    whole_done, whole = certify(tmp_path / "whole", FAULTY, "--only", only, seed=9)
+    assert whole_done.returncode == 1 and whole is not None
+    cli_two = retryproof("run", *cli, "--shard", "2/2", "--out", str(tmp_path / "cli-two"), timeout=300)
+    assert cli_two.returncode == 1, cli_two.stdout + cli_two.stderr
+    for name, halves in {"plugin": ("one", "two"), "mixed": ("one", "cli-two")}.items():
+        paths = [
+            str(pytester.path / half / "report.json") if half != "cli-two" else str(tmp_path / half / "report.json")
+            for half in halves
+        ]
+        done = retryproof("merge", *paths, "--out", str(tmp_path / name))
+        assert done.returncode == 1, done.stdout + done.stderr  # the whole run's exit code
+        merged = _report(tmp_path / name)
+        assert [(s["id"], s["status"]) for s in merged["scenarios"]] == [
+            (s["id"], s["status"]) for s in whole["scenarios"]
+        ]
+        for key in ("conformant", "complete", "headline", "exit_code"):
+            assert merged["verdict"][key] == whole["verdict"][key], (name, key)
+        assert [b["id"] for b in merged["verdict"]["blocking"]] == [b["id"] for b in whole["verdict"]["blocking"]]
+        assert merged["verdict"]["blocking"], "the faulty runtime must not pass"
