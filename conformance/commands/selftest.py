@@ -10,6 +10,10 @@ like any third-party runtime, on the scheduler of ``retryproof run --jobs``. The
   (``killed_by``); failing some other scenario does not count, because a kit that
   kills a defect by accident would stop killing it after an unrelated fix.
 
+So a faulty runtime runs only its killers: the other cells of its row would be judged
+by nothing, and they cost most of the time (a full FUZZ-MODEL budget per variant among
+them). Its row shows ``-`` there.
+
 Exit 0 when both hold, 1 otherwise, 2 when the kit cannot run. The matrix is printed
 (tabulate) and written as ``kill-matrix.md`` and ``kill-matrix.json`` in ``--out``.
 """
@@ -22,6 +26,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,7 +152,8 @@ def write_files(
             "",
             f"Verdict: **{verdict}**. Seed {seed}; wall time {seconds:.1f} s on {jobs} jobs.",
             "",
-            "Cells: pass / FAIL / error / skip / n/a; a cell in brackets is a declared killer of that runtime and must read [FAIL].",
+            "Cells: pass / FAIL / error / skip / n/a, or - where the scenario was not run: a faulty runtime runs "
+            "only its declared killers, the cells in brackets, which must read [FAIL].",
             "",
             tabulate(rows, headers=headers, tablefmt="github"),
             "",
@@ -181,27 +187,33 @@ def write_files(
     return [md_path, json_path]
 
 
-def run_all(
-    runtimes: list[Runtime], seed: int, only_killers: bool = False, jobs: int | None = None
-) -> dict[str, dict[str, Any]]:
-    """Every runtime's outcome. All (runtime, scenario) pairs go through the scheduler
-    of ``retryproof run --jobs`` (``jobs`` threads, default one per CPU this process may
-    use): the scenarios of one runtime run beside those of the next, and the *alone*
-    scenarios keep the machine to themselves here too."""
+def run_all(runtimes: list[Runtime], seed: int, jobs: int | None = None) -> dict[str, dict[str, Any]]:
+    """Every runtime's outcome on the scenarios it is judged on: its killers, or for
+    the reference (which declares none) the whole catalogue. All (runtime, scenario)
+    pairs go through the scheduler of ``retryproof run --jobs`` (``jobs`` threads,
+    default one per CPU this process may use): the scenarios of one runtime run beside
+    those of the next, and the *alone* scenarios keep the machine to themselves here
+    too. The runtimes' handshakes (``probe``) share the same threads."""
     from retryproof.conformance.runner import Run, probe, select
 
     jobs = jobs or available_cpus()
+
+    def handshake(runtime: Runtime) -> tuple[Options, Mapping[str, Any] | str]:
+        options = runtime_options(runtime, seed, runtime.killed_by)
+        try:
+            return options, probe(options)
+        except KitError as exc:
+            return options, exc.message
+
     sessions: dict[str, Run] = {}
     errors: dict[str, str] = {}
     pairs: list[tuple[Run, Entry]] = []
-    for runtime in runtimes:
-        options = runtime_options(runtime, seed, runtime.killed_by if only_killers else ())
-        entries = select(options.only, options.skip)
-        try:
-            session = Run(options, probe(options), [], len(entries))
-        except KitError as exc:
-            errors[runtime.name] = exc.message
+    for runtime, (options, hello) in in_order(runtimes, handshake, jobs):
+        if isinstance(hello, str):
+            errors[runtime.name] = hello
             continue
+        entries = select(options.only, options.skip)
+        session = Run(options, hello, [], len(entries))
         sessions[runtime.name] = session
         pairs += [(session, entry) for entry in entries]
     for (session, _), result in in_order(
