@@ -2,17 +2,27 @@
 
 Many tests certify a deliberately broken or independent harness and read its
 report.json; they all go through ``certify`` so that how the kit is invoked, and
-where its report is read from, is written once. pytest puts this folder on
-``sys.path``, as it holds the top conftest.py and no ``__init__.py``.
+where its report is read from, is written once; a run several tests read goes through
+``once_per_session``. pytest puts this folder on ``sys.path``, as it holds the top
+conftest.py and no ``__init__.py``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import pickle
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import pytest
+
+Shared = TypeVar("Shared")
 
 CLI = (sys.executable, "-m", "retryproof.conformance.cli")
 
@@ -65,3 +75,23 @@ def claims_while_writing(monkeypatch: Any, module: Any, directory: Path) -> list
 
     monkeypatch.setattr(module, "write_atomically", probing)
     return held
+
+
+def once_per_session(factory: pytest.TempPathFactory, name: str, compute: Callable[[Path], Shared]) -> Shared:
+    """``compute(directory)`` once per test session, for a module fixture that several
+    tests read. Under pytest-xdist a module's tests are dealt to every worker and each
+    would run the module's fixtures again; here the first worker computes under a lock
+    in the session's shared temporary directory and the others wait and read its
+    (pickled) result. A computation that raised is not stored: the next worker repeats
+    it and fails the same way."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return compute(factory.mktemp(name))
+    root = factory.getbasetemp().parent  # one per session, shared by its workers
+    stored = root / f"{name}.pickle"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if stored.exists():
+            return pickle.loads(stored.read_bytes())
+        result = compute(Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root)))
+        stored.write_bytes(pickle.dumps(result))
+        return result

@@ -8,6 +8,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from kit import once_per_session
 
 from retryproof.conformance.options import Options
 from retryproof.conformance.runner import probe, run
@@ -30,7 +31,11 @@ def certify(*fault: str):
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(tmp_path_factory):
+    return once_per_session(tmp_path_factory, "approval-runs", lambda _: both_runs())
+
+
+def both_runs():
     """Both runs at once: each is mostly waiting on harness start-ups."""
     with ThreadPoolExecutor(2) as pool:
         reference, faulty = pool.map(lambda fault: certify(*fault), [(), ("--fault", "p3-audit-reclassifies")])

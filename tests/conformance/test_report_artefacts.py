@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 
 import headless_chromium
 import pytest
+from kit import once_per_session
 
 from retryproof.conformance.catalogue import catalogue, entry
 from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
@@ -65,8 +66,11 @@ def run_fake(out, mode, *, summary=None, name=None):
 
 @pytest.fixture(scope="module")
 def liar(tmp_path_factory):
+    return once_per_session(tmp_path_factory, "liar", certify_liar)
+
+
+def certify_liar(out):
     """``liar`` hides its tasks from list_tasks, so both scenarios fail (a lost task)."""
-    out = tmp_path_factory.mktemp("liar")
     summary = out / "step-summary.md"
     summary.write_text("earlier step\n")
     done = run_fake(out, "liar", summary=summary, name=HOSTILE)

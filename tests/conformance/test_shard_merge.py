@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from kit import once_per_session
 
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.conformance.options import Shard
@@ -26,9 +27,12 @@ def kit(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    return once_per_session(tmp_path_factory, "shards", whole_and_shards)
+
+
+def whole_and_shards(root):
     """A whole run and its two shards against a runtime that fails (so the merged
     verdict has something to get right)."""
-    root = tmp_path_factory.mktemp("shards")
     common = ("--harness", FAULTY, "--only", ONLY, "--seed", "9")
     done = {
         name: kit("run", *common, *extra, "--out", str(root / name))

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kit import once_per_session
 
 from retryproof.spec import load_spec
 
@@ -56,6 +57,10 @@ VARIANTS = {
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    return once_per_session(tmp_path_factory, "independent-approval", run_every_harness)
+
+
+def run_every_harness(root):
     """Run the kit against both modes and every variant at once; name -> (exit code,
     report.json, output)."""
     harnesses = {mode: (f"{sys.executable} {HARNESS} --mode {mode}", SCENARIOS) for mode in MODES}
@@ -65,7 +70,8 @@ def runs(tmp_path_factory):
     }
     started = {}
     for name, (harness, only) in harnesses.items():
-        out = tmp_path_factory.mktemp(name)
+        out = root / name
+        out.mkdir()
         command = [
             sys.executable,
             "-m",

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kit import once_per_session
 
 from retryproof.spec import load_spec
 
@@ -76,7 +77,7 @@ def statuses(report):
 
 @pytest.fixture(scope="module")
 def clean_run(tmp_path_factory):
-    return run_kit(tmp_path_factory.mktemp("clean"))
+    return once_per_session(tmp_path_factory, "node-clean", run_kit)
 
 
 def test_clean_runtime_passes_every_scenario_it_can_take_part_in(clean_run):

@@ -18,13 +18,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kit import once_per_session
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
+    return once_per_session(tmp_path_factory, "wheel", build_wheel)
+
+
+def build_wheel(out: Path) -> Path:
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(out), str(REPO)],
         check=True,
