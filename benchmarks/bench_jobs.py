@@ -5,8 +5,10 @@
     python benchmarks/bench_jobs.py [--jobs N] [--rounds R] [--harness CMD]
 
 The two settings take turns round by round, so a machine shared with other work slows
-both alike; the ratio of medians is the figure. Every round must reach the same
-statuses, or the comparison is void and the script says so.
+both alike; the ratio of medians is the figure, and the spread of the rounds' own
+ratios (each round's run against that round's ``--jobs 1``) says how far to trust it.
+Every round must reach the same statuses, or the comparison is void and the script
+says so.
 """
 
 from __future__ import annotations
@@ -47,11 +49,19 @@ def main() -> int:
             samples.append(seconds)
             statuses.add(tuple(outcome))
     serial = statistics.median(settings[1])
-    rows = [
-        [f"--jobs {jobs}", f"{statistics.median(samples):.1f}", f"{statistics.median(samples) / serial:.2f}x"]
-        for jobs, samples in settings.items()
-    ]
-    print(tabulate(rows, headers=["run", "median wall s", "vs --jobs 1"], tablefmt="github"))
+    rows = []
+    for jobs, samples in settings.items():
+        rounds = [sample / serial_sample for sample, serial_sample in zip(samples, settings[1], strict=True)]
+        spread = f"{min(rounds):.2f}-{max(rounds):.2f}x"
+        rows.append(
+            [
+                f"--jobs {jobs}",
+                f"{statistics.median(samples):.1f}",
+                f"{statistics.median(samples) / serial:.2f}x",
+                spread,
+            ]
+        )
+    print(tabulate(rows, headers=["run", "median wall s", "vs --jobs 1", "rounds' ratios"], tablefmt="github"))
     print(
         f"\n{args.rounds} interleaved rounds, skipping {','.join(skip) or 'nothing'}; "
         f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs ({available_cpus()} usable)"
