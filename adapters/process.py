@@ -5,7 +5,7 @@ process group (so SIGKILL reaches its children too) and in a scratch working
 directory; a reader thread turns stdout lines into replies and a second thread keeps a
 bounded tail of stderr; every wait has a timeout; an overlong line, a closed pipe or a
 killed process turns the calls in flight into ``Lost`` instead of a hang. The pipe
-threads wait in ``poll`` beside a wake-up pipe, so a stop never depends on the harness
+threads wait in ``poll`` beside a wake-up pipe (``pipes.ChildPipes``), so a stop never depends on the harness
 closing its end: a process that escaped the group (``setsid``) and still holds a pipe
 is named in ``survivors()``, never waited on. A connection that missed a deadline gets
 nothing more (``missed_deadline``): a silent harness costs one timeout, not one per call.
@@ -21,20 +21,19 @@ import atexit
 import json
 import os
 import queue
-import select
 import shlex
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import IO, Any
+from typing import Any
 
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
+from retryproof.adapters.pipes import ChildPipes, LineTooLong
 from retryproof.spec.protocol import (
     PROTOCOL,
     Failure,
@@ -173,58 +172,22 @@ class _Process:
     def __init__(self, popen: subprocess.Popen):
         self.popen = popen
         assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
-        self.pipes: tuple[IO[bytes], IO[bytes], IO[bytes]] = (popen.stdin, popen.stdout, popen.stderr)
+        self.stdin, self.stdout, self.stderr = popen.stdin, popen.stdout, popen.stderr
+        self.pipes = ChildPipes((popen.stdin, popen.stdout, popen.stderr))
         self.lock = threading.Lock()
         self.pending: dict[int, Future] = {}
         self.raw_waiters: list[Future] = []  # send_line calls, answered with id null
         self.closed = False
         self.killed_by_kit = False
-        self.threads: list[threading.Thread] = []
         # Lines for the harness's stdin, written by one writer thread: a harness that
         # stops reading fills the pipe and blocks that thread, never a caller (whose
         # wait is bounded by its timeout) or the reader threads.
         self.outbox: queue.SimpleQueue[tuple[Future, bytes] | None] = queue.SimpleQueue()
-        # Readable once the kit stops listening: ends every poll of the pipe threads.
-        self.wake_read, self.wake_write = os.pipe()
         self.reap_lock = threading.Lock()
         self.reaped = False
 
     def in_flight(self) -> list[Future]:
         return [*self.pending.values(), *self.raw_waiters]
-
-    def chunks(self, fd: int) -> Iterator[bytes]:
-        """What the harness writes to ``fd``, until end of file or the kit's wake-up."""
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.register(self.wake_read, select.POLLIN)
-        while True:
-            ready = dict(poller.poll())
-            if self.wake_read in ready:
-                return
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
-            yield chunk
-
-    def write_all(self, fd: int, data: bytes) -> bool:
-        """Write ``data`` to the (non-blocking) ``fd``; False when the harness closed its
-        input or the kit stopped listening first."""
-        poller = select.poll()
-        poller.register(fd, select.POLLOUT)
-        poller.register(self.wake_read, select.POLLIN)
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(fd, view) :]
-            except BlockingIOError:
-                if self.wake_read in dict(poller.poll()):
-                    return False
-            except OSError:
-                return False
-        return True
 
 
 class ProcessConnection(Connection):
@@ -304,12 +267,9 @@ class ProcessConnection(Connection):
         self._stderr.append(f"[retryproof: start #{len(self._processes) + 1}: {shlex.join(self.shown)}]\n".encode())
         popen = start_group(self.command, stdin=subprocess.PIPE, env=env, cwd=self.work_dir)
         process = _Process(popen)
-        os.set_blocking(process.pipes[0].fileno(), False)  # the writer thread polls instead of blocking
         self._processes.append(process)
         for target in (self._read_stdout, self._read_stderr, self._write_stdin):
-            thread = threading.Thread(target=target, args=(process,), daemon=True, name=f"harness-{target.__name__}")
-            thread.start()
-            process.threads.append(thread)
+            process.pipes.spawn(target, process, name=f"harness-{target.__name__}")
         reply = self.call("hello", {"protocol": PROTOCOL}, timeout=self.start_timeout)
         problem = _exited_before_hello(process, reply) or _handshake_problem(reply)
         if problem:
@@ -363,23 +323,9 @@ class ProcessConnection(Connection):
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
         process.outbox.put(None)
-        deadline = time.monotonic() + PIPE_GRACE_S
-        for thread in process.threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        if any(thread.is_alive() for thread in process.threads):
-            self._survivors += _holders(process.pipes)
-        os.write(process.wake_write, b"x")
-        for thread in process.threads:
-            thread.join(self.stop_timeout)
+        self._survivors += process.pipes.stop(PIPE_GRACE_S, self.stop_timeout)
         process.reaped = True
         forget_group(process.popen)
-        for stream in process.pipes:
-            try:
-                stream.close()
-            except OSError:
-                pass
-        for fd in (process.wake_read, process.wake_write):
-            os.close(fd)
 
     def survivors(self) -> list[dict[str, Any]]:
         return list(self._survivors)
@@ -431,16 +377,15 @@ class ProcessConnection(Connection):
         return future
 
     def _write_stdin(self, process: _Process) -> None:
-        fd = process.pipes[0].fileno()
         while (item := process.outbox.get()) is not None:
             future, line = item
-            if not process.write_all(fd, line):
+            if not process.pipes.write_all(process.stdin, line):
                 with process.lock:
                     self._forget(process, future)
                 if not future.done():
                     future.set_result(Lost("the harness closed its input"))
         try:
-            process.pipes[0].close()  # end of input; only this thread writes to it
+            process.stdin.close()  # end of input; only this thread writes to it
         except OSError:
             pass
 
@@ -473,22 +418,14 @@ class ProcessConnection(Connection):
 
     def _read_stdout(self, process: _Process) -> None:
         reason = None
-        buffer = bytearray()
-        for chunk in process.chunks(process.pipes[1].fileno()):
-            buffer += chunk
-            while (end := buffer.find(b"\n")) >= 0 and end <= self.max_line_bytes:
-                line = bytes(buffer[: end + 1])
-                del buffer[: end + 1]
+        try:
+            for line in process.pipes.lines(process.stdout, self.max_line_bytes):
                 if line.strip():
                     self._dispatch(process, line)
-            if len(buffer) > self.max_line_bytes:
-                reason = f"the harness wrote a line longer than {self.max_line_bytes} bytes"
-                self.noise.append(reason)
-                kill_group(process.popen)
-                break
-        else:
-            if buffer.strip():  # a last line without its newline
-                self._dispatch(process, bytes(buffer))
+        except LineTooLong as exc:
+            reason = f"the harness wrote {exc}"
+            self.noise.append(reason)
+            kill_group(process.popen)
         self._close(process, reason)
 
     def _dispatch(self, process: _Process, line: bytes) -> None:
@@ -552,34 +489,8 @@ class ProcessConnection(Connection):
                 future.set_result(Lost(reason))
 
     def _read_stderr(self, process: _Process) -> None:
-        for chunk in process.chunks(process.pipes[2].fileno()):
+        for chunk in process.pipes.chunks(process.stderr):
             self._stderr.append(chunk)
-
-
-def _holders(streams: Sequence[IO[bytes]]) -> list[dict[str, Any]]:
-    """The processes other than the kit that hold one of the harness's pipes open
-    (found in /proc; elsewhere, one entry saying that some process does)."""
-    pipes = set()
-    for stream in streams:
-        try:
-            pipes.add(f"pipe:[{os.fstat(stream.fileno()).st_ino}]")
-        except (OSError, ValueError):
-            pass
-    found: list[dict[str, Any]] = []
-    try:
-        pids = [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) != os.getpid()]
-    except OSError:
-        return [{"pid": None, "command": "a process outside the harness's group holds its pipes open"}]
-    for pid in pids:
-        try:
-            if not any(os.readlink(f"/proc/{pid}/fd/{fd}") in pipes for fd in os.listdir(f"/proc/{pid}/fd")):
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        except OSError:
-            continue
-        found.append({"pid": pid, "command": command[:500]})
-    return found
 
 
 def start_group(command: Sequence[str], **options: Any) -> subprocess.Popen:

@@ -22,19 +22,19 @@ import os
 import shlex
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import IO, Any
 
 from retryproof.adapters.binding import answers
 from retryproof.adapters.binding.spec import Binding
 from retryproof.adapters.binding.transports import Gone, McpHttp, McpStdio, http_exchange, mcp_answer, parse_json
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.adapters.loopback import await_accepting, free_port
-from retryproof.adapters.process import STATE_DIR_ENV, StderrTail, forget_group, kill_group, start_group
+from retryproof.adapters.pipes import ChildPipes
+from retryproof.adapters.process import PIPE_GRACE_S, STATE_DIR_ENV, StderrTail, forget_group, kill_group, start_group
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
 from retryproof.spec.protocol import Failure, Success, greeting
 
@@ -50,11 +50,11 @@ class _Server:
 
     def __init__(self, popen: subprocess.Popen, port: int | None, base_url: str | None):
         self.popen = popen
+        self.pipes = ChildPipes([stream for stream in (popen.stdin, popen.stdout, popen.stderr) if stream is not None])
         self.port = port
         self.base_url = base_url
         self.mcp: McpStdio | McpHttp | None = None
         self.killed_by_kit = False
-        self.threads: list[threading.Thread] = []
 
     def ending(self) -> str:
         if self.killed_by_kit:
@@ -88,6 +88,7 @@ class BindingConnection(Connection):
         self.hello: Mapping[str, Any] | None = None
         self._stderr = StderrTail(stderr_limit)
         self._servers: list[_Server] = []
+        self._survivors: list[dict[str, Any]] = []
         self._pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="binding-call")
 
     # -- lifecycle ---------------------------------------------------------------
@@ -125,9 +126,7 @@ class BindingConnection(Connection):
         self._servers.append(server)
         streams = [popen.stderr] if stdio else [popen.stderr, popen.stdout]
         for stream in streams:
-            thread = threading.Thread(target=self._tail, args=(stream,), daemon=True, name="binding-output")
-            thread.start()
-            server.threads.append(thread)
+            server.pipes.spawn(self._tail, server.pipes, stream, name="binding-output")
         try:
             self._ready(server, stdio, time.monotonic() + self.start_timeout)
         except Gone as exc:
@@ -140,8 +139,7 @@ class BindingConnection(Connection):
     def _ready(self, server: _Server, stdio: bool, deadline: float) -> None:
         if stdio:
             assert server.popen.stdin is not None and server.popen.stdout is not None  # both piped
-            server.mcp = McpStdio(server.popen.stdin, server.popen.stdout, server.ending)
-            server.threads.append(server.mcp.reader)
+            server.mcp = McpStdio(server.popen.stdin, server.popen.stdout, server.pipes, server.ending)
             server.mcp.initialize(max(0.1, deadline - time.monotonic()))
             return
         problem = await_accepting(server.popen, server.port or 0, deadline)
@@ -151,14 +149,8 @@ class BindingConnection(Connection):
             server.mcp = McpHttp(server.base_url or "")
             server.mcp.initialize(max(0.1, deadline - time.monotonic()))
 
-    def _tail(self, stream: Any) -> None:
-        while True:
-            try:
-                chunk = stream.read1(4096)
-            except (OSError, ValueError):
-                return
-            if not chunk:
-                return
+    def _tail(self, pipes: ChildPipes, stream: IO[bytes]) -> None:
+        for chunk in pipes.chunks(stream):
             self._stderr.append(chunk)
 
     def kill(self) -> None:
@@ -194,18 +186,14 @@ class BindingConnection(Connection):
             server.popen.wait(self.stop_timeout)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
+        self._survivors += server.pipes.stop(PIPE_GRACE_S, self.stop_timeout)
         forget_group(server.popen)
-        for thread in server.threads:
-            thread.join(self.stop_timeout)
-        for stream in (server.popen.stdin, server.popen.stdout, server.popen.stderr):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
 
     def exit_statuses(self) -> list[int | None]:
         return [server.popen.poll() for server in self._servers]
+
+    def survivors(self) -> list[dict[str, Any]]:
+        return list(self._survivors)
 
     def stderr_text(self) -> str:
         return self._stderr.text()

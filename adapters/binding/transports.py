@@ -21,6 +21,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from retryproof.adapters.pipes import ChildPipes, LineTooLong
+
 #: The MCP revision the kit asks for; a server may answer another it supports.
 MCP_PROTOCOL_VERSION = "2025-06-18"
 #: The longest answer the kit reads; a longer one is garbage, not an answer.
@@ -119,9 +121,10 @@ class McpStdio:
     that answer nothing (notifications, logs) are ignored; a server's own request
     (a ping) is answered empty, so the server never waits on the kit."""
 
-    def __init__(self, stdin: IO[bytes], stdout: IO[bytes], on_closed: Callable[[], str]):
+    def __init__(self, stdin: IO[bytes], stdout: IO[bytes], pipes: ChildPipes, on_closed: Callable[[], str]):
         self._stdin = stdin
         self._stdout = stdout
+        self._pipes = pipes
         self._on_closed = on_closed
         self._ids = itertools.count(1)
         self._pending: dict[int, Future] = {}
@@ -130,8 +133,7 @@ class McpStdio:
         # never the reader thread that resolves answers.
         self._write_lock = threading.Lock()
         self._closed: str | None = None
-        self.reader = threading.Thread(target=self._read, daemon=True, name="mcp-stdio-reader")
-        self.reader.start()
+        pipes.spawn(self._read, name="mcp-stdio-reader")
 
     def initialize(self, timeout: float) -> None:
         answer = self.request("initialize", _initialize_params(), timeout)
@@ -171,39 +173,39 @@ class McpStdio:
     def _write(self, message: Mapping[str, Any]) -> None:
         try:
             with self._write_lock:
-                self._stdin.write(_json_bytes(message) + b"\n")
-                self._stdin.flush()
-        except (OSError, ValueError):
-            raise Gone("the server closed its input") from None
+                written = self._pipes.write_all(self._stdin, _json_bytes(message) + b"\n")
+        except ValueError:  # the kit closed the input already
+            written = False
+        if not written:
+            raise Gone("the server closed its input")
 
     def _read(self) -> None:
-        while True:
-            try:
-                line = self._stdout.readline(MAX_ANSWER_BYTES + 1)
-            except (OSError, ValueError):
-                break
-            if not line or len(line) > MAX_ANSWER_BYTES:
-                break
-            message = parse_json(line)
-            if not isinstance(message, dict):
-                continue
-            if "method" in message and "id" in message:
-                try:
-                    self._write({"jsonrpc": "2.0", "id": message["id"], "result": {}})
-                except Gone:
-                    break
-                continue
-            answered = message.get("id")
-            with self._lock:
-                future = self._pending.pop(answered, None) if isinstance(answered, int) else None
-            if future is not None:
-                future.set_result(message)
+        try:
+            for line in self._pipes.lines(self._stdout, MAX_ANSWER_BYTES):
+                self._answer(line)
+        except (LineTooLong, Gone):
+            pass
         reason = self._on_closed()
         with self._lock:
             self._closed = reason
             pending, self._pending = list(self._pending.values()), {}
         for future in pending:
             future.set_exception(Gone(reason))
+
+    def _answer(self, line: bytes) -> None:
+        """Resolve the call ``line`` answers; answer a request of the server's own (a
+        ping) at once. ``Gone`` when that answer cannot be sent."""
+        message = parse_json(line)
+        if not isinstance(message, dict):
+            return
+        if "method" in message and "id" in message:
+            self._write({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+            return
+        answered = message.get("id")
+        with self._lock:
+            future = self._pending.pop(answered, None) if isinstance(answered, int) else None
+        if future is not None:
+            future.set_result(message)
 
 
 class McpHttp:

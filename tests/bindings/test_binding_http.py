@@ -146,3 +146,38 @@ def test_the_pytest_plugin_runs_a_binding(pytester):
     )
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*retryproof::WT-CREATE PASSED*", "*protocol:framing*"])
+
+
+def test_a_server_stop_is_bounded_when_an_escaped_process_holds_its_pipes(tmp_path):
+    """A server whose start leaves a setsid process holding its stdout and stderr: the
+    kit still stops it within bounds, names the survivor, and starts it again, as it
+    does a harness (the binding once waited on such pipes with a blocking read)."""
+    import contextlib
+    import os
+    import signal
+    import threading
+
+    from retryproof.adapters.binding.connection import BindingConnection
+    from retryproof.adapters.binding.spec import parse
+
+    document = shipped("reference-http")
+    escaping = "(setsid sleep 120 &); exec {python} -m retryproof.reference_impl --http"
+    document["start"]["command"] = ["bash", "-c", escaping]
+    state = tmp_path / "state"
+    state.mkdir()
+    connection = BindingConnection(parse(document, "escaping.yaml"), str(state), start_timeout=60, stop_timeout=5)
+    try:
+        connection.start()
+        stopper = threading.Thread(target=connection.stop, daemon=True)
+        stopper.start()
+        stopper.join(30)
+        assert not stopper.is_alive(), "stop waited on a process that outlived the server"
+        survivors = connection.survivors()
+        assert len(survivors) == 1 and survivors[0]["command"] == "sleep 120", survivors
+        connection.start()  # the connection is still usable after such a stop
+        assert connection.alive
+    finally:
+        connection.kill()
+        for pid in {entry["pid"] for entry in connection.survivors()}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
