@@ -22,6 +22,7 @@ Two kinds of record:
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
@@ -137,21 +138,20 @@ def replace(path: str, data: bytes, fsync_dir: FsyncDirectory = fsync_directory)
 
 
 def create_log(path: str, first_line: bytes, fsync_dir: FsyncDirectory = fsync_directory) -> None:
-    """Create the log ``path`` holding ``first_line``, or raise ``FileExistsError`` when
-    it already holds a complete line, and change nothing then.
+    """Start the log ``path`` with ``first_line``, or raise ``FileExistsError`` when it
+    already holds a complete line, and change nothing then.
 
-    The file is made in place, then written and fsynced, then its directory fsynced; the
-    state is durable when both fsyncs have returned. A log a crash left without a complete
-    line (killed between the create and the write) holds no state: it is written over.
+    The file is made in place (or is there already, empty: a lock file, or a log a crash
+    left before its first line was complete, which holds no state and is written over),
+    then written and fsynced, then its directory fsynced; the state is durable when both
+    fsyncs have returned.
     """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        if last_line(path) is not None:
-            raise
-        fd = os.open(path, os.O_RDWR)
-        os.ftruncate(fd, 0)
-    try:
+        if os.fstat(fd).st_size:
+            if _last_line(_read_fd(fd)) is not None:
+                raise FileExistsError(errno.EEXIST, "the log already holds a line", path)
+            os.ftruncate(fd, 0)
         write_all(fd, first_line + b"\0" * max(0, LOG_SIZE - len(first_line)))
         os.fsync(fd)
     finally:
@@ -183,9 +183,12 @@ def last_line(path: str) -> Any:
     except FileNotFoundError:
         return None
     try:
-        data = _read_fd(fd)
+        return _last_line(_read_fd(fd))
     finally:
         os.close(fd)
+
+
+def _last_line(data: bytes) -> Any:
     for line in reversed(data.rstrip(b"\0").split(b"\n")):
         try:
             value = json.loads(line)

@@ -28,10 +28,18 @@ __all__ = ["LockTimeout", "hold"]
 _FIRST_PAUSE_S = 0.0005
 _LONGEST_PAUSE_S = 0.01
 
-#: path -> [the in-process lock of that path, how many threads use it]; an entry lives
-#: while some thread holds or waits for the path, so the table stays small.
-_in_process: dict[str, list] = {}
-_table_lock = threading.Lock()
+
+class _Queue:
+    """The in-process lock of one path and how many threads hold or wait for it; it
+    lives only while some thread does, so the table stays as small as the calls in flight."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+
+
+_queues: dict[str, _Queue] = {}
+_queues_lock = threading.Lock()
 
 
 class LockTimeout(Exception):
@@ -42,22 +50,22 @@ class LockTimeout(Exception):
 def hold(path: str, timeout_s: float) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (created if needed) for the ``with`` body."""
     deadline = time.monotonic() + timeout_s
-    with _table_lock:
-        entry = _in_process.setdefault(path, [threading.Lock(), 0])
-        entry[1] += 1
+    with _queues_lock:
+        queue = _queues.setdefault(path, _Queue())
+        queue.users += 1
     try:
-        if not entry[0].acquire(timeout=max(0.0, deadline - time.monotonic())):
+        if not queue.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise LockTimeout(f"lock {os.path.basename(path)} still held after {timeout_s:g}s")
         try:
             with _kernel_lock(path, deadline, timeout_s):
                 yield
         finally:
-            entry[0].release()
+            queue.lock.release()
     finally:
-        with _table_lock:
-            entry[1] -= 1
-            if entry[1] == 0:
-                del _in_process[path]
+        with _queues_lock:
+            queue.users -= 1
+            if queue.users == 0:
+                del _queues[path]
 
 
 @contextlib.contextmanager

@@ -175,13 +175,13 @@ def test_a_retry_that_words_the_task_differently_stores_its_own_wording(state_di
 def test_a_committed_reuse_does_not_wait_for_the_lock_of_its_id(state_dir):
     runtime = Runtime(state_dir, wait_timeout_s=0.05)
     runtime.write_task(TASK, "sub-1")
-    with hold(str(state_dir / "receipt-locks" / "sub-1.lock"), 1.0):
+    with hold(str(state_dir / "receipts" / "sub-1.json"), 1.0):
         assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
-    with hold(str(state_dir / "receipt-locks" / "sub-2.lock"), 1.0):
+    with hold(str(state_dir / "receipts" / "sub-2.json"), 1.0):
         with pytest.raises(ProtocolError) as waited:
             runtime.write_task(TASK, "sub-2")  # a new id must wait for its holder
     assert waited.value.code == "in_progress"
-    assert not (state_dir / "receipts" / "sub-2.json").exists()
+    assert runtime.diagnose("sub-2", 0)["state"] == "absent"
 
 
 def test_threads_of_one_process_exclude_each_other(state_dir):
@@ -195,9 +195,28 @@ def test_threads_of_one_process_exclude_each_other(state_dir):
     assert _try_hold(path) == "held"
 
 
-def _try_hold(path: str) -> str:
+def test_a_thread_waiting_for_another_thread_is_handed_the_lock_without_polling(state_dir, monkeypatch):
+    # Polling pauses are for holders in other processes; a burst of same-id calls on one
+    # connection would otherwise be answered one pause at a time.
+    from retryproof.reference_impl import locking
+
+    pauses = []
+    real_sleep = locking.time.sleep
+    monkeypatch.setattr(locking.time, "sleep", lambda seconds: pauses.append(seconds) or real_sleep(seconds))
+    path, waiting, outcome = str(state_dir / "one.lock"), threading.Event(), []
+    with hold(path, 1.0):
+        thread = threading.Thread(target=lambda: (waiting.set(), outcome.append(_try_hold(path, 5.0))))
+        thread.start()
+        waiting.wait(1.0)
+        threading.Event().wait(0.05)  # the waiter is now blocked on the lock
+    thread.join()
+    assert outcome == ["held"]
+    assert pauses == []
+
+
+def _try_hold(path: str, timeout_s: float = 0.05) -> str:
     try:
-        with hold(path, 0.05):
+        with hold(path, timeout_s):
             return "held"
     except LockTimeout:
         return "timeout"
