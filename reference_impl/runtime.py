@@ -16,11 +16,11 @@ Layout of the state directory (every path below is relative to it)::
 A receipt moves ``reserved -> task_created -> committed`` (``spec/retryproof.yaml``,
 ``receipt``); each state is durable before the next step starts, and every later call
 finishes or reuses what the receipt says, never starts over. A creation makes three
-name operations durable (the number claim with the task object's content, the receipt,
-the task object's link), each a file fsync and a directory fsync, and appends two
-states to the receipt, each one ``fdatasync`` (``durable.py`` says why that is cheap). A creation interrupted by
-a crash is not finished at start-up: the retry finishes it, so a stalled reservation
-stays observable to diagnostics and to the kit.
+names durable (the number claim, holding the task object's content; the receipt; the
+task object, a link of the claim), each with a file or directory fsync after it, and
+appends two states to the receipt, one ``fdatasync`` each (``durable.py`` says why that
+is cheap). A creation interrupted by a crash is not finished at start-up: the retry
+finishes it, so a stalled reservation stays observable to diagnostics and to the kit.
 
 The small ``_``-prefixed methods marked *seam* are the steps a one-defect variant
 (``retryproof.reference_impl.faulty``) overrides; keep each one a single decision.
@@ -443,8 +443,9 @@ class Runtime:
         return self._task_numbers.claim(record)
 
     def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
-        """*Seam.* Make one receipt state durable: the reservation creates the receipt's
-        log exclusively, every later state is a line appended to it."""
+        """*Seam.* Make one receipt state durable: the reservation starts the receipt's
+        log (refused when it already holds a state), every later state is a line
+        appended to it."""
         path = self._confined("receipts", receipt["client_submission_id"] + ".json")
         if new:
             durable.create_log(path, durable.dump(receipt), self._fsync_directory)
