@@ -15,7 +15,9 @@ One transaction per creation is less than DUR-1 asks of the reference: each rece
 So the create row also has a *staged* SQLite runtime that commits those four steps as four
 transactions (RECEIPT-R8's reading of DUR-1 for a database), and, where ``strace`` is
 installed, the run counts the fsync and fdatasync calls of one creation of each runtime:
-what a creation costs is mostly how many times it waits for the disk.
+what a creation costs is mostly how many times it waits for the disk. A last line puts
+each create beside one journal commit (a new file fsynced by this process) measured in
+the same rounds.
 
 Stored receipts are made before the measured harness starts (the reference's through
 its own code with fsync switched off, SQLite's in one bulk transaction); the measured
@@ -244,6 +246,17 @@ def syncs_per_creation(command: tuple[str, ...], state_dir: str) -> int | None:
     return int(statistics.median(counts[2:])) if len(counts) > 2 else None
 
 
+def journal_commit(scratch: str, index: int) -> None:
+    """The unit a creation is made of: a new 300-byte file, fsynced (on ext4 this commits
+    the file-system journal, as a directory fsync after a new name does)."""
+    fd = os.open(os.path.join(scratch, f"commit-{index}"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, b"x" * 300)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def started(command: tuple[str, ...], state_dir: str) -> ProcessConnection:
     connection = ProcessConnection(command, state_dir, call_timeout=30, start_timeout=30)
     connection.start()
@@ -319,6 +332,7 @@ def main() -> int:
                 "reference": lambda index: timed(lambda: call(reference, f"new-{index}", TASK)),
                 "sqlite": lambda index: timed(lambda: call(baseline, f"new-{index}", TASK)),
                 "staged": lambda index: timed(lambda: call(staged, f"new-{index}", TASK)),
+                "commit": lambda index: timed(lambda: journal_commit(scratch, index)),
             },
             options.rounds,
         )
@@ -389,6 +403,11 @@ def main() -> int:
         )
     else:
         print("\nfsync + fdatasync calls per creation: not counted (strace is missing or cannot trace here)")
+    print(
+        f"one journal commit (a new file fsynced, in this process, same rounds): {create['commit'] * 1e3:.2f} ms; "
+        f"create per commit: reference {create['reference'] / create['commit']:.1f}, "
+        f"SQLite WAL FULL {create['sqlite'] / create['commit']:.1f}, staged {create['staged'] / create['commit']:.1f}"
+    )
     reuse_rows = [row for row in rows if row[0].startswith("reuse")]
     if len(reuse_rows) > 1:
         print(f"\nreuse, most vs fewest receipts stored: {reuse_rows[-1][1] / reuse_rows[0][1]:.2f}x (flat is 1.00x)")
