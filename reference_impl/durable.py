@@ -1,27 +1,58 @@
 """The POSIX recipes that make one file step durable, and nothing else.
 
 A stage of a creation counts as done only when a crash right after it (SIGKILL or a
-power cut) cannot undo it, so each recipe ends with an fsync of the directory that
-holds the new name. Every recipe takes that directory fsync as a parameter: the runtime
-passes its own overridable method, so a deliberately faulty variant can drop it and the
-kit's durability trace must notice.
+power cut) cannot undo it, so each recipe that makes a name ends with an fsync of the
+directory that holds it. Every such recipe takes that directory fsync as a parameter: the
+runtime passes its own overridable method, so a deliberately faulty variant can drop it
+and the kit's durability trace must notice.
+
+Two kinds of record:
+
+* a *document* (a task, a report) appears whole under its name or not at all: it is
+  written and fsynced under another name first, then linked or renamed into place;
+* a *log* (a receipt's states) is a file of one JSON object a line, each line a complete
+  state, the last complete one current. It is created in place and later states are
+  appended, so a state after the first costs one ``fdatasync`` and no name operation.
+  A line a crash cut short never became durable (its ``fdatasync`` had not returned, so
+  nothing after it began) and readers skip it: the state before it stands. A log is
+  created padded with NUL bytes, and appends overwrite that padding: rewriting bytes the
+  file already holds changes no metadata, so the ``fdatasync`` writes the data and
+  commits no file-system journal (preallocated WAL segments do the same).
 """
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["create_new", "dump", "fsync_directory", "replace", "write_temp"]
+__all__ = [
+    "append_line",
+    "create_log",
+    "create_new",
+    "dump",
+    "fsync_directory",
+    "last_line",
+    "link_new",
+    "replace",
+    "write_all",
+    "write_temp",
+]
 
 FsyncDirectory = Callable[[str], None]
 
 #: Temp names unique within this process; the pid makes them unique among the processes
 #: sharing a state directory (``tempfile`` would do the same at a tenth of the start-up).
 _temp_numbers = itertools.count()
+
+#: The size a log is created with: its first line, then NUL bytes for the later ones.
+#: One file-system block, which even a one-line file occupies; a receipt's three states
+#: take under 2 KiB at the longest submission id. A log that outgrows it still works: the
+#: append then extends the file, and ``fdatasync`` commits the new size.
+LOG_SIZE = 4096
 
 
 def fsync_directory(directory: str) -> None:
@@ -38,6 +69,14 @@ def dump(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode("utf-8") + b"\n"
 
 
+def write_all(fd: int, data: bytes, offset: int = 0) -> None:
+    """``pwrite`` all of ``data`` at ``offset`` (a write may be short, e.g. on a full disk)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
 def write_temp(directory: str, data: bytes) -> str:
     """Write ``data`` to a fresh O_EXCL temp file in ``directory`` and fsync it.
 
@@ -52,13 +91,13 @@ def write_temp(directory: str, data: bytes) -> str:
         except FileExistsError:
             continue  # litter of a crashed process that had this pid: pick the next name
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        write_all(fd, data)
+        os.fsync(fd)
     except BaseException:
         os.unlink(temp)
         raise
+    finally:
+        os.close(fd)
     return temp
 
 
@@ -79,6 +118,13 @@ def create_new(path: str, data: bytes, fsync_dir: FsyncDirectory = fsync_directo
     fsync_dir(directory)
 
 
+def link_new(source: str, path: str, fsync_dir: FsyncDirectory = fsync_directory) -> None:
+    """Give the complete, already fsynced file ``source`` the new name ``path``, or raise
+    ``FileExistsError`` and change nothing: ``create_new`` for a file written earlier."""
+    os.link(source, path)
+    fsync_dir(os.path.dirname(path))
+
+
 def replace(path: str, data: bytes, fsync_dir: FsyncDirectory = fsync_directory) -> None:
     """Atomically replace (or create) ``path``: temp, fsync, ``os.replace``, fsync dir."""
     directory = os.path.dirname(path)
@@ -89,3 +135,72 @@ def replace(path: str, data: bytes, fsync_dir: FsyncDirectory = fsync_directory)
         os.unlink(temp)
         raise
     fsync_dir(directory)
+
+
+def create_log(path: str, first_line: bytes, fsync_dir: FsyncDirectory = fsync_directory) -> None:
+    """Start the log ``path`` with ``first_line``, or raise ``FileExistsError`` when it
+    already holds a complete line, and change nothing then.
+
+    The file is made in place (or is there already, empty: a lock file, or a log a crash
+    left before its first line was complete, which holds no state and is written over),
+    then written and fsynced, then its directory fsynced; the state is durable when both
+    fsyncs have returned.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size:
+            if _last_line(_read_fd(fd)) is not None:
+                raise FileExistsError(errno.EEXIST, "the log already holds a line", path)
+            os.ftruncate(fd, 0)
+        write_all(fd, first_line + b"\0" * max(0, LOG_SIZE - len(first_line)))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(os.path.dirname(path))
+
+
+def append_line(path: str, line: bytes) -> None:
+    """Append ``line`` to the log ``path`` and make it durable (no name changes, so no
+    directory fsync). The caller excludes other writers of the log."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        data = _read_fd(fd)
+        end = len(data.rstrip(b"\0"))
+        if end and data[end - 1 : end] != b"\n":
+            line = b"\n" + line  # end a line a crash cut short, so it stays one bad line
+        write_all(fd, line, end)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def last_line(path: str) -> Any:
+    """The last complete line of the log ``path``, parsed; ``None`` when there is no file
+    or no complete line. A line that does not parse as a JSON object (cut short by a
+    crash: its bytes are partly NUL or missing) is skipped."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        return _last_line(_read_fd(fd))
+    finally:
+        os.close(fd)
+
+
+def _last_line(data: bytes) -> Any:
+    for line in reversed(data.rstrip(b"\0").split(b"\n")):
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -3,17 +3,24 @@
 Layout of the state directory (every path below is relative to it)::
 
     tasks/TASK-000001.json       the task objects, one record each
-    task-numbers/1               claimed task numbers (see numbering.py)
-    receipts/<id>.json           one receipt per client_submission_id
-    receipt-locks/<id>.lock      the kernel lock of each id (the file itself means nothing)
+    task-numbers/1               claimed task numbers (see numbering.py); a claim file holds
+                                 its task object, written with the claim, and the object in
+                                 tasks/ is a hard link to it
+    receipts/<id>.json           one receipt per client_submission_id: a log of its states,
+                                 one JSON line each, the last complete line current; also
+                                 the id's kernel lock (an empty receipt is an id locked once
+                                 and never reserved, which reads as absent)
     reports/<id>.json            one report per write_report submission id
     report-numbers/1             claimed report numbers
 
 A receipt moves ``reserved -> task_created -> committed`` (``spec/retryproof.yaml``,
 ``receipt``); each state is durable before the next step starts, and every later call
-finishes or reuses what the receipt says, never starts over. A creation interrupted by
-a crash is not finished at start-up: the retry finishes it, so a stalled reservation
-stays observable to diagnostics and to the kit.
+finishes or reuses what the receipt says, never starts over. A creation makes three
+names durable (the number claim, holding the task object's content; the receipt; the
+task object, a link of the claim), each with a file or directory fsync after it, and
+appends two states to the receipt, one ``fdatasync`` each (``durable.py`` says why that
+is cheap). A creation interrupted by a crash is not finished at start-up: the retry
+finishes it, so a stalled reservation stays observable to diagnostics and to the kit.
 
 The small ``_``-prefixed methods marked *seam* are the steps a one-defect variant
 (``retryproof.reference_impl.faulty``) overrides; keep each one a single decision.
@@ -28,7 +35,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from retryproof.reference_impl import durable
@@ -55,7 +62,7 @@ WRITE_TASK_FAILPOINTS = (
 # have ended in reuse reads as no answer.
 WAIT_TIMEOUT_S = 5.0
 TASK_ID_PATTERN = re.compile(r"TASK-[0-9]{6,}")
-_DIRECTORIES = ("tasks", "task-numbers", "receipts", "receipt-locks", "reports", "report-numbers")
+_DIRECTORIES = ("tasks", "task-numbers", "receipts", "reports", "report-numbers")
 
 
 def _conflict(reason: str, digest: str, receipt: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,13 +84,23 @@ def _conflict(reason: str, digest: str, receipt: Mapping[str, Any]) -> dict[str,
     }
 
 
+def _task_id(number: int) -> str:
+    return f"TASK-{number:06d}"
+
+
+def _read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
 def _load(path: str) -> Any:
     """The JSON at ``path``, ``None`` when there is no file, ``{}`` when it is not JSON
     (a foreign or damaged object is a fact to report, never a crash of the call)."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
+    data = _read_bytes(path)
+    if data is None:
         return None
     try:
         return json.loads(data)
@@ -148,7 +165,7 @@ class Runtime:
         with self._acquire(client_submission_id):
             receipt = self._read_receipt(client_submission_id)
             if receipt is None:
-                receipt = self._reserve(client_submission_id, digest)
+                receipt = self._reserve(client_submission_id, digest, task)
             return self._settle(client_submission_id, task, digest, receipt)
 
     def _settle(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
@@ -164,8 +181,13 @@ class Runtime:
             return self._recover_task_created(submission_id, digest, receipt)
         return self._reuse_committed(digest, receipt)
 
-    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
-        task_id = f"TASK-{self._allocate_number():06d}"
+    def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
+        # The claim carries the task object, so it is durable before the receipt names
+        # the number, and writing the task later is a link (see _write_task_object).
+        number = self._allocate_number(
+            lambda number: durable.dump(self._task_record(_task_id(number), submission_id, task, digest))
+        )
+        task_id = _task_id(number)
         now = time.time()
         receipt = {
             "client_submission_id": submission_id,
@@ -187,11 +209,7 @@ class Runtime:
         wrote = False
         if _load(path) is None:
             try:
-                durable.create_new(
-                    path,
-                    durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest)),
-                    self._fsync_directory,
-                )
+                self._write_task_object(receipt, submission_id, task, digest)
                 wrote = True
             except FileExistsError:  # someone put an object there meanwhile: judge it below
                 pass
@@ -239,11 +257,26 @@ class Runtime:
         self._write_receipt(receipt, new=False)
         return receipt
 
+    def _write_task_object(self, receipt: Mapping[str, Any], submission_id: str, task: Any, digest: str) -> None:
+        """Write the task object at the receipt's task_path, or raise ``FileExistsError``:
+        a link of the claim file when it holds exactly this record (the reservation
+        wrote it there), else a new file (a retry in another process may word the task
+        differently under the same digest; its own wording is stored, as on a first call)."""
+        data = durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest))
+        path = self._state_path(receipt["task_path"])
+        claim = self._task_claim(receipt["task_id"])
+        if claim is not None and _read_bytes(claim) == data:
+            durable.link_new(claim, path, self._fsync_directory)
+        else:
+            durable.create_new(path, data, self._fsync_directory)
+
     def _write_legacy(self, task: Any, digest: str) -> dict[str, Any]:
-        task_id = f"TASK-{self._allocate_number():06d}"
+        number = self._allocate_number(
+            lambda number: durable.dump(self._task_record(_task_id(number), None, task, digest))
+        )
+        task_id = _task_id(number)
         task_path = f"tasks/{task_id}.json"
-        record = self._task_record(task_id, None, task, digest)
-        durable.create_new(self._state_path(task_path), durable.dump(record), self._fsync_directory)
+        durable.link_new(self._task_numbers.path(number), self._state_path(task_path), self._fsync_directory)
         return self._legacy_result(task_id, task_path, digest)
 
     # ------------------------------------------------------------------ reading
@@ -319,15 +352,21 @@ class Runtime:
         path = self._confined("reports", client_submission_id + ".json")
         existing = _load(path)
         if existing is None:
-            record = {
-                "report_id": f"REPORT-{self._report_numbers.claim():06d}",
-                "client_submission_id": client_submission_id,
-                "task_id": task_id,
-                "content": content,
-            }
+
+            def record(number: int) -> bytes:
+                return durable.dump(
+                    {
+                        "report_id": f"REPORT-{number:06d}",
+                        "client_submission_id": client_submission_id,
+                        "task_id": task_id,
+                        "content": content,
+                    }
+                )
+
+            number = self._report_numbers.claim(record)
             try:
-                durable.create_new(path, durable.dump(record), self._fsync_directory)
-                return {"report_id": record["report_id"], "deduplicated": False}
+                durable.link_new(self._report_numbers.path(number), path, self._fsync_directory)
+                return {"report_id": f"REPORT-{number:06d}", "deduplicated": False}
             except FileExistsError:  # a concurrent call with the same id won
                 existing = _load(path)
         if self._is_duplicate_report(existing, task_id, content):
@@ -393,21 +432,25 @@ class Runtime:
     def _acquire(self, submission_id: str) -> Iterator[None]:
         """*Seam.* Exclusive hold of one id, across threads and processes, bounded."""
         try:
-            with hold(self._confined("receipt-locks", submission_id + ".lock"), self.wait_timeout_s):
+            with hold(self._confined("receipts", submission_id + ".json"), self.wait_timeout_s):
                 yield
         except LockTimeout as exc:
             raise ProtocolError("in_progress", f"another call holds this client_submission_id: {exc}") from None
 
-    def _allocate_number(self) -> int:
-        """*Seam.* A task number no one else ever got or will get."""
-        return self._task_numbers.claim()
+    def _allocate_number(self, record: Callable[[int], bytes] | None = None) -> int:
+        """*Seam.* A task number no one else ever got or will get; its claim file holds
+        ``record(number)`` when given (``Numbering.claim``)."""
+        return self._task_numbers.claim(record)
 
     def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
-        """*Seam.* Make one receipt state durable: an exclusive create for the
-        reservation, an atomic replacement for every later state."""
+        """*Seam.* Make one receipt state durable: the reservation starts the receipt's
+        log (refused when it already holds a state), every later state is a line
+        appended to it."""
         path = self._confined("receipts", receipt["client_submission_id"] + ".json")
-        write = durable.create_new if new else durable.replace
-        write(path, durable.dump(receipt), self._fsync_directory)
+        if new:
+            durable.create_log(path, durable.dump(receipt), self._fsync_directory)
+        else:
+            durable.append_line(path, durable.dump(receipt))
 
     def _legacy_result(self, task_id: str, task_path: str, digest: str) -> dict[str, Any]:
         """*Seam.* The legacy answer: a creation that promises nothing about retries."""
@@ -442,9 +485,9 @@ class Runtime:
             raise OSError(errno.EIO, f"failpoint {name}")
 
     def _read_receipt(self, submission_id: str) -> dict[str, Any] | None:
-        receipt = _load(self._confined("receipts", submission_id + ".json"))
-        if receipt == {}:
-            raise OSError(errno.EIO, f"receipt of {submission_id!r} is not JSON")
+        """The current state of the receipt of ``submission_id``; ``None`` when there is
+        none (a log without a complete line holds no state)."""
+        receipt: dict[str, Any] | None = durable.last_line(self._confined("receipts", submission_id + ".json"))
         return receipt
 
     def _records(self, directory: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -478,6 +521,12 @@ class Runtime:
             and record.get("client_submission_id") == receipt["client_submission_id"]
             and self._record_digest(record) == receipt["request_digest"]
         )
+
+    def _task_claim(self, task_id: str) -> str | None:
+        """The claim file of the number in ``task_id``, if it names one."""
+        if not TASK_ID_PATTERN.fullmatch(task_id):
+            return None
+        return self._task_numbers.path(int(task_id[len("TASK-") :]))
 
     def _task_file(self, task_id: Any) -> str:
         if not isinstance(task_id, str) or not TASK_ID_PATTERN.fullmatch(task_id):

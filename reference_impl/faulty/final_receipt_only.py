@@ -18,4 +18,4 @@ class FinalReceiptOnly(Runtime):
 
     def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
         if receipt["state"] == "committed":
-            super()._write_receipt(receipt, new=False)
+            super()._write_receipt(receipt, new=True)  # the receipt's first and only line

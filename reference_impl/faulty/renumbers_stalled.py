@@ -22,7 +22,10 @@ class RenumbersStalledOnStart(Runtime):
 
     def __init__(self, state_dir: str | os.PathLike[str], *args: Any, **kwargs: Any):
         super().__init__(state_dir, *args, **kwargs)
-        for _, receipt in self._records("receipts"):
+        for name in sorted(os.listdir(self._dirs["receipts"])):
+            receipt = self._read_receipt(name[: -len(".json")]) if name.endswith(".json") else None
+            if receipt is None:
+                continue
             unwritten = not os.path.exists(self._state_path(receipt.get("task_path", "")))
             if receipt.get("state") == "reserved" and unwritten and not receipt.get("renumbered"):
                 task_id = f"TASK-{self._allocate_number():06d}"

@@ -36,9 +36,9 @@ class RetriesRenumber(Runtime):
         super().__init__(*args, **kwargs)
         self._reserved_here: set[str] = set()
 
-    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
+    def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
         self._reserved_here.add(submission_id)
-        return super()._reserve(submission_id, digest)
+        return super()._reserve(submission_id, digest, task)
 
     def _recover_reserved(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
         if submission_id not in self._reserved_here:

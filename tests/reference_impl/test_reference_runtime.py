@@ -22,8 +22,14 @@ from retryproof.spec.protocol import ProtocolError
 TASK = {"sender": "PM", "recipient": "DEV", "subject": "Fix login"}
 
 
+def receipt_lines(state_dir, submission_id: str) -> list[dict]:
+    """Every state line of a receipt's log, oldest first (the padding after them dropped)."""
+    data = (state_dir / "receipts" / f"{submission_id}.json").read_bytes().rstrip(b"\0")
+    return [json.loads(line) for line in data.splitlines()]
+
+
 def receipt_on_disk(state_dir, submission_id: str) -> dict:
-    return json.loads((state_dir / "receipts" / f"{submission_id}.json").read_bytes())
+    return receipt_lines(state_dir, submission_id)[-1]
 
 
 def assert_valid(schema: str, instance: dict) -> None:
@@ -42,10 +48,12 @@ def assert_valid(schema: str, instance: dict) -> None:
 def test_each_receipt_state_on_disk_is_a_valid_receipt(state_dir, failpoint, state):
     with pytest.raises(OSError):
         Runtime(state_dir, {failpoint: "fail"}).write_task(TASK, "sub-1")
-    receipt = receipt_on_disk(state_dir, "sub-1")
-    assert receipt["state"] == state
-    assert_valid("receipt", receipt)
-    assert ("result" in receipt) is (state == "committed")
+    lines = receipt_lines(state_dir, "sub-1")
+    states = ["reserved", "task_created", "committed"]
+    assert [line["state"] for line in lines] == states[: states.index(state) + 1]
+    for receipt in lines:
+        assert_valid("receipt", receipt)
+        assert ("result" in receipt) is (receipt["state"] == "committed")
 
 
 def test_the_stored_result_is_the_creation_even_when_a_retry_commits_it(state_dir):
@@ -79,40 +87,101 @@ def test_legacy_calls_make_a_task_each_and_never_claim_idempotence(state_dir):
     assert os.listdir(state_dir / "receipts") == []
 
 
-class FsyncCounter:
-    def __init__(self, monkeypatch):
-        self.calls = 0
-        real = os.fsync
+class SyncLog:
+    """Every fsync and fdatasync, in order, as (call, path relative to the state dir)."""
 
-        def counting(fd):
-            self.calls += 1
+    def __init__(self, monkeypatch, state_dir):
+        self.calls: list[tuple[str, str]] = []
+        for name in ("fsync", "fdatasync"):
+            monkeypatch.setattr(os, name, self._logging(name, getattr(os, name), state_dir))
+
+    def _logging(self, name, real, state_dir):
+        def logged(fd):
+            self.calls.append((name, os.path.relpath(os.readlink(f"/proc/self/fd/{fd}"), state_dir)))
             real(fd)
 
-        monkeypatch.setattr(os, "fsync", counting)
+        return logged
 
 
-def test_a_creation_fsyncs_every_stage_and_a_reuse_writes_nothing_and_fsyncs_nothing(state_dir, monkeypatch):
+def test_a_creation_syncs_every_stage_in_order_and_a_reuse_syncs_nothing(state_dir, monkeypatch):
     runtime = Runtime(state_dir)
-    fsyncs = FsyncCounter(monkeypatch)
-    runtime.write_task(TASK, "sub-1")
-    # number claim: dir; reservation, task object, task_created, committed: file + dir each
-    assert fsyncs.calls == 9
-    before, fsyncs.calls = snapshot(state_dir), 0
+    syncs = SyncLog(monkeypatch, os.path.realpath(state_dir))
+    task_id = runtime.write_task(TASK, "sub-1")["task_id"]
+    number = str(int(task_id.removeprefix("TASK-")))
+    assert syncs.calls == [
+        ("fsync", f"task-numbers/{number}"),  # the claim, holding the task object's content
+        ("fsync", "task-numbers"),
+        ("fsync", "receipts/sub-1.json"),  # reserved
+        ("fsync", "receipts"),
+        ("fsync", "tasks"),  # the task object: a link of the claim file
+        ("fdatasync", "receipts/sub-1.json"),  # task_created
+        ("fdatasync", "receipts/sub-1.json"),  # committed
+    ]
+    claim, task = (os.stat(state_dir / path) for path in (f"task-numbers/{number}", f"tasks/{task_id}.json"))
+    assert claim.st_ino == task.st_ino
+    before, syncs.calls = snapshot(state_dir), []
     assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
-    assert fsyncs.calls == 0
+    assert syncs.calls == []
     assert snapshot(state_dir) == before
+
+
+def test_a_receipt_line_cut_short_by_a_crash_leaves_the_state_before_it(state_dir):
+    with pytest.raises(OSError):
+        Runtime(state_dir, {"write_task.after_task_created": "fail"}).write_task(TASK, "sub-1")
+    log = state_dir / "receipts" / "sub-1.json"
+    data = log.read_bytes()
+    end = len(data.rstrip(b"\0"))
+    committed = json.dumps({**receipt_on_disk(state_dir, "sub-1"), "state": "committed"}).encode() + b"\n"
+    # A power cut tore the committed line: a sector in its middle never landed.
+    torn = committed[:40] + b"\0" * 20 + committed[60:]
+    log.write_bytes(data[:end] + torn + data[end + len(torn) :])
+    runtime = Runtime(state_dir)
+    assert runtime.diagnose("sub-1", 0)["state"] == "task_created"
+    assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
+    assert [line["state"] for line in receipt_lines_skipping_torn(log)] == ["reserved", "task_created", "committed"]
+    assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
+    assert len(runtime.list_tasks()["tasks"]) == 1
+
+
+def receipt_lines_skipping_torn(log) -> list[dict]:
+    lines = []
+    for line in log.read_bytes().rstrip(b"\0").splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return lines
+
+
+def test_a_receipt_left_without_a_complete_line_holds_no_state_and_is_reserved_again(state_dir):
+    runtime = Runtime(state_dir)
+    (state_dir / "receipts" / "sub-1.json").write_bytes(b"")  # killed between create and write
+    assert runtime.diagnose("sub-1", 0)["state"] == "absent"
+    assert runtime.write_task(TASK, "sub-1")["disposition"] == "created"
+    assert [line["state"] for line in receipt_lines(state_dir, "sub-1")] == ["reserved", "task_created", "committed"]
+
+
+def test_a_retry_that_words_the_task_differently_stores_its_own_wording(state_dir):
+    # The claim file holds the first call's record; the retry after a crash has the same
+    # digest in another wording (CRLF), so it writes its own object instead of the link.
+    with pytest.raises(OSError):
+        Runtime(state_dir, {"write_task.after_reserve": "fail"}).write_task({**TASK, "body": "a\r\nb"}, "sub-1")
+    runtime = Runtime(state_dir)
+    retry = runtime.write_task({**TASK, "body": "a\nb"}, "sub-1")
+    assert (retry["disposition"], retry["action_taken"]) == ("created", True)
+    assert runtime.read_task(retry["task_id"])["task"]["body"] == "a\nb"
 
 
 def test_a_committed_reuse_does_not_wait_for_the_lock_of_its_id(state_dir):
     runtime = Runtime(state_dir, wait_timeout_s=0.05)
     runtime.write_task(TASK, "sub-1")
-    with hold(str(state_dir / "receipt-locks" / "sub-1.lock"), 1.0):
+    with hold(str(state_dir / "receipts" / "sub-1.json"), 1.0):
         assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
-    with hold(str(state_dir / "receipt-locks" / "sub-2.lock"), 1.0):
+    with hold(str(state_dir / "receipts" / "sub-2.json"), 1.0):
         with pytest.raises(ProtocolError) as waited:
             runtime.write_task(TASK, "sub-2")  # a new id must wait for its holder
     assert waited.value.code == "in_progress"
-    assert not (state_dir / "receipts" / "sub-2.json").exists()
+    assert runtime.diagnose("sub-2", 0)["state"] == "absent"
 
 
 def test_threads_of_one_process_exclude_each_other(state_dir):
@@ -126,9 +195,28 @@ def test_threads_of_one_process_exclude_each_other(state_dir):
     assert _try_hold(path) == "held"
 
 
-def _try_hold(path: str) -> str:
+def test_a_thread_waiting_for_another_thread_is_handed_the_lock_without_polling(state_dir, monkeypatch):
+    # Polling pauses are for holders in other processes; a burst of same-id calls on one
+    # connection would otherwise be answered one pause at a time.
+    from retryproof.reference_impl import locking
+
+    pauses = []
+    real_sleep = locking.time.sleep
+    monkeypatch.setattr(locking.time, "sleep", lambda seconds: pauses.append(seconds) or real_sleep(seconds))
+    path, waiting, outcome = str(state_dir / "one.lock"), threading.Event(), []
+    with hold(path, 1.0):
+        thread = threading.Thread(target=lambda: (waiting.set(), outcome.append(_try_hold(path, 5.0))))
+        thread.start()
+        waiting.wait(1.0)
+        threading.Event().wait(0.05)  # the waiter is now blocked on the lock
+    thread.join()
+    assert outcome == ["held"]
+    assert pauses == []
+
+
+def _try_hold(path: str, timeout_s: float = 0.05) -> str:
     try:
-        with hold(path, 0.05):
+        with hold(path, timeout_s):
             return "held"
     except LockTimeout:
         return "timeout"
