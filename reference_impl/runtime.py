@@ -281,8 +281,10 @@ class Runtime:
 
     # ------------------------------------------------------------------ reading
 
-    def list_tasks(self) -> dict[str, Any]:
-        """Every task object on disk, from the files themselves (not from receipts)."""
+    def list_tasks(self, with_task: bool = False) -> dict[str, Any]:
+        """Every task object on disk, from the files themselves (not from receipts);
+        ``with_task`` adds each stored task, read in the same pass (the services'
+        listing, which has no read_task)."""
         return {
             "tasks": [
                 {
@@ -290,6 +292,7 @@ class Runtime:
                     "task_path": f"tasks/{name}",
                     "client_submission_id": record.get("client_submission_id"),
                     "request_digest": record.get("request_digest"),
+                    **({"task": record.get("task")} if with_task else {}),
                 }
                 for name, record in self._records("tasks")
             ]

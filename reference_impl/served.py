@@ -36,13 +36,5 @@ def error(code: str, message: str) -> dict[str, Any]:
 
 def listing(runtime: Runtime) -> dict[str, Any]:
     """Every task on disk with its key and stored task: the authoritative listing."""
-    tasks = []
-    for entry in runtime.list_tasks()["tasks"]:
-        try:
-            stored = runtime.read_task(entry["task_id"])
-        except ProtocolError:  # removed between the two reads
-            continue
-        tasks.append(
-            {"task_id": entry["task_id"], "client_submission_id": entry["client_submission_id"], "task": stored["task"]}
-        )
-    return {"tasks": tasks}
+    fields = ("task_id", "client_submission_id", "task")
+    return {"tasks": [{name: entry[name] for name in fields} for entry in runtime.list_tasks(with_task=True)["tasks"]]}
