@@ -1,12 +1,22 @@
-"""Start-up next to the floor: a bare interpreter start, the reference harness up to its
-``hello`` answer, and the kit's own ``retryproof list`` and ``digest``, each as a ratio
-to the bare start measured in the same run.
+"""Start-up next to the floor, each as a ratio to a bare interpreter measured in the
+same run:
+
+- the reference harness: from spawn to its ``hello`` answer, started as the kit starts
+  it (``REFERENCE_COMMAND``, its own process group, pipes, ``RETRYPROOF_STATE_DIR``).
+  A run starts a harness per scenario and more for restarts (about ninety), and this
+  span is what each start costs the run; its floor is a bare interpreter that reads
+  one line and answers it, measured over the same span.
+- the kit's own ``retryproof list`` and ``retryproof digest``: from spawn to exit,
+  next to a bare ``python -c pass``, spawn to exit.
 
     python benchmarks/bench_start.py [--rounds N]
 
-The rounds of the commands are interleaved, so a machine shared with other work slows
-them all alike; the ratio of medians is the figure to read, the milliseconds only
-describe this machine at this moment.
+Run it with the interpreter of the environment to measure: an editable install
+(``pip install -e``) loads its import hook at every interpreter start, so both the
+floor and the starts differ from a wheel install's. The rounds of the commands are
+interleaved, so a machine shared with other work slows them all alike; the ratio of
+medians is the figure to read, the milliseconds only describe this machine at this
+moment.
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import selectors
 import statistics
 import subprocess
 import sys
@@ -22,15 +33,52 @@ import time
 
 from tabulate import tabulate
 
-HELLO = json.dumps({"id": 1, "op": "hello", "args": {"protocol": "retryproof-harness/1"}}) + "\n"
+from retryproof.conformance.options import REFERENCE_COMMAND
+
+HELLO = (json.dumps({"id": 1, "op": "hello", "args": {"protocol": "retryproof-harness/1"}}) + "\n").encode()
 TASK = json.dumps({"subject": "Fix login"})
+ECHO_LINE = "import sys; sys.stdout.write(sys.stdin.readline()); sys.stdout.flush()"
+TIMEOUT_S = 60.0
 
 
-def timed(command: list[str], stdin: str, env: dict[str, str]) -> float:
-    """Seconds from spawn until the process has answered and exited (the harness
-    exits at end of input, right after its ``hello`` answer)."""
+def to_answer(command: list[str], env: dict[str, str]) -> float:
+    """Seconds from spawn until the first line of stdout (the answer to ``HELLO``) is read."""
     began = time.perf_counter()
-    done = subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, timeout=60)
+    popen = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        assert popen.stdin is not None and popen.stdout is not None
+        popen.stdin.write(HELLO)
+        popen.stdin.flush()
+        with selectors.DefaultSelector() as selector:
+            selector.register(popen.stdout, selectors.EVENT_READ)
+            if not selector.select(TIMEOUT_S):
+                raise SystemExit(f"{command}: no answer within {TIMEOUT_S} s")
+            answer = popen.stdout.readline()
+        seconds = time.perf_counter() - began
+        popen.stdin.close()
+        stderr = popen.stderr.read() if popen.stderr else b""
+        if popen.wait(TIMEOUT_S) != 0 or not answer.endswith(b"\n"):
+            raise SystemExit(f"{command} exited {popen.returncode}: {stderr[-500:]!r}")
+        if json.loads(answer).get("ok") is False:
+            raise SystemExit(f"{command} refused hello: {answer!r}")
+        return seconds
+    finally:
+        if popen.poll() is None:
+            popen.kill()
+            popen.wait()
+
+
+def to_exit(command: list[str], stdin: str, env: dict[str, str]) -> float:
+    """Seconds from spawn until the process has exited, having read ``stdin``."""
+    began = time.perf_counter()
+    done = subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
     seconds = time.perf_counter() - began
     if done.returncode != 0:
         raise SystemExit(f"{command} exited {done.returncode}: {done.stderr[-500:]}")
@@ -38,29 +86,34 @@ def timed(command: list[str], stdin: str, env: dict[str, str]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     kit = [sys.executable, "-m", "retryproof.conformance.cli"]
+    bare_echo = "bare interpreter, spawn to answering one line"
+    bare_exit = "bare interpreter (python -c pass), spawn to exit"
     with tempfile.TemporaryDirectory() as state_dir:
         env = {**os.environ, "RETRYPROOF_STATE_DIR": state_dir}
+        # (case, its floor, how it is timed)
         cases = {
-            "bare interpreter (python -c pass)": ([sys.executable, "-c", "pass"], ""),
-            "reference harness up to hello": ([sys.executable, "-m", "retryproof.reference_impl"], HELLO),
-            "retryproof list": ([*kit, "list"], ""),
-            "retryproof digest": ([*kit, "digest"], TASK),
+            bare_echo: (bare_echo, lambda: to_answer([sys.executable, "-c", ECHO_LINE], env)),
+            "reference harness, spawn to hello answer": (bare_echo, lambda: to_answer(list(REFERENCE_COMMAND), env)),
+            bare_exit: (bare_exit, lambda: to_exit([sys.executable, "-c", "pass"], "", env)),
+            "retryproof list, spawn to exit": (bare_exit, lambda: to_exit([*kit, "list"], "", env)),
+            "retryproof digest, spawn to exit": (bare_exit, lambda: to_exit([*kit, "digest"], TASK, env)),
         }
         samples: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(args.rounds):
-            for name, (command, stdin) in cases.items():
-                samples[name].append(timed(command, stdin, env))
-    floor = statistics.median(samples["bare interpreter (python -c pass)"])
+            for name, (_, measure) in cases.items():
+                samples[name].append(measure())
+    medians = {name: statistics.median(values) for name, values in samples.items()}
     rows = [
-        (name, f"{statistics.median(values) * 1000:.0f}", f"{statistics.median(values) / floor:.2f}x")
-        for name, values in samples.items()
+        (name, f"{medians[name] * 1000:.0f}", f"{medians[name] / medians[floor]:.2f}x")
+        for name, (floor, _) in cases.items()
     ]
-    print(tabulate(rows, headers=("start", "median ms", "vs bare"), tablefmt="github"))
+    print(tabulate(rows, headers=("start", "median ms", "vs its bare floor"), tablefmt="github"))
     print(f"\n{args.rounds} interleaved rounds; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"interpreter: {sys.executable}")
     return 0
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from retryproof.reference_impl.approval_effects import EXECUTORS, EffectsDir, key_slug
+from retryproof.reference_impl.approval_names import CAPABILITY, FAILPOINTS
 from retryproof.reference_impl.approval_store import AuditLog, OperationStore
 from retryproof.spec import validator
 from retryproof.spec.digest import ContractError
@@ -36,9 +37,6 @@ from retryproof.spec.protocol import Handler, ProtocolError, crash_now
 
 __all__ = ["CAPABILITY", "FAILPOINTS", "ApprovalService", "op_group", "request_digest"]
 
-CAPABILITY = "approval"
-# Each takes crash (SIGKILL on reaching the point) or fail (the step's I/O fails).
-FAILPOINTS = ("approval.audit_approved", "approval.audit_started", "approval.after_effect", "approval.audit_completed")
 # Which failpoint governs each audit event's append (repairs included).
 _AUDIT_FAILPOINT = {
     "approved": "approval.audit_approved",

@@ -8,15 +8,16 @@ runs, ``hello`` included, so what ``hello`` declares is always exactly what is s
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from retryproof.reference_impl import __version__, approval
+from retryproof.reference_impl import __version__, approval_names
 from retryproof.reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
 from retryproof.spec.digest import ContractError, check_submission_id
 from retryproof.spec.protocol import hello_handler
 
-__all__ = ["OpGroup", "build_handlers", "op_groups", "write_task_ops"]
+__all__ = ["OpGroup", "approval_ops", "build_handlers", "op_groups", "write_task_ops"]
 
 Handler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
@@ -89,6 +90,36 @@ def write_task_ops(runtime: Runtime) -> OpGroup:
     )
 
 
+def approval_ops(runtime: Runtime) -> OpGroup:
+    """The approval ops, served by ``approval.op_group(runtime)``, which is imported and
+    built on the first approval call (threads racing for it build it once). Importing
+    the approval service (pathlib, its store and executors) was a sixth of the harness's
+    start, paid by every scenario, and most never call an approval op; ``hello``
+    declares the same capability and failpoints either way (``approval_names``)."""
+    lock = threading.Lock()
+    served: dict[str, Handler] = {}
+
+    def load() -> Mapping[str, Handler]:
+        with lock:
+            if not served:
+                from retryproof.reference_impl import approval
+
+                handlers = approval.op_group(runtime)["handlers"]
+                if set(handlers) != set(approval_names.OPS):
+                    raise RuntimeError(f"the approval service serves {sorted(handlers)}, not approval_names.OPS")
+                served.update(handlers)
+        return served
+
+    def deferred(op: str) -> Handler:
+        return lambda args: load()[op](args)
+
+    return OpGroup(
+        {op: deferred(op) for op in approval_names.OPS},
+        capabilities=(approval_names.CAPABILITY,),
+        failpoints=approval_names.FAILPOINTS,
+    )
+
+
 def op_groups(runtime: Runtime) -> list[OpGroup]:
     """Every op group this harness serves.
 
@@ -96,7 +127,7 @@ def op_groups(runtime: Runtime) -> list[OpGroup]:
     here (the approval ops: capability ``approval``, failpoints ``approval.*``); its
     ops then appear in the handler table and in ``hello`` with no other change.
     """
-    return [write_task_ops(runtime), OpGroup(**approval.op_group(runtime))]
+    return [write_task_ops(runtime), approval_ops(runtime)]
 
 
 def build_handlers(groups: Sequence[OpGroup], implementation: str = "reference") -> dict[str, Handler]:

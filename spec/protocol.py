@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -295,5 +294,8 @@ def serve(
 def crash_now() -> None:
     """What a ``crash`` failpoint does: the process SIGKILLs itself, skipping every
     cleanup handler, as an abrupt process death looks to the caller. (The kernel's
-    page cache survives it, unlike a power cut: DURABILITY-TRACE covers that gap.)"""
+    page cache survives it, unlike a power cut: DURABILITY-TRACE covers that gap.)
+    ``signal`` is imported here: building its enums is a twentieth of a harness's start."""
+    import signal
+
     os.kill(os.getpid(), signal.SIGKILL)

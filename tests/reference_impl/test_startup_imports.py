@@ -1,0 +1,108 @@
+"""What the reference harness loads to answer ``hello``: properties, not timings.
+
+A run starts the harness about ninety times, so whatever its start imports is paid
+ninety times. These tests pin the modules it must *not* load at start, so that a later
+import at module level cannot silently bring them back; the figures themselves are
+measured by ``benchmarks/bench_start.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+from retryproof.reference_impl import approval, approval_names
+from retryproof.reference_impl.harness import approval_ops, build_handlers, op_groups
+from retryproof.reference_impl.runtime import Runtime
+
+# Loaded only when something asks for them: the spec's YAML and JSON Schema machinery
+# (approval's argument checks), the approval service itself, argparse (the plain
+# harness takes no arguments) and the signal module's enums (a crash failpoint).
+NOT_AT_START = (
+    "yaml",
+    "jsonschema",
+    "referencing",
+    "argparse",
+    "signal",
+    "importlib.metadata",
+    "retryproof.conformance",
+    "retryproof.adapters",
+    "retryproof.reference_impl.approval",
+    "retryproof.reference_impl.approval_store",
+    "retryproof.reference_impl.approval_effects",
+)
+
+
+def loaded_after(code: str, state_dir) -> tuple[str, set[str]]:
+    """What ``code`` printed, and the modules in ``sys.modules`` after it ran in a
+    fresh interpreter with a ``hello`` request on its input."""
+    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)), file=sys.stderr)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=json.dumps({"id": 1, "op": "hello", "args": {"protocol": "retryproof-harness/1"}}) + "\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RETRYPROOF_STATE_DIR": str(state_dir)},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout, set(json.loads(done.stderr.splitlines()[-1]))
+
+
+def test_a_harness_that_answered_hello_has_not_loaded_what_it_does_not_use(state_dir):
+    code = "from retryproof.reference_impl.__main__ import main\nassert main([]) == 0"
+    answered, loaded = loaded_after(code, state_dir)
+    assert json.loads(answered)["result"]["capabilities"][-1] == approval_names.CAPABILITY
+    assert sorted(loaded & set(NOT_AT_START)) == []
+
+
+def test_importing_the_public_names_loads_no_yaml_or_jsonschema(state_dir):
+    _, loaded = loaded_after(
+        "from retryproof.reference_impl import Runtime\nimport retryproof.reference_impl.harness\n"
+        "import retryproof.spec.protocol, retryproof.spec.digest",
+        state_dir,
+    )
+    assert sorted(loaded & set(NOT_AT_START)) == []
+
+
+def test_the_deferred_approval_ops_are_exactly_what_the_service_serves(state_dir):
+    """``hello`` and the op table come from ``approval_names``; the service must serve
+    those ops and declare that capability and those failpoints, no more, no fewer."""
+    declared = approval.op_group(Runtime(str(state_dir), {}))
+    assert sorted(declared["handlers"]) == sorted(approval_names.OPS)
+    assert declared["capabilities"] == (approval_names.CAPABILITY,)
+    assert declared["failpoints"] == approval_names.FAILPOINTS
+    group = approval_ops(Runtime(str(state_dir), {}))
+    assert (group.capabilities, group.failpoints) == (declared["capabilities"], declared["failpoints"])
+
+
+def test_the_approval_service_is_built_once_on_the_first_approval_call(state_dir, monkeypatch):
+    built: list[object] = []
+    real = approval.op_group
+
+    def counting(runtime):
+        built.append(runtime)
+        return real(runtime)
+
+    monkeypatch.setattr(approval, "op_group", counting)
+    runtime = Runtime(str(state_dir), {})
+    handlers = build_handlers(op_groups(runtime))
+    assert built == [] and not (state_dir / "approval").exists()
+
+    answers: list[object] = []
+
+    def propose(number: int) -> None:
+        request = {"operation_key": f"key-{number}", "request": {"n": number}, "executor": "plain"}
+        answers.append(handlers["propose"](request))
+
+    callers = [threading.Thread(target=propose, args=(number,)) for number in range(8)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(30)
+    assert built == [runtime]
+    assert len({answer["operation_id"] for answer in answers}) == 8  # type: ignore[index]
+    assert handlers["get_operation"]({"operation_id": answers[0]["operation_id"]})["state"] == "proposed"  # type: ignore[index]
