@@ -12,28 +12,10 @@ import importlib
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from retryproof.conformance import __version__
 from retryproof.conformance.errors import KitError
-from retryproof.conformance.options import (
-    CALL_TIMEOUT_S,
-    CONCURRENCY,
-    START_TIMEOUT_S,
-    available_cpus,
-    given,
-    id_list,
-    implementation_names,
-    job_count,
-    racing_callers,
-    report_formats,
-    scenario_ids,
-    seconds,
-    shard_spec,
-)
-
-#: Every subcommand is ``retryproof.conformance.commands.<name>.main(args)``.
-COMMANDS = ("run", "list", "validate-report", "digest", "selftest", "replay", "diff", "merge", "compare", "matrix")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,16 +26,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\nhint: see '{self.prog} --help'\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog="retryproof",
-        description="Conformance test kit for retry-safe side effects in agent runtimes.",
+def _run_arguments(run: argparse.ArgumentParser) -> None:
+    from retryproof.conformance.options import (
+        CALL_TIMEOUT_S,
+        CONCURRENCY,
+        START_TIMEOUT_S,
+        available_cpus,
+        given,
+        id_list,
+        job_count,
+        racing_callers,
+        report_formats,
+        scenario_ids,
+        seconds,
+        shard_spec,
     )
-    parser.add_argument("--version", action="version", version=f"retryproof {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
 
-    run = sub.add_parser("run", help="certify a runtime against the contract and write reports")
     target = run.add_mutually_exclusive_group()
     target.add_argument(
         "--harness", type=given, metavar="CMD", help="harness command line (default: the bundled reference runtime)"
@@ -110,19 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the K-th of N deterministic parts of the selection (CI matrices); join them with 'retryproof merge'",
     )
 
-    sub.add_parser("list", help="print the scenario catalogue")
 
-    validate = sub.add_parser("validate-report", help="check a report.json against the report schema")
+def _validate_report_arguments(validate: argparse.ArgumentParser) -> None:
     validate.add_argument("file")
 
-    digest = sub.add_parser("digest", help="print the write-task-v1 digest of a task object")
+
+def _digest_arguments(digest: argparse.ArgumentParser) -> None:
     digest.add_argument("file", nargs="?", default="-", help="a JSON file, or - for stdin (default)")
     digest.add_argument("--canonical", action="store_true", help="print the canonical JSON instead of the digest")
     digest.add_argument("--jsonl", action="store_true", help="one task per line in, one answer per line out")
 
-    selftest = sub.add_parser(
-        "selftest", help="run the catalogue against the reference and every bundled faulty runtime"
-    )
+
+def _selftest_arguments(selftest: argparse.ArgumentParser) -> None:
+    from retryproof.conformance.options import available_cpus, given, job_count
+
     selftest.add_argument(
         "--out", type=given, metavar="DIR", default="reports/selftest", help="where the kill matrix is written"
     )
@@ -131,7 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs", type=job_count, default=available_cpus(), metavar="N", help="scenarios run at once (default: CPUs)"
     )
 
-    replay = sub.add_parser("replay", help="re-run a FUZZ-MODEL replay file against a harness")
+
+def _replay_arguments(replay: argparse.ArgumentParser) -> None:
+    from retryproof.conformance.options import given
+
     replay.add_argument("file")
     replay_target = replay.add_mutually_exclusive_group()
     replay_target.add_argument(
@@ -143,10 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
     replay_target.add_argument(
         "--binding", type=given, metavar="FILE", help="an MCP server or HTTP API described by a binding file"
     )
-    diff = sub.add_parser("diff", help="compare two report.json files: regressions, fixes, verdict change")
+
+
+def _diff_arguments(diff: argparse.ArgumentParser) -> None:
     diff.add_argument("old", metavar="OLD.json")
     diff.add_argument("new", metavar="NEW.json")
-    merge = sub.add_parser("merge", help="merge the reports of 'run --shard K/N' runs into the report of the whole run")
+
+
+def _merge_arguments(merge: argparse.ArgumentParser) -> None:
+    from retryproof.conformance.options import given, report_formats
+
     merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="the report.json of every shard")
     merge.add_argument("--out", type=given, metavar="DIR", required=True, help="where the merged reports are written")
     merge.add_argument(
@@ -157,7 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="md,json,junit,html,badge",
     )
 
-    compare = sub.add_parser("compare", help="implementations side by side, from their report.json files")
+
+def _compare_arguments(compare: argparse.ArgumentParser) -> None:
+    from retryproof.conformance.options import given
+
     compare.add_argument("reports", nargs="+", metavar="REPORT.json")
     compare.add_argument(
         "--out",
@@ -167,9 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="where comparison.md and comparison.html are written",
     )
 
-    matrix = sub.add_parser(
-        "matrix", help="set up, run and compare every bundled implementation (adapters/implementations/)"
-    )
+
+def _matrix_arguments(matrix: argparse.ArgumentParser) -> None:
+    from retryproof.conformance.options import given, implementation_names
+
     matrix.add_argument(
         "--out", type=given, metavar="DIR", default="reports", help="reports/<target>/ and reports/matrix/"
     )
@@ -178,7 +180,67 @@ def build_parser() -> argparse.ArgumentParser:
     )
     matrix.add_argument("--seed", type=int, default=1, metavar="N")
     matrix.add_argument("--no-install", action="store_true", help="skip each implementation's 'setup install'")
+
+
+#: Every subcommand, in the order ``--help`` lists them: its help line and what adds its
+#: arguments (None: it takes none). Each is ``retryproof.conformance.commands.<name>.main(args)``.
+_SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None]] = {
+    "run": ("certify a runtime against the contract and write reports", _run_arguments),
+    "list": ("print the scenario catalogue", None),
+    "validate-report": ("check a report.json against the report schema", _validate_report_arguments),
+    "digest": ("print the write-task-v1 digest of a task object", _digest_arguments),
+    "selftest": ("run the catalogue against the reference and every bundled faulty runtime", _selftest_arguments),
+    "replay": ("re-run a FUZZ-MODEL replay file against a harness", _replay_arguments),
+    "diff": ("compare two report.json files: regressions, fixes, verdict change", _diff_arguments),
+    "merge": ("merge the reports of 'run --shard K/N' runs into the report of the whole run", _merge_arguments),
+    "compare": ("implementations side by side, from their report.json files", _compare_arguments),
+    "matrix": ("set up, run and compare every bundled implementation (adapters/implementations/)", _matrix_arguments),
+}
+COMMANDS = tuple(_SUBCOMMANDS)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand; given ``command``, the other subcommands are
+    listed without their arguments, which that command line never parses: their types
+    and defaults come from ``options`` (dataclasses with it), a third of the start of
+    ``retryproof digest``."""
+    parser = _Parser(
+        prog="retryproof",
+        description="Conformance test kit for retry-safe side effects in agent runtimes.",
+    )
+    parser.add_argument("--version", action="version", version=f"retryproof {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name, (help_line, add_arguments) in _SUBCOMMANDS.items():
+        subparser = sub.add_parser(name, help=help_line)
+        if add_arguments is not None and command in (None, name):
+            add_arguments(subparser)
     return parser
+
+
+#: The module that starts and registers every harness process group and scratch directory.
+_PROCESS_ADAPTER = "retryproof.adapters.process"
+
+
+class _Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM in a command that started no harness; ``signum`` says which."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    """End what the process adapter started and unwind as its ``Interrupted``. A command
+    that never loaded the adapter started no harness and no scratch directory (it
+    registers every one it starts), so it has nothing to end, and does not load the
+    adapter (subprocess, threads, futures) for it: that was a third of the start of
+    ``retryproof digest``. Loading it here, inside a signal handler, could meet a
+    module the main thread is half-way through importing."""
+    interrupt = getattr(sys.modules.get(_PROCESS_ADAPTER), "interrupt", None)
+    if interrupt is not None:
+        interrupt(signum, frame)
+    raise _Interrupted(signum)
 
 
 @contextlib.contextmanager
@@ -187,9 +249,7 @@ def _interruptible() -> Iterator[None]:
     group and remove every scratch directory at once, whatever thread started them,
     then unwind the command as ``Interrupted``: no report of this run is written, so
     the reports of an earlier run in the same directory stay as they were."""
-    from retryproof.adapters.process import interrupt
-
-    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.signal(signum, _on_signal) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
@@ -198,7 +258,10 @@ def _interruptible() -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else argv
+    # The first word is the subcommand whenever it names one: the only options before
+    # it (--version, --help) take no value.
+    args = build_parser(words[0] if words and words[0] in COMMANDS else None).parse_args(words)
     module_name = "retryproof.conformance.commands." + args.command.replace("-", "_")
     try:
         try:
@@ -215,9 +278,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"hint: {exc.hint}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        from retryproof.adapters.process import end_everything
-
-        end_everything()
+        end_everything = getattr(sys.modules.get(_PROCESS_ADAPTER), "end_everything", None)
+        if end_everything is not None:  # else no harness was started: see _on_signal
+            end_everything()
         print("interrupted", file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:
