@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
+from typing import Any
 
 from retryproof.reference_impl import approval, approval_names
 from retryproof.reference_impl.harness import approval_ops, build_handlers, op_groups
@@ -92,7 +94,7 @@ def test_the_approval_service_is_built_once_on_the_first_approval_call(state_dir
     handlers = build_handlers(op_groups(runtime))
     assert built == [] and not (state_dir / "approval").exists()
 
-    answers: list[object] = []
+    answers: list[Mapping[str, Any]] = []
 
     def propose(number: int) -> None:
         request = {"operation_key": f"key-{number}", "request": {"n": number}, "executor": "plain"}
@@ -104,5 +106,5 @@ def test_the_approval_service_is_built_once_on_the_first_approval_call(state_dir
     for caller in callers:
         caller.join(30)
     assert built == [runtime]
-    assert len({answer["operation_id"] for answer in answers}) == 8  # type: ignore[index]
-    assert handlers["get_operation"]({"operation_id": answers[0]["operation_id"]})["state"] == "proposed"  # type: ignore[index]
+    assert len({answer["operation_id"] for answer in answers}) == 8
+    assert handlers["get_operation"]({"operation_id": answers[0]["operation_id"]})["state"] == "proposed"
