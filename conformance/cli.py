@@ -202,8 +202,8 @@ COMMANDS = tuple(_SUBCOMMANDS)
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; given ``command``, the other subcommands are
     listed without their arguments, which that command line never parses: their types
-    and defaults come from ``options`` (dataclasses with it), a third of the start of
-    ``retryproof digest``."""
+    and defaults come from ``options`` (dataclasses and inspect with it), which
+    ``retryproof digest`` would otherwise load for nothing."""
     parser = _Parser(
         prog="retryproof",
         description="Conformance test kit for retry-safe side effects in agent runtimes.",
@@ -234,8 +234,8 @@ def _on_signal(signum: int, frame: object) -> None:
     """End what the process adapter started and unwind as its ``Interrupted``. A command
     that never loaded the adapter started no harness and no scratch directory (it
     registers every one it starts), so it has nothing to end, and does not load the
-    adapter (subprocess, threads, futures) for it: that was a third of the start of
-    ``retryproof digest``. Loading it here, inside a signal handler, could meet a
+    adapter (subprocess, threads, futures) for it, which ``retryproof digest`` did at
+    every start. Loading it here, inside a signal handler, could meet a
     module the main thread is half-way through importing."""
     interrupt = getattr(sys.modules.get(_PROCESS_ADAPTER), "interrupt", None)
     if interrupt is not None:

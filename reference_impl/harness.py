@@ -93,9 +93,9 @@ def write_task_ops(runtime: Runtime) -> OpGroup:
 def approval_ops(runtime: Runtime) -> OpGroup:
     """The approval ops, served by ``approval.op_group(runtime)``, which is imported and
     built on the first approval call (threads racing for it build it once). Importing
-    the approval service (pathlib, its store and executors) was a sixth of the harness's
-    start, paid by every scenario, and most never call an approval op; ``hello``
-    declares the same capability and failpoints either way (``approval_names``)."""
+    the approval service (pathlib, its store and executors) at start was paid by every
+    harness start, and most scenarios never call an approval op; ``hello`` declares the
+    same capability and failpoints either way (``approval_names``)."""
     lock = threading.Lock()
     served: dict[str, Handler] = {}
 

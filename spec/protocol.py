@@ -295,7 +295,7 @@ def crash_now() -> None:
     """What a ``crash`` failpoint does: the process SIGKILLs itself, skipping every
     cleanup handler, as an abrupt process death looks to the caller. (The kernel's
     page cache survives it, unlike a power cut: DURABILITY-TRACE covers that gap.)
-    ``signal`` is imported here: building its enums is a twentieth of a harness's start."""
+    ``signal`` is imported here: building its enums would cost every harness start."""
     import signal
 
     os.kill(os.getpid(), signal.SIGKILL)
