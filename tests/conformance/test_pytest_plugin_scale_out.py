@@ -113,12 +113,20 @@ def test_under_xdist_a_run_alone_scenario_overlaps_no_other_test(pytester):
     calls, starts = pytester.path / "calls.log", pytester.path / "starts.log"
     pytester.makepyfile(
         timeline=f"""
-        import json, os
+        import json
+
+        worker = None
+
+        def pytest_configure(config):
+            # by workerinput, not by PYTEST_XDIST_WORKER: this session's controller inherits
+            # that variable when the outer test session runs under xdist too
+            global worker
+            worker = getattr(config, "workerinput", {{}}).get("workerid")
 
         def pytest_runtest_logreport(report):
-            if report.when == "call" and "PYTEST_XDIST_WORKER" in os.environ:  # on a worker, where the test ran
+            if report.when == "call" and worker:  # on a worker, where the test ran
                 with open({str(calls)!r}, "a") as log:
-                    log.write(json.dumps([report.nodeid, report.start, report.stop, os.environ["PYTEST_XDIST_WORKER"]]) + "\\n")
+                    log.write(json.dumps([report.nodeid, report.start, report.stop, worker]) + "\\n")
         """,
         wrapper=f"""
         import os, sys, time
@@ -137,11 +145,12 @@ def test_under_xdist_a_run_alone_scenario_overlaps_no_other_test(pytester):
     statuses = {s["id"]: s["status"] for s in json.loads((out / "report.json").read_text())["scenarios"]}
     assert set(statuses) == set(ALONE + ORDINARY)
     assert result.ret == 0, result.stdout.str()  # the reference passes them all (DURABILITY-TRACE skips without strace)
+    logged = calls.read_text().splitlines()
     spans = {}
-    for line in calls.read_text().splitlines():
+    for line in logged:
         nodeid, start, stop, worker = json.loads(line)
         spans[nodeid] = (start, stop, worker)
-    assert len(spans) == len(ALONE + ORDINARY) + 2
+    assert len(spans) == len(logged) == len(ALONE + ORDINARY) + 2  # every call once, by the worker that ran it
     assert {worker for _, _, worker in spans.values()} == {"gw0", "gw1"}  # the run was spread
     harness_starts = [
         (float(when), folder) for when, folder in (line.split() for line in starts.read_text().splitlines())
