@@ -11,13 +11,16 @@ Two kinds of record:
 * a *document* (a task, a report) appears whole under its name or not at all: it is
   written and fsynced under another name first, then linked or renamed into place;
 * a *log* (a receipt's states) is a file of one JSON object a line, each line a complete
-  state, the last complete one current. It is created in place and later states are
-  appended, so a state after the first costs one ``fdatasync`` and no name operation.
-  A line a crash cut short never became durable (its ``fdatasync`` had not returned, so
-  nothing after it began) and readers skip it: the state before it stands. A log is
-  created padded with NUL bytes, and appends overwrite that padding: rewriting bytes the
-  file already holds changes no metadata, so the ``fdatasync`` writes the data and
-  commits no file-system journal (preallocated WAL segments do the same).
+  state, the last complete one current. It appears whole, like a document, with its
+  first line; later states are appended, so a state after the first costs one
+  ``fdatasync`` and no name operation. An appended line a crash cut short never became
+  durable (its ``fdatasync`` had not returned, so nothing after it began) and readers
+  skip it: the state before it stands. A log without a complete line cannot come from a
+  crash, only from damage, and reads as an I/O error, never as "no state": a receipt
+  read as absent would let a retry create a second task. A log is created padded with
+  NUL bytes, and appends overwrite that padding: rewriting bytes the file already holds
+  changes no metadata, so the ``fdatasync`` writes the data and commits no file-system
+  journal (preallocated WAL segments do the same).
 """
 
 from __future__ import annotations
@@ -138,25 +141,9 @@ def replace(path: str, data: bytes, fsync_dir: FsyncDirectory = fsync_directory)
 
 
 def create_log(path: str, first_line: bytes, fsync_dir: FsyncDirectory = fsync_directory) -> None:
-    """Start the log ``path`` with ``first_line``, or raise ``FileExistsError`` when it
-    already holds a complete line, and change nothing then.
-
-    The file is made in place (or is there already, empty: a lock file, or a log a crash
-    left before its first line was complete, which holds no state and is written over),
-    then written and fsynced, then its directory fsynced; the state is durable when both
-    fsyncs have returned.
-    """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if os.fstat(fd).st_size:
-            if _last_line(_read_fd(fd)) is not None:
-                raise FileExistsError(errno.EEXIST, "the log already holds a line", path)
-            os.ftruncate(fd, 0)
-        write_all(fd, first_line + b"\0" * max(0, LOG_SIZE - len(first_line)))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(os.path.dirname(path))
+    """Start the log ``path`` with ``first_line`` and its padding, or raise
+    ``FileExistsError`` and change nothing (``create_new``: it appears whole or not at all)."""
+    create_new(path, first_line + b"\0" * max(0, LOG_SIZE - len(first_line)), fsync_dir)
 
 
 def append_line(path: str, line: bytes) -> None:
@@ -175,17 +162,21 @@ def append_line(path: str, line: bytes) -> None:
 
 
 def last_line(path: str) -> Any:
-    """The last complete line of the log ``path``, parsed; ``None`` when there is no file
-    or no complete line. A line that does not parse as a JSON object (cut short by a
-    crash: its bytes are partly NUL or missing) is skipped."""
+    """The last complete line of the log ``path``, parsed; ``None`` when there is no file.
+    A line that does not parse as a JSON object (an append cut short by a crash: its
+    bytes are partly NUL or missing) is skipped; a log with no such line is damaged
+    (``OSError`` EIO)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
-        return _last_line(_read_fd(fd))
+        value = _last_line(_read_fd(fd))
     finally:
         os.close(fd)
+    if value is None:
+        raise OSError(errno.EIO, "the log holds no complete state", path)
+    return value
 
 
 def _last_line(data: bytes) -> Any:

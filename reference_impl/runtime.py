@@ -7,9 +7,8 @@ Layout of the state directory (every path below is relative to it)::
                                  its task object, written with the claim, and the object in
                                  tasks/ is a hard link to it
     receipts/<id>.json           one receipt per client_submission_id: a log of its states,
-                                 one JSON line each, the last complete line current; also
-                                 the id's kernel lock (an empty receipt is an id locked once
-                                 and never reserved, which reads as absent)
+                                 one JSON line each, the last complete line current
+    receipt-locks/<id>.lock      the kernel lock of each id (the file itself means nothing)
     reports/<id>.json            one report per write_report submission id
     report-numbers/1             claimed report numbers
 
@@ -62,7 +61,7 @@ WRITE_TASK_FAILPOINTS = (
 # have ended in reuse reads as no answer.
 WAIT_TIMEOUT_S = 5.0
 TASK_ID_PATTERN = re.compile(r"TASK-[0-9]{6,}")
-_DIRECTORIES = ("tasks", "task-numbers", "receipts", "reports", "report-numbers")
+_DIRECTORIES = ("tasks", "task-numbers", "receipts", "receipt-locks", "reports", "report-numbers")
 
 
 def _conflict(reason: str, digest: str, receipt: Mapping[str, Any]) -> dict[str, Any]:
@@ -435,7 +434,7 @@ class Runtime:
     def _acquire(self, submission_id: str) -> Iterator[None]:
         """*Seam.* Exclusive hold of one id, across threads and processes, bounded."""
         try:
-            with hold(self._confined("receipts", submission_id + ".json"), self.wait_timeout_s):
+            with hold(self._confined("receipt-locks", submission_id + ".lock"), self.wait_timeout_s):
                 yield
         except LockTimeout as exc:
             raise ProtocolError("in_progress", f"another call holds this client_submission_id: {exc}") from None
@@ -489,7 +488,8 @@ class Runtime:
 
     def _read_receipt(self, submission_id: str) -> dict[str, Any] | None:
         """The current state of the receipt of ``submission_id``; ``None`` when there is
-        none (a log without a complete line holds no state)."""
+        none; ``OSError`` when it is damaged (never read as absent, which would let a
+        retry create again)."""
         receipt: dict[str, Any] | None = durable.last_line(self._confined("receipts", submission_id + ".json"))
         return receipt
 

@@ -112,7 +112,7 @@ def test_invalid_ids_and_tasks_are_typed_errors_that_write_nothing(start, state_
 def test_a_holder_past_the_bounded_wait_is_in_progress_then_the_id_is_served(start, state_dir):
     harness = start(None, "--wait-timeout", "0.3")
     harness.hello()  # the runtime has made its directories
-    fd = os.open(state_dir / "receipts" / "held.json", os.O_RDWR | os.O_CREAT)  # a receipt is its id's lock
+    fd = os.open(state_dir / "receipt-locks" / "held.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         assert harness.error("write_task", client_submission_id="held", task=TASK) == "in_progress"

@@ -3,6 +3,7 @@ the records on disk, what each path costs in fsyncs, numbering, locks, reports."
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -97,7 +98,9 @@ class SyncLog:
 
     def _logging(self, name, real, state_dir):
         def logged(fd):
-            self.calls.append((name, os.path.relpath(os.readlink(f"/proc/self/fd/{fd}"), state_dir)))
+            path = os.path.relpath(os.readlink(f"/proc/self/fd/{fd}"), state_dir)
+            folder, base = os.path.split(path)
+            self.calls.append((name, os.path.join(folder, "<temp>") if base.startswith(".tmp-") else path))
             real(fd)
 
         return logged
@@ -111,7 +114,7 @@ def test_a_creation_syncs_every_stage_in_order_and_a_reuse_syncs_nothing(state_d
     assert syncs.calls == [
         ("fsync", f"task-numbers/{number}"),  # the claim, holding the task object's content
         ("fsync", "task-numbers"),
-        ("fsync", "receipts/sub-1.json"),  # reserved
+        ("fsync", "receipts/<temp>"),  # reserved, then linked as receipts/sub-1.json
         ("fsync", "receipts"),
         ("fsync", "tasks"),  # the task object: a link of the claim file
         ("fdatasync", "receipts/sub-1.json"),  # task_created
@@ -153,12 +156,19 @@ def receipt_lines_skipping_torn(log) -> list[dict]:
     return lines
 
 
-def test_a_receipt_left_without_a_complete_line_holds_no_state_and_is_reserved_again(state_dir):
+@pytest.mark.parametrize("damage", ["emptied", "a byte changed in every line"])
+def test_a_damaged_receipt_is_an_io_error_never_an_absent_one(state_dir, damage):
+    """A receipt's first line appears whole (temp file, link), so a receipt without a
+    complete line is damage. Read as absent, it let the retry create a second task."""
     runtime = Runtime(state_dir)
-    (state_dir / "receipts" / "sub-1.json").write_bytes(b"")  # killed between create and write
-    assert runtime.diagnose("sub-1", 0)["state"] == "absent"
-    assert runtime.write_task(TASK, "sub-1")["disposition"] == "created"
-    assert [line["state"] for line in receipt_lines(state_dir, "sub-1")] == ["reserved", "task_created", "committed"]
+    runtime.write_task(TASK, "sub-1")
+    log = state_dir / "receipts" / "sub-1.json"
+    log.write_bytes(b"" if damage == "emptied" else log.read_bytes().replace(b'"state":"', b'"state:"'))
+    for call in (lambda: runtime.diagnose("sub-1", 0), lambda: runtime.write_task(TASK, "sub-1")):
+        with pytest.raises(OSError) as raised:
+            call()
+        assert raised.value.errno == errno.EIO
+    assert len(runtime.list_tasks()["tasks"]) == 1
 
 
 def test_a_retry_that_words_the_task_differently_stores_its_own_wording(state_dir):
@@ -175,9 +185,9 @@ def test_a_retry_that_words_the_task_differently_stores_its_own_wording(state_di
 def test_a_committed_reuse_does_not_wait_for_the_lock_of_its_id(state_dir):
     runtime = Runtime(state_dir, wait_timeout_s=0.05)
     runtime.write_task(TASK, "sub-1")
-    with hold(str(state_dir / "receipts" / "sub-1.json"), 1.0):
+    with hold(str(state_dir / "receipt-locks" / "sub-1.lock"), 1.0):
         assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
-    with hold(str(state_dir / "receipts" / "sub-2.json"), 1.0):
+    with hold(str(state_dir / "receipt-locks" / "sub-2.lock"), 1.0):
         with pytest.raises(ProtocolError) as waited:
             runtime.write_task(TASK, "sub-2")  # a new id must wait for its holder
     assert waited.value.code == "in_progress"
