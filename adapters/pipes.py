@@ -20,6 +20,9 @@ from typing import IO, Any
 
 __all__ = ["ChildPipes", "LineTooLong", "holders"]
 
+#: The longest a blocked writer waits before it looks again whether the kit closed its pipe.
+RECHECK_MS = 100
+
 
 class LineTooLong(Exception):
     """A line longer than the reader's limit: the stream no longer makes sense."""
@@ -34,7 +37,10 @@ class ChildPipes:
         self.threads: list[threading.Thread] = []
         # Readable once the kit stops listening: ends every poll of the pipe threads.
         self._wake_read, self._wake_write = os.pipe()
-        self._stop_lock = threading.Lock()
+        # Held around every write and every close: a writer that is not a joined pipe
+        # thread (an MCP call) must never write to a descriptor number that a close has
+        # freed for reuse by another file.
+        self._io_lock = threading.Lock()
         self._stopped = False
 
     def spawn(self, target: Callable[..., None], *args: Any, name: str) -> None:
@@ -78,47 +84,65 @@ class ChildPipes:
 
     def write_all(self, stream: IO[bytes], data: bytes) -> bool:
         """Write ``data`` to ``stream`` (made non-blocking here); False when the child
-        closed its end or the kit stopped listening first."""
-        fd = stream.fileno()
-        os.set_blocking(fd, False)
-        poller = select.poll()
-        poller.register(fd, select.POLLOUT)
-        poller.register(self._wake_read, select.POLLIN)
+        closed its end, or the kit closed it or stopped listening first."""
+        with self._io_lock:
+            if self._stopped or stream.closed:
+                return False
+            fd = stream.fileno()
+            os.set_blocking(fd, False)
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            poller.register(self._wake_read, select.POLLIN)
         view = memoryview(data)
         while view:
-            try:
-                view = view[os.write(fd, view) :]
-            except BlockingIOError:
-                if self._wake_read in dict(poller.poll()):
+            with self._io_lock:
+                if self._stopped or stream.closed:
                     return False
-            except OSError:
-                return False
+                try:
+                    view = view[os.write(fd, view) :]
+                    continue
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    return False
+            # Writable, woken or closed, the loop looks again under the lock; the bound
+            # covers a stop that closed both descriptors before this poll began.
+            poller.poll(RECHECK_MS)
         return True
+
+    def close(self, stream: IO[bytes]) -> None:
+        """Close one of the streams (a caller's end of input) while no write is under way."""
+        with self._io_lock:
+            try:
+                stream.close()
+            except OSError:
+                pass
 
     def stop(self, grace_s: float, join_s: float) -> list[dict[str, Any]]:
         """Once the child's group is gone: let the threads read to end of file for up to
         ``grace_s``, then wake them, join each for up to ``join_s`` and close every
         pipe. The processes still holding a pipe after the grace are returned (a second
         call returns nothing: it has all been done)."""
-        with self._stop_lock:
+        with self._io_lock:
             if self._stopped:
                 return []
             self._stopped = True
+        others = [thread for thread in self.threads if thread is not threading.current_thread()]
         deadline = time.monotonic() + grace_s
-        for thread in self.threads:
+        for thread in others:
             thread.join(max(0.0, deadline - time.monotonic()))
-        held = holders(self.streams) if any(thread.is_alive() for thread in self.threads) else []
+        held = holders(self.streams) if any(thread.is_alive() for thread in others) else []
         os.write(self._wake_write, b"x")
-        for thread in self.threads:
-            if thread is not threading.current_thread():
-                thread.join(join_s)
-        for stream in self.streams:
-            try:
-                stream.close()
-            except OSError:
-                pass
-        for fd in (self._wake_read, self._wake_write):
-            os.close(fd)
+        for thread in others:
+            thread.join(join_s)
+        with self._io_lock:
+            for stream in self.streams:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            for fd in (self._wake_read, self._wake_write):
+                os.close(fd)
         return held
 
 

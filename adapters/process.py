@@ -384,10 +384,7 @@ class ProcessConnection(Connection):
                     self._forget(process, future)
                 if not future.done():
                     future.set_result(Lost("the harness closed its input"))
-        try:
-            process.stdin.close()  # end of input; only this thread writes to it
-        except OSError:
-            pass
+        process.pipes.close(process.stdin)  # end of input
 
     def wait(self, pending: Future, timeout: float | None = None, *, allowed_s: float | None = None) -> Reply:
         limit = self.call_timeout if timeout is None else timeout

@@ -165,17 +165,11 @@ class McpStdio:
         self.close_input()
 
     def close_input(self) -> None:
-        try:
-            self._stdin.close()
-        except OSError:
-            pass
+        self._pipes.close(self._stdin)
 
     def _write(self, message: Mapping[str, Any]) -> None:
-        try:
-            with self._write_lock:
-                written = self._pipes.write_all(self._stdin, _json_bytes(message) + b"\n")
-        except ValueError:  # the kit closed the input already
-            written = False
+        with self._write_lock:
+            written = self._pipes.write_all(self._stdin, _json_bytes(message) + b"\n")
         if not written:
             raise Gone("the server closed its input")
 
