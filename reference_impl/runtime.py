@@ -46,7 +46,7 @@ from retryproof.spec.digest import (
     check_submission_id,
     request_digest,
 )
-from retryproof.spec.protocol import ProtocolError, crash_now
+from retryproof.spec.protocol import ABSENT_DIAGNOSIS, ProtocolError, crash_now
 
 __all__ = ["WAIT_TIMEOUT_S", "WRITE_TASK_FAILPOINTS", "Runtime"]
 
@@ -320,15 +320,7 @@ class Runtime:
             raise ContractError("invalid_request", "stale_after_s", "must be a finite number >= 0")
         receipt = self._read_receipt(client_submission_id)
         if receipt is None:
-            return {
-                "state": "absent",
-                "task_id": None,
-                "task_path": None,
-                "task_exists": False,
-                "digest_matches": None,
-                "age_s": None,
-                "stalled": False,
-            }
+            return dict(ABSENT_DIAGNOSIS)
         record = _load(self._state_path(receipt["task_path"]))
         age_s = max(0.0, time.time() - receipt["updated_at"])
         return {

@@ -38,6 +38,18 @@ __all__ = [
 
 PROTOCOL = "retryproof-harness/1"
 FAILPOINT_ACTIONS = ("crash", "fail")
+#: ``diagnose`` for an id with no receipt (DIAGNOSE-R3).
+ABSENT_DIAGNOSIS: Mapping[str, Any] = MappingProxyType(
+    {
+        "state": "absent",
+        "task_id": None,
+        "task_path": None,
+        "task_exists": False,
+        "digest_matches": None,
+        "age_s": None,
+        "stalled": False,
+    }
+)
 # RFC 8259's insignificant whitespace: a line of only these is ignored (PROTOCOL-R7).
 JSON_WHITESPACE = b" \t\r\n"
 

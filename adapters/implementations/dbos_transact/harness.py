@@ -26,7 +26,7 @@ from dbos._serialization import DefaultSerializer
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
 from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
-from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
+from retryproof.spec.protocol import ABSENT_DIAGNOSIS, ProtocolError, parse_failpoints, serve
 
 FAILPOINTS = (
     "write_task.after_reserve",
@@ -118,16 +118,7 @@ class DbosRuntime(StoreListing, HostedRuntime):
         status = DBOS.get_workflow_status(client_submission_id)
         task_id = self._reserved_task_id(client_submission_id) if status is not None else None
         if status is None or task_id is None:
-            return {
-                "state": "absent",
-                "task_id": None,
-                "task_path": None,
-                "task_exists": False,
-                "digest_matches": None,
-                "age_s": None,
-                "stalled": False,
-                "dbos_status": status.status if status else None,
-            }
+            return {**ABSENT_DIAGNOSIS, "dbos_status": status.status if status else None}
         steps = {step["function_name"].rsplit(".", 1)[-1] for step in DBOS.list_workflow_steps(client_submission_id)}
         state = (
             "committed" if status.status == "SUCCESS" else "task_created" if "write_task_file" in steps else "reserved"
