@@ -87,6 +87,10 @@ def _task_id(number: int) -> str:
     return f"TASK-{number:06d}"
 
 
+def _report_id(number: int) -> str:
+    return f"REPORT-{number:06d}"
+
+
 def _read_bytes(path: str) -> bytes | None:
     try:
         with open(path, "rb") as handle:
@@ -183,10 +187,7 @@ class Runtime:
     def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
         # The claim carries the task object, so it is durable before the receipt names
         # the number, and writing the task later is a link (see _write_task_object).
-        number = self._allocate_number(
-            lambda number: durable.dump(self._task_record(_task_id(number), submission_id, task, digest))
-        )
-        task_id = _task_id(number)
+        task_id = _task_id(self._allocate_number(self._claimed_task(submission_id, task, digest)))
         now = time.time()
         receipt = {
             "client_submission_id": submission_id,
@@ -270,9 +271,7 @@ class Runtime:
             durable.create_new(path, data, self._fsync_directory)
 
     def _write_legacy(self, task: Any, digest: str) -> dict[str, Any]:
-        number = self._allocate_number(
-            lambda number: durable.dump(self._task_record(_task_id(number), None, task, digest))
-        )
+        number = self._allocate_number(self._claimed_task(None, task, digest))
         task_id = _task_id(number)
         task_path = f"tasks/{task_id}.json"
         durable.link_new(self._task_numbers.path(number), self._state_path(task_path), self._fsync_directory)
@@ -350,7 +349,7 @@ class Runtime:
             def record(number: int) -> bytes:
                 return durable.dump(
                     {
-                        "report_id": f"REPORT-{number:06d}",
+                        "report_id": _report_id(number),
                         "client_submission_id": client_submission_id,
                         "task_id": task_id,
                         "content": content,
@@ -360,7 +359,7 @@ class Runtime:
             number = self._report_numbers.claim(record)
             try:
                 durable.link_new(self._report_numbers.path(number), path, self._fsync_directory)
-                return {"report_id": f"REPORT-{number:06d}", "deduplicated": False}
+                return {"report_id": _report_id(number), "deduplicated": False}
             except FileExistsError:  # a concurrent call with the same id won
                 existing = _load(path)
         if self._is_duplicate_report(existing, task_id, content):
@@ -492,6 +491,10 @@ class Runtime:
             if not name.startswith(".") and name.endswith(".json"):
                 record = _load(os.path.join(self._dirs[directory], name))
                 yield name, record if isinstance(record, dict) else {}
+
+    def _claimed_task(self, submission_id: str | None, task: Any, digest: str) -> Callable[[int], bytes]:
+        """The task object a claim file holds, for whichever number the claim gets."""
+        return lambda number: durable.dump(self._task_record(_task_id(number), submission_id, task, digest))
 
     def _task_record(self, task_id: str, submission_id: str | None, task: Any, digest: str) -> dict[str, Any]:
         return {
