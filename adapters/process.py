@@ -383,7 +383,9 @@ class ProcessConnection(Connection):
                 with process.lock:
                     self._forget(process, future)
                 if not future.done():
-                    future.set_result(Lost("the harness closed its input"))
+                    # A line not yet written when the kit killed the harness is lost to the kill.
+                    why = "the kit killed the harness" if process.killed_by_kit else "the harness closed its input"
+                    future.set_result(Lost(why))
         process.pipes.close(process.stdin)  # end of input
 
     def wait(self, pending: Future, timeout: float | None = None, *, allowed_s: float | None = None) -> Reply:
