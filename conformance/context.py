@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent import futures
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -19,6 +20,7 @@ from retryproof.adapters.connection import Connection, HarnessStartError, Lost, 
 from retryproof.conformance.catalogue import Entry
 from retryproof.conformance.options import CALL_TIMEOUT_S, Shard
 from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify
+from retryproof.conformance.schedule import Turn
 from retryproof.conformance.set_check import check_sets, task_id
 from retryproof.conformance.validation import result_problem
 
@@ -95,8 +97,11 @@ class Context:
         concurrency: int,
         call_timeout: float = CALL_TIMEOUT_S,
         shard: Shard | None = None,
+        turn: Turn | None = None,
     ):
         self.entry = entry
+        #: The scenario's turn on the machine; None unless it is declared ``alone``.
+        self._turn = turn
         #: ``--shard K/N``: a scenario split across shards (FUZZ-MODEL) does its share.
         self.shard = shard
         self.hello = hello
@@ -128,6 +133,15 @@ class Context:
         return name in (self.hello.get("failpoints") or ())
 
     # -- processes ----------------------------------------------------------------
+
+    def alone(self) -> AbstractContextManager[None]:
+        """``with ctx.alone():`` the block runs with no other scenario beside it (under
+        ``--jobs N``; with one job it always does). Only a scenario declared with
+        ``@scenario(..., alone=True)`` may ask: those start first, so the block never
+        waits for a long scenario to end. Not re-entrant."""
+        if self._turn is None:
+            raise CatalogueViolation(f"{self.entry.id} asks to run alone but its @scenario does not say alone=True")
+        return self._turn.alone()
 
     @property
     def conn(self) -> Connection:

@@ -14,8 +14,8 @@ Under pytest-xdist (``-n N``) the scenarios spread over the workers like any ite
 controller picks the seed and hands it to every worker; each worker shakes hands with
 the harness itself and sends each scenario's result with its test report; only the
 controller writes the reports and the verdict section, from all the results, in
-catalogue order, as one run. The workers take turns (``Turns``) so that a scenario that
-runs alone under ``retryproof run --jobs N`` runs alone under xdist too.
+catalogue order, as one run. The workers take turns (``Turns``) so that the part of a
+scenario that runs alone under ``retryproof run --jobs N`` runs alone under xdist too.
 """
 
 from __future__ import annotations
@@ -466,8 +466,8 @@ class RetryproofRun:
     def start(self, total: int) -> None:
         from retryproof.conformance.runner import Run, probe
 
-        try:  # a harness start, like any other work, waits while a run-alone scenario runs
-            with self.turns.take(alone=False) if self.turns else contextlib.ExitStack():
+        try:  # a harness start, like any other work, waits while a scenario's alone part runs
+            with self.turns.take() if self.turns else contextlib.ExitStack():
                 hello = probe(self.options)
         except NoTurn as exc:
             raise KitError(f"no handshake: {exc}", "see the README, 'pytest-xdist'") from None
@@ -476,23 +476,24 @@ class RetryproofRun:
     def scenario(self, entry: Entry, refused: str | None = None) -> ScenarioResult:
         """The scenario's result; ``refused``: an ``error`` with that reason, not run."""
         from retryproof.conformance.runner import against_baseline, run_one
+        from retryproof.conformance.schedule import SOLO
 
         if self.session is None:
             raise RuntimeError("a scenario ran before the handshake")
         if refused:
             result = run_one(entry, None, self.options, self.session.hello, f"not run: {refused}")
             return self.session.record(against_baseline(result, self.options.baseline))
-        return self.session.scenario(entry)
+        return self.session.scenario(entry, self.turns or SOLO)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         """Under xdist, every item of the session, the team's own tests too, runs in its
-        turn, from before its setup to after its teardown: a run-alone scenario has the
-        machine to itself, as under ``retryproof run --jobs N``."""
+        turn, from before its setup to after its teardown, so that a scenario's alone
+        part has the machine to itself, as under ``retryproof run --jobs N``."""
         if self.turns is None or self.session is None:  # no scenario runs in this worker's session
             return
         try:
-            self.held = self.turns.take(isinstance(item, ScenarioItem) and self.session.runs_alone(item.entry))
+            self.held = self.turns.take()
         except NoTurn as exc:
             if not isinstance(item, ScenarioItem):
                 pytest.fail(f"retryproof: {exc}", pytrace=False)
@@ -539,48 +540,76 @@ class NoTurn(Exception):
 
 class Turns:
     """``schedule.Overlap``'s rule between pytest-xdist workers, which are processes:
-    items run side by side, a run-alone scenario runs with nothing beside it, and one
-    that waits goes first. xdist has no such rule of its own (``--dist loadgroup`` only
-    keeps a group on one worker), so the workers lock two files, with ``flock``, in a
-    directory the controller made; the kernel drops the locks of a worker that dies.
+    items run side by side, a scenario's alone part (``Context.alone``) runs with
+    nothing beside it, and one that waits goes first. xdist has no such rule of its own
+    (``--dist loadgroup`` only keeps a group on one worker), so the workers lock two
+    files, with ``flock``, in a directory the controller made; the kernel drops the
+    locks of a worker that dies.
 
-    ``machine`` is held shared by every running item, exclusively by a run-alone
-    scenario. ``queue`` is held exclusively by a run-alone scenario from the moment it
-    waits, and passed (taken shared, then let go) by every other item before it takes
-    ``machine``: flock by itself lets new shared holders in past a waiting exclusive one.
+    ``machine`` is held shared by every running item (``take``). An alone part lets go
+    of its item's share, then takes ``queue`` and ``machine`` exclusively; leaving, it
+    takes ``machine`` shared again before it lets ``queue`` go. Every item passes
+    ``queue`` (takes it shared, then lets it go) before it takes ``machine``: flock by
+    itself lets new shared holders in past a waiting exclusive one. Letting go of the
+    share first is what keeps two alone parts from waiting on each other's share.
     Every wait polls, up to ``wait_s``: flock has no timed wait."""
 
     def __init__(self, directory: str, wait_s: float = TURN_WAIT_S):
         self.queue = os.path.join(directory, "queue.lock")
         self.machine = os.path.join(directory, "machine.lock")
         self.wait_s = wait_s
+        self._share: int | None = None  # the running item's descriptor of ``machine``
 
-    def take(self, alone: bool) -> contextlib.ExitStack:
-        """The turn, held until the returned stack is closed; ``NoTurn`` when it did not
-        come within ``wait_s``."""
-        mode = fcntl.LOCK_EX if alone else fcntl.LOCK_SH
+    def _open(self, path: str) -> int:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def take(self) -> contextlib.ExitStack:
+        """The running item's share, held until the returned stack is closed;
+        ``NoTurn`` when it did not come within ``wait_s``."""
         deadline = time.monotonic() + self.wait_s
-        queue, machine = fds = [os.open(path, os.O_RDWR | os.O_CREAT, 0o600) for path in (self.queue, self.machine)]
-        taken = False
+        queue, machine = self._open(self.queue), self._open(self.machine)
         try:
-            taken = all(_lock(fd, mode, deadline) for fd in fds)  # in order: the queue, then the machine
+            taken = _lock(queue, fcntl.LOCK_SH, deadline) and _lock(machine, fcntl.LOCK_SH, deadline)
         finally:
-            if not taken:
-                for fd in fds:
-                    os.close(fd)
+            os.close(queue)  # passed: an alone part may queue now
         if not taken:
-            if alone:
-                raise NoTurn(
-                    f"it runs alone, and other pytest-xdist workers' tests kept the machine for {self.wait_s:g} s"
-                )
-            raise NoTurn(f"scenarios that run alone kept the machine to themselves for {self.wait_s:g} s")
+            os.close(machine)
+            raise NoTurn(f"scenarios' alone parts kept the machine to themselves for {self.wait_s:g} s")
+        self._share = machine
         turn = contextlib.ExitStack()
-        turn.callback(os.close, machine)
-        if alone:
-            turn.callback(os.close, queue)
-        else:
-            os.close(queue)  # passed: a run-alone scenario may queue now
+        turn.callback(self._let_go)
         return turn
+
+    def _let_go(self) -> None:
+        if self._share is not None:
+            os.close(self._share)
+            self._share = None
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Within the running item's share: the machine alone, then the share again.
+        ``Unjudgeable`` when it did not come within ``wait_s``; an item that did not
+        even get the queue then ends (in error) without its share."""
+        machine = self._share
+        if machine is None:
+            raise RuntimeError("an alone part outside a running item's turn")
+        deadline = time.monotonic() + self.wait_s
+        fcntl.flock(machine, fcntl.LOCK_UN)
+        queue = self._open(self.queue)
+        queued = False
+        try:
+            queued = _lock(queue, fcntl.LOCK_EX, deadline)
+            if not (queued and _lock(machine, fcntl.LOCK_EX, deadline)):
+                from retryproof.conformance.context import Unjudgeable
+
+                raise Unjudgeable(
+                    f"no turn: it runs alone, and other pytest-xdist workers' tests kept the machine for {self.wait_s:g} s"
+                )
+            yield
+        finally:
+            if queued:  # the share again, at once: new holders wait at the queue, which is ours
+                fcntl.flock(machine, fcntl.LOCK_SH)
+            os.close(queue)
 
 
 def _lock(fd: int, mode: int, deadline: float) -> bool:

@@ -43,7 +43,7 @@ from retryproof.conformance.events import (
 )
 from retryproof.conformance.options import Options, Shard
 from retryproof.conformance.scenarios import registry
-from retryproof.conformance.schedule import in_order
+from retryproof.conformance.schedule import SOLO, Turn, in_order
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
 from retryproof.spec import SPEC_VERSION
@@ -165,13 +165,14 @@ class Run:
         self.silent: list[tuple[str, str]] = []
         self._emit(RunStarted(self.info, total))
 
-    def scenario(self, item: Entry) -> ScenarioResult:
+    def scenario(self, item: Entry, turn: Turn = SOLO) -> ScenarioResult:
         self._emit(ScenarioStarted(item, len(self.results) + 1, self.total))
-        return self._finished(self.compute(item))
+        return self._finished(self.compute(item, turn))
 
-    def compute(self, item: Entry) -> ScenarioResult:
-        """Run one scenario, emitting nothing: safe on any thread. Once the harness lost
-        ``SILENT_SCENARIOS_LIMIT`` scenarios to a missed deadline, the rest are not run."""
+    def compute(self, item: Entry, turn: Turn = SOLO) -> ScenarioResult:
+        """Run one scenario in ``turn``, emitting nothing: safe on any thread. Once the
+        harness lost ``SILENT_SCENARIOS_LIMIT`` scenarios to a missed deadline, the rest
+        are not run."""
         silent = list(self.silent)
         refused = None
         if len(silent) >= SILENT_SCENARIOS_LIMIT:
@@ -180,7 +181,7 @@ class Run:
                 f"({', '.join(scenario for scenario, _ in silent)}; first: {silent[0][1]})"
             )
         result = against_baseline(
-            run_one(item, self.functions.get(item.id), self.options, self.hello, refused), self.options.baseline
+            run_one(item, self.functions.get(item.id), self.options, self.hello, refused, turn), self.options.baseline
         )
         if result.evidence.get("missed_deadline") and result.status == "error":
             self.silent.append((item.id, str(result.evidence["missed_deadline"])))
@@ -263,7 +264,12 @@ def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str,
 
 
 def run_one(
-    item: Entry, function, options: Options, hello: Mapping[str, Any], refused: str | None = None
+    item: Entry,
+    function,
+    options: Options,
+    hello: Mapping[str, Any],
+    refused: str | None = None,
+    turn: Turn = SOLO,
 ) -> ScenarioResult:
     """One scenario's result; ``refused`` makes it ``error`` with that reason, unrun."""
     began = time.perf_counter()
@@ -295,6 +301,7 @@ def run_one(
         options.concurrency,
         options.call_timeout,
         options.shard,
+        turn if getattr(function, "runs_alone", False) else None,
     )
     try:
         function(context)

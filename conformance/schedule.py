@@ -10,11 +10,13 @@ only durations differ.
 
 Two kinds of scenario are scheduled apart (the ``scenario`` decorator marks them):
 
-- *alone*: nothing else runs while it does. The A4 races judge a runtime's locking only
-  if the racing calls really overlap, which a machine busy with other scenarios' harness
-  starts makes less likely; DURABILITY-TRACE runs its harness under strace, many times
-  slower, within timeouts sized for an otherwise idle harness. They run first, one at a
-  time, while the other workers wait.
+- *alone*: part of it needs the machine to itself (``Context.alone``). The A4 races judge
+  a runtime's locking only if the racing calls really overlap, which a machine busy with
+  other scenarios' harness starts makes less likely; DURABILITY-TRACE runs its harness
+  under strace, many times slower, within timeouts sized for an otherwise idle harness.
+  Only that part runs alone: the harness starts before it share the machine like any
+  other work. These scenarios start first, so their alone part never waits for a long
+  one to end.
 - *long*: started before the short ones (FUZZ-MODEL takes as long as many others
   together), so it does not run on by itself at the end.
 """
@@ -25,16 +27,35 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
+class Turn(Protocol):
+    """What a running scenario holds: its share of the machine, which ``alone`` turns,
+    for the length of a ``with`` block, into the whole machine."""
+
+    def alone(self) -> contextlib.AbstractContextManager[None]: ...
+
+
+class Solo:
+    """The turn of a scenario that runs with nothing beside it (``--jobs 1``): it has
+    the machine to itself already."""
+
+    def alone(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
+SOLO = Solo()
+
+
 class Overlap:
-    """Who may run beside whom: any number of ordinary scenarios share the machine,
-    an *alone* scenario holds it by itself. A waiting *alone* scenario goes first: no
-    ordinary one starts while it waits."""
+    """Who may run beside whom: any number of scenarios share the machine, and one in
+    its ``alone`` part holds it by itself. A scenario that asks to be alone lets go of
+    its share and waits for the others' to end; while it waits, no scenario starts, and
+    none comes back from its own alone part, so it goes first."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -42,50 +63,65 @@ class Overlap:
         self._alone = False
         self._waiting_alone = 0
 
+    def _open(self) -> bool:
+        return not self._alone and not self._waiting_alone
+
     @contextlib.contextmanager
-    def hold(self, alone: bool) -> Iterator[None]:
+    def share(self) -> Iterator[Turn]:
+        """A share of the machine for one scenario, from its start to its end."""
         with self._changed:
-            if alone:
-                self._waiting_alone += 1
-                self._changed.wait_for(lambda: not self._alone and not self._sharing)
-                self._waiting_alone -= 1
-                self._alone = True
-            else:
-                self._changed.wait_for(lambda: not self._alone and not self._waiting_alone)
-                self._sharing += 1
+            self._changed.wait_for(self._open)
+            self._sharing += 1
+        try:
+            yield self
+        finally:
+            with self._changed:
+                self._sharing -= 1
+                self._changed.notify_all()
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Within a share: the machine alone, then the share again."""
+        with self._changed:
+            self._sharing -= 1
+            self._waiting_alone += 1
+            self._changed.notify_all()  # another's alone part may have waited for this share
+            self._changed.wait_for(lambda: not self._alone and not self._sharing)
+            self._waiting_alone -= 1
+            self._alone = True
         try:
             yield
         finally:
             with self._changed:
-                if alone:
-                    self._alone = False
-                else:
-                    self._sharing -= 1
+                self._alone = False
                 self._changed.notify_all()
+                self._changed.wait_for(self._open)
+                self._sharing += 1
 
 
 def in_order(
     items: Sequence[Item],
-    compute: Callable[[Item], Result],
+    compute: Callable[[Item, Turn], Result],
     jobs: int,
     alone: Callable[[Item], bool] = lambda item: False,
     long: Callable[[Item], bool] = lambda item: False,
 ) -> Iterator[tuple[Item, Result]]:
-    """``(item, compute(item))`` for every item, in the order of ``items``, computed
-    on up to ``jobs`` threads (one: right here, each as its turn comes).
+    """``(item, compute(item, turn))`` for every item, in the order of ``items``,
+    computed on up to ``jobs`` threads (one: right here, each as its turn comes).
+    ``alone`` marks the items that ask for an alone part; they start first.
 
     Leaving early (an exception in the consumer, Ctrl-C) cancels the items not yet
     started and waits for those running, which end their own harness processes.
     """
     if jobs <= 1 or len(items) <= 1:
         for item in items:
-            yield item, compute(item)
+            yield item, compute(item, SOLO)
         return
     overlap = Overlap()
 
     def run(item: Item) -> Result:
-        with overlap.hold(alone(item)):
-            return compute(item)
+        with overlap.share() as turn:
+            return compute(item, turn)
 
     # Start order: the alone ones, then the long ones, then the rest, each in catalogue order.
     start_order = sorted(range(len(items)), key=lambda index: (not alone(items[index]), not long(items[index]), index))

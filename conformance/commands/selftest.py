@@ -208,7 +208,7 @@ def run_all(runtimes: list[Runtime], seed: int, jobs: int | None = None) -> dict
     sessions: dict[str, Run] = {}
     errors: dict[str, str] = {}
     pairs: list[tuple[Run, Entry]] = []
-    for runtime, (options, hello) in in_order(runtimes, handshake, jobs):
+    for runtime, (options, hello) in in_order(runtimes, lambda runtime, _: handshake(runtime), jobs):
         if isinstance(hello, str):
             errors[runtime.name] = hello
             continue
@@ -218,7 +218,7 @@ def run_all(runtimes: list[Runtime], seed: int, jobs: int | None = None) -> dict
         pairs += [(session, entry) for entry in entries]
     for (session, _), result in in_order(
         pairs,
-        lambda pair: pair[0].compute(pair[1]),
+        lambda pair, turn: pair[0].compute(pair[1], turn),
         jobs,
         alone=lambda pair: pair[0].runs_alone(pair[1]),
         long=lambda pair: pair[0].runs_long(pair[1]),

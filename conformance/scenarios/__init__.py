@@ -110,9 +110,10 @@ def scenario(
 ) -> Callable[[ScenarioFunction], ScenarioFunction]:
     """Bind a function to a catalogue id.
 
-    How ``--jobs`` schedules it: ``alone`` runs it with no other scenario overlapping
-    (its judgement needs the machine to itself: see the README, "Parallel runs");
-    ``long`` starts it before the short ones, so it does not run on alone at the end.
+    How ``--jobs`` schedules it: ``alone`` says that part of it needs the machine to
+    itself (the part in ``with ctx.alone():``; see the README, "Parallel runs"), and
+    starts it first; ``long`` starts it before the short ones, so it does not run on
+    alone at the end.
     """
     entry(scenario_id)  # KeyError on an id the spec does not know
 

@@ -330,13 +330,14 @@ def durability_trace(ctx: Context) -> None:
             work_dir=work_dir,
         )
         ctx.connections.append(traced)
-        try:
-            traced.start()
-        except HarnessStartError as exc:
-            ctx.skip(f"strace could not trace the harness here: {(exc.stderr or exc.message).strip()[-300:]}")
-        submission_id, task = ctx.submission_id(), ctx.task()
-        ctx.expect_ok(ctx.write_task(submission_id, task, connection=traced), "the traced creation")
-        traced.stop()
+        with ctx.alone():
+            try:
+                traced.start()
+            except HarnessStartError as exc:
+                ctx.skip(f"strace could not trace the harness here: {(exc.stderr or exc.message).strip()[-300:]}")
+            submission_id, task = ctx.submission_id(), ctx.task()
+            ctx.expect_ok(ctx.write_task(submission_id, task, connection=traced), "the traced creation")
+            traced.stop()
         with open(trace_file, encoding="utf-8", errors="replace") as handle:
             events = list(file_events(parse_trace(handle), work_dir))
     checked, violations = check_directory_fsyncs(events, state_dir, existing)

@@ -76,12 +76,13 @@ A4_ROUNDS = 5
 def concurrent(ctx: Context) -> None:
     ctx.start()
     state = ctx.tasks("before")
-    for round_number in range(1, A4_ROUNDS + 1):
-        submission_id, task = ctx.submission_id(), ctx.task()
-        calls = ctx.concurrently([("write_task", ctx.write_task_args(submission_id, task))] * ctx.concurrency)
-        state = expect_one_creation(
-            ctx, state, calls, submission_id, f"round {round_number}: {ctx.concurrency} pipelined calls"
-        )
+    with ctx.alone():
+        for round_number in range(1, A4_ROUNDS + 1):
+            submission_id, task = ctx.submission_id(), ctx.task()
+            calls = ctx.concurrently([("write_task", ctx.write_task_args(submission_id, task))] * ctx.concurrency)
+            state = expect_one_creation(
+                ctx, state, calls, submission_id, f"round {round_number}: {ctx.concurrency} pipelined calls"
+            )
 
 
 @scenario("A4-MULTIPROCESS", alone=True)
@@ -89,16 +90,17 @@ def multiprocess(ctx: Context) -> None:
     ctx.start()
     state = ctx.tasks("before")
     processes = ctx.spawn(ctx.concurrency)
-    for round_number in range(1, A4_ROUNDS + 1):
-        submission_id, task = ctx.submission_id(), ctx.task()
-        calls = ctx.in_parallel(processes, "write_task", ctx.write_task_args(submission_id, task))
-        state = expect_one_creation(
-            ctx,
-            state,
-            calls,
-            submission_id,
-            f"round {round_number}: {ctx.concurrency} processes on one state directory",
-        )
+    with ctx.alone():
+        for round_number in range(1, A4_ROUNDS + 1):
+            submission_id, task = ctx.submission_id(), ctx.task()
+            calls = ctx.in_parallel(processes, "write_task", ctx.write_task_args(submission_id, task))
+            state = expect_one_creation(
+                ctx,
+                state,
+                calls,
+                submission_id,
+                f"round {round_number}: {ctx.concurrency} processes on one state directory",
+            )
 
 
 @scenario("RESTART-REUSE")

@@ -1,5 +1,5 @@
-"""``--jobs N``: results in catalogue order whatever order they finish in, *alone*
-scenarios never overlapping another, and a run whose lines, statuses and verdict do
+"""``--jobs N``: results in catalogue order whatever order they finish in, a scenario's
+alone part never overlapping other work, and a run whose lines, statuses and verdict do
 not depend on the number of jobs."""
 
 from __future__ import annotations
@@ -14,51 +14,152 @@ import time
 
 import pytest
 
+from retryproof.conformance.catalogue import entry
+from retryproof.conformance.context import Unjudgeable
+from retryproof.conformance.options import REFERENCE_COMMAND, Options
+from retryproof.conformance.runner import probe, run_one
 from retryproof.conformance.scenarios import registry
-from retryproof.conformance.schedule import in_order
+from retryproof.conformance.schedule import Overlap, Turn, in_order
 
 
 def test_results_come_back_in_the_given_order_however_they_finish():
     delays = [random.Random(7).uniform(0, 0.05) for _ in range(12)]
     delays.reverse()  # the first items finish last
 
-    def compute(index: int) -> int:
+    def compute(index: int, turn: Turn) -> int:
         time.sleep(delays[index])
         return index * 10
 
     assert list(in_order(list(range(12)), compute, jobs=4)) == [(index, index * 10) for index in range(12)]
 
 
-def test_an_alone_item_overlaps_no_other_and_long_items_start_first():
-    spans: dict[str, tuple[float, float]] = {}
-    lock = threading.Lock()
-    items = ["a", "b", "ALONE-1", "c", "LONG", "d", "ALONE-2", "e"]
+def _overlaps(one: tuple[float, float], other: tuple[float, float]) -> bool:
+    return one[0] < other[1] and other[0] < one[1]
 
-    def compute(item: str) -> str:
+
+def test_an_alone_part_overlaps_no_other_work_and_alone_and_long_items_start_first():
+    """Each item's shared work (all of an ordinary item, the work around an alone part)
+    and each alone part are logged as spans: no alone part overlaps any other item's
+    span of either kind, while the work around it does run beside other items."""
+    shared: dict[str, list[tuple[float, float]]] = {}
+    alone_parts: dict[str, tuple[float, float]] = {}
+    started: dict[str, float] = {}
+    lock = threading.Lock()
+    items = ["a", "b", "ALONE-1", "c", "LONG", "d", "ALONE-2", "e", "ALONE-3"]
+
+    def work(item: str) -> None:
         began = time.monotonic()
         time.sleep(0.03)
         with lock:
-            spans[item] = (began, time.monotonic())
+            shared.setdefault(item, []).append((began, time.monotonic()))
+
+    def compute(item: str, turn: Turn) -> str:
+        with lock:
+            started[item] = time.monotonic()
+        work(item)
+        if item.startswith("ALONE"):
+            with turn.alone():
+                began = time.monotonic()
+                time.sleep(0.03)
+                alone_parts[item] = (began, time.monotonic())
+            work(item)
         return item
 
     results = list(
         in_order(items, compute, jobs=3, alone=lambda item: item.startswith("ALONE"), long=lambda item: item == "LONG")
     )
     assert [item for item, _ in results] == items
-    for alone in ("ALONE-1", "ALONE-2"):
-        start, end = spans[alone]
-        for other, (other_start, other_end) in spans.items():
-            if other != alone:
-                assert other_end <= start or other_start >= end, f"{other} overlapped {alone}"
-    # The long item is in the first wave after the alone ones, not left for the end.
-    assert spans["LONG"][0] < min(spans[item][1] for item in "abcde")
+    assert set(alone_parts) == {"ALONE-1", "ALONE-2", "ALONE-3"}
+    for item, part in alone_parts.items():
+        others = [span for other, spans in shared.items() if other != item for span in spans]
+        others += [span for other, span in alone_parts.items() if other != item]
+        assert not [span for span in others if _overlaps(part, span)], f"{item}'s alone part had company"
+    # The work before the alone parts ran side by side: the three started together.
+    assert max(started[f"ALONE-{n}"] for n in (1, 2, 3)) < min(end for _, end in shared["ALONE-1"])
+    # The alone ones start first, the long one in the next wave, not left for the end.
+    assert max(started[f"ALONE-{n}"] for n in (1, 2, 3)) <= min(started[item] for item in ("LONG", *"abcde"))
+    assert started["LONG"] <= min(started[item] for item in "abcde")
 
 
-def test_the_a4_races_and_the_strace_run_are_scheduled_alone():
+def test_a_waiting_alone_part_goes_first_and_two_never_wait_for_each_other():
+    """While alone parts wait for the machine, no item starts (on a busy pool they
+    would wait for ever otherwise); two items asking for their alone parts at once
+    both get them, one after the other, and only then does the latecomer start."""
+    overlap = Overlap()
+    events: list[str] = []
+    both_running = threading.Barrier(2, timeout=30)
+
+    def asker(name: str) -> None:
+        with overlap.share() as turn:
+            both_running.wait()  # while one waits to be alone, no item starts: the other would not
+            with turn.alone():
+                events.append(f"{name} alone")
+                time.sleep(0.02)
+
+    def latecomer() -> None:
+        with overlap.share():
+            events.append("latecomer")
+
+    with overlap.share():  # an ordinary item runs: both alone parts wait for it
+        askers = [threading.Thread(target=asker, args=(name,), daemon=True) for name in ("x", "y")]
+        for thread in askers:
+            thread.start()
+        for _ in range(3000):  # bounded: 30 s
+            if overlap._waiting_alone == 2:  # both let go of their shares and wait
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the two alone parts were not both waiting within 30 s")
+        late = threading.Thread(target=latecomer, daemon=True)
+        late.start()
+        time.sleep(0.05)
+        assert events == []
+    for thread in (*askers, late):
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    assert sorted(events[:2]) == ["x alone", "y alone"] and events[2:] == ["latecomer"]
+
+
+def test_the_a4_races_and_the_strace_run_are_declared_alone():
     functions = registry()
     alone = {scenario_id for scenario_id, function in functions.items() if getattr(function, "runs_alone", False)}
     assert alone == {"A4-CONCURRENT", "A4-MULTIPROCESS", "DURABILITY-TRACE"}
     assert getattr(functions["FUZZ-MODEL"], "runs_long", False)
+
+
+class _StopAtAlonePart:
+    """A turn that ends the scenario where its alone part would begin."""
+
+    asked = 0
+
+    def alone(self):
+        self.asked += 1
+        raise Unjudgeable("stopped where the alone part begins")
+
+
+@pytest.mark.parametrize("scenario_id", ["A4-CONCURRENT", "A4-MULTIPROCESS"])
+def test_an_a4_race_is_all_inside_the_alone_part_and_its_setup_outside(scenario_id):
+    """Stopped where its alone part begins, the scenario has listed the tasks before
+    the races (its setup, harness starts included, shares the machine) and sent no
+    write_task: every race is in the part."""
+    options = Options(command=REFERENCE_COMMAND, target="", seed=3)
+    turn = _StopAtAlonePart()
+    result = run_one(entry(scenario_id), registry()[scenario_id], options, probe(options), turn=turn)
+    assert (result.status, result.reason, turn.asked) == ("error", "stopped where the alone part begins", 1)
+    ops = [call["op"] for call in result.calls]
+    assert "write_task" not in ops and "list_tasks" in ops
+
+
+def test_only_a_scenario_declared_alone_may_ask_to_be_alone():
+    options = Options(command=REFERENCE_COMMAND, target="", seed=3)
+
+    def asks_alone(ctx):  # not registered: @scenario would bind a second WT-CREATE
+        with ctx.alone():
+            pass
+
+    result = run_one(entry("WT-CREATE"), asks_alone, options, {"capabilities": ["write_task"]})
+    assert result.status == "error"
+    assert "WT-CREATE asks to run alone but its @scenario does not say alone=True" in (result.reason or "")
 
 
 def _run(tmp_path, jobs: int) -> tuple[list[str], dict]:

@@ -1,11 +1,10 @@
-"""The pytest plugin scaled out as ``retryproof run`` is: under pytest-xdist a run-alone
-scenario has the machine to itself (``Turns``), and ``--retryproof-shard K/N`` writes
+"""The pytest plugin scaled out as ``retryproof run`` is: under pytest-xdist a scenario's
+alone part has the machine to itself (``Turns``), and ``--retryproof-shard K/N`` writes
 shard reports that ``retryproof merge`` joins, mixed with the CLI's, into the whole run.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
@@ -17,6 +16,7 @@ import time
 import pytest
 from kit import certify, retryproof
 
+from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.conformance.options import Shard
 from retryproof.conformance.pytest_plugin import NoTurn, Turns
@@ -50,72 +50,90 @@ def _until(condition, what: str, bound_s: float = 30.0) -> None:
     raise AssertionError(f"{what} did not happen within {bound_s} s")
 
 
-def test_items_share_the_machine_and_a_run_alone_one_has_it_to_itself(tmp_path):
-    """flock locks belong to open files, so two turns in one process contend as two
-    workers' turns do."""
-    turns, impatient = Turns(str(tmp_path), wait_s=30), Turns(str(tmp_path), wait_s=0.05)
-    first, second = turns.take(alone=False), turns.take(alone=False)  # ordinary items run side by side
+def test_items_share_the_machine_and_an_alone_part_has_it_to_itself(tmp_path):
+    """Each ``Turns`` stands for a worker (flock locks belong to open files, so two in
+    one process contend as two workers do)."""
+    one, two, impatient = Turns(str(tmp_path), wait_s=30), Turns(str(tmp_path), wait_s=0.05), Turns(str(tmp_path), 0.05)
+    first, second = one.take(), two.take()  # items run side by side
     with pytest.raises(
-        NoTurn, match="it runs alone, and other pytest-xdist workers' tests kept the machine for 0.05 s"
+        Unjudgeable, match="no turn: it runs alone, and other pytest-xdist workers' tests kept the machine for 0.05 s"
     ):
-        impatient.take(alone=True)  # a run-alone one waits for both
+        with two.alone():  # the other item's share is in the way
+            pass
     first.close()
-    with pytest.raises(NoTurn):
-        impatient.take(alone=True)
+    with two.alone():
+        with pytest.raises(NoTurn, match="scenarios' alone parts kept the machine to themselves for 0.05 s"):
+            impatient.take()
+    impatient.take().close()  # the alone part is over: items start again
     second.close()
-    alone = turns.take(alone=True)
-    with pytest.raises(NoTurn, match="scenarios that run alone kept the machine to themselves"):
-        impatient.take(alone=False)
-    with pytest.raises(NoTurn):
-        impatient.take(alone=True)
-    alone.close()
-    turns.take(alone=False).close()  # let go with its stack
 
 
-def test_a_waiting_run_alone_item_goes_first(tmp_path):
+def test_a_waiting_alone_part_goes_first(tmp_path):
     """flock by itself would let each new shared holder in past a waiting exclusive one,
-    and a busy worker pool would keep a run-alone scenario waiting for ever."""
-    turns, impatient = Turns(str(tmp_path), wait_s=30), Turns(str(tmp_path), wait_s=0.05)
-    running = turns.take(alone=False)
-    got: list[contextlib.ExitStack] = []
-    waiter = threading.Thread(target=lambda: got.append(turns.take(alone=True)), daemon=True)
+    and a busy worker pool would keep an alone part waiting for ever."""
+    one, two, impatient = Turns(str(tmp_path), wait_s=30), Turns(str(tmp_path), wait_s=30), Turns(str(tmp_path), 0.05)
+    running, asking = one.take(), two.take()
+    entered: list[bool] = []
+
+    def alone_part() -> None:
+        with two.alone():
+            entered.append(True)
+
+    waiter = threading.Thread(target=alone_part, daemon=True)
     waiter.start()
-    _until(lambda: _queued(turns.queue), "the run-alone item queueing")
+    _until(lambda: _queued(two.queue), "the alone part queueing")
     with pytest.raises(NoTurn):
-        impatient.take(alone=False)  # only a shared turn is held, yet a new item waits
+        impatient.take()  # only shares are held, yet a new item waits
     running.close()
     waiter.join(timeout=30)
-    assert got, "the run-alone item got no turn once the machine was free"
-    got[0].close()
+    assert entered, "the alone part did not come once the machine was free"
+    asking.close()
 
 
 def test_a_worker_that_dies_holds_no_turn(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from retryproof.conformance.pytest_plugin import Turns;"
-         f"turn = Turns({str(tmp_path)!r}).take(alone=True); print('held', flush=True); time.sleep(120)"],
+         f"turns = Turns({str(tmp_path)!r}); turns.take(); part = turns.alone(); part.__enter__();"
+         "print('held', flush=True); time.sleep(120)"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(NoTurn):
-            Turns(str(tmp_path), wait_s=0.05).take(alone=False)
+            Turns(str(tmp_path), wait_s=0.05).take()
     finally:
         holder.kill()
         holder.wait(timeout=30)
-    Turns(str(tmp_path), wait_s=30).take(alone=False).close()
+    Turns(str(tmp_path), wait_s=30).take().close()
 
 
-def test_under_xdist_a_run_alone_scenario_overlaps_no_other_test(pytester):
-    """``pytest -n 2``, the evidence from outside the plugin: pytest's own start and stop
-    times of every test's call (logged by a plugin of the session's own), and the time
-    every harness process started, with the scenario whose scratch folder it was given.
-    No other test runs, and no other harness starts, while a run-alone scenario runs."""
-    calls, starts = pytester.path / "calls.log", pytester.path / "starts.log"
+def test_under_xdist_an_alone_part_overlaps_no_other_test(pytester):
+    """``pytest -n 2``: pytest's own start and stop times of every test's call (logged
+    by a plugin of the session's own), the span of every alone part with the test it
+    ran in, and the time every harness process started, with the scenario whose scratch
+    folder it was given. No other test runs, and no other harness starts, while an
+    alone part runs."""
+    calls, parts, starts = pytester.path / "calls.log", pytester.path / "parts.log", pytester.path / "starts.log"
     pytester.makepyfile(
         timeline=f"""
-        import json
+        import contextlib, json, os, time
+        from retryproof.conformance import pytest_plugin
 
         worker = None
+        held = pytest_plugin.Turns.alone
+
+        @contextlib.contextmanager
+        def logged(turns):
+            with held(turns):
+                began = time.time()
+                try:
+                    yield
+                finally:
+                    with open({str(parts)!r}, "a") as log:
+                        test = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
+                        log.write(json.dumps([test, began, time.time()]) + "\\n")
+
+        pytest_plugin.Turns.alone = logged
 
         def pytest_configure(config):
             # by workerinput, not by PYTEST_XDIST_WORKER: this session's controller inherits
@@ -155,20 +173,23 @@ def test_under_xdist_a_run_alone_scenario_overlaps_no_other_test(pytester):
     harness_starts = [
         (float(when), folder) for when, folder in (line.split() for line in starts.read_text().splitlines())
     ]
-    for scenario in ALONE:
-        start, stop, _ = spans[f"retryproof::{scenario}"]
+    alone_parts = [json.loads(line) for line in parts.read_text().splitlines()]
+    ran = [scenario for scenario in ALONE if statuses[scenario] == "passed"]
+    assert sorted(test for test, _, _ in alone_parts) == sorted(f"retryproof::{scenario}" for scenario in ran)
+    for test, start, stop in alone_parts:
+        own_start, own_stop, _ = spans[test]
+        assert own_start <= start <= stop <= own_stop  # the part is its test's
         for other, (other_start, other_stop, _) in spans.items():
-            if other != f"retryproof::{scenario}":
-                assert other_stop <= start or other_start >= stop, f"{other} ran beside {scenario}"
+            if other != test:
+                assert other_stop <= start or other_start >= stop, f"{other} ran beside the alone part of {test}"
         during = {folder for when, folder in harness_starts if start <= when <= stop}
+        scenario = test.removeprefix("retryproof::")
         others = [f"retryproof-{other.lower()}-" for other in ALONE + ORDINARY if other != scenario]
         assert not [folder for folder in during if folder.startswith(("retryproof-probe-", *others))], during
-        if statuses[scenario] == "passed":
-            assert during, f"{scenario} started no harness while it ran: the evidence is not about it"
 
 
-def test_a_run_alone_scenario_that_gets_no_turn_is_an_error_not_a_gap(pytester):
-    """A worker's test that holds the machine past the wait: the run-alone scenario is
+def test_an_alone_part_that_gets_no_turn_is_an_error_not_a_gap(pytester):
+    """A worker's test that holds the machine past the wait: the scenario's races are
     not run beside it, and the report says so as an ``error`` (the wait is cut to half
     a second here; it is an hour by default)."""
     seen = pytester.path / "seen"
@@ -205,7 +226,7 @@ def test_a_run_alone_scenario_that_gets_no_turn_is_an_error_not_a_gap(pytester):
                 return  # the controller runs no test
             config.stash[STATE].turns.wait_s = 0.5
             turns = Turns(config.workerinput["retryproof_turns"])
-            threading.Thread(target=hold, args=(turns.take(alone=False), turns), daemon=True).start()
+            threading.Thread(target=hold, args=(turns.take(), turns), daemon=True).start()
         """
     )
     out = pytester.path / "reports"
@@ -215,12 +236,13 @@ def test_a_run_alone_scenario_that_gets_no_turn_is_an_error_not_a_gap(pytester):
     )  # fmt: skip
     assert seen.read_text().split() == ["queued=True", "queued=False"]
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["A4-CONCURRENT error (the kit could not judge): not run: it runs alone, *"])
+    result.stdout.fnmatch_lines(["A4-CONCURRENT error (the kit could not judge): no turn: it runs alone, *"])
     [scenario] = json.loads((out / "report.json").read_text())["scenarios"]
     assert scenario["status"] == "error"
     assert scenario["reason"] == (
-        "not run: it runs alone, and other pytest-xdist workers' tests kept the machine for 0.5 s"
+        "no turn: it runs alone, and other pytest-xdist workers' tests kept the machine for 0.5 s"
     )
+    assert "write_task" not in [call["op"] for call in scenario["calls"]]  # no race ran beside the holder
 
 
 def _report(path) -> dict:
