@@ -17,7 +17,9 @@ transactions (RECEIPT-R8's reading of DUR-1 for a database), and, where ``strace
 installed, the run counts the fsync and fdatasync calls of one creation of each runtime:
 what a creation costs is mostly how many times it waits for the disk. A last line puts
 each create beside one journal commit (a new file fsynced by this process) measured in
-the same rounds.
+the same rounds, and takes off each create a no-op round trip (``hello``) of the same
+rounds: what is left is the runtime's own part, since the kit's call, the pipes and the
+harness's reading and answering cost every runtime alike.
 
 Stored receipts are made before the measured harness starts (the reference's through
 its own code with fsync switched off, SQLite's in one bulk transaction); the measured
@@ -45,7 +47,7 @@ from tabulate import tabulate
 
 from retryproof.adapters.process import ProcessConnection
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
-from retryproof.spec.protocol import Failure, hello_handler, serve
+from retryproof.spec.protocol import PROTOCOL, Failure, hello_handler, serve
 
 TASK = {"sender": "PM", "recipient": "DEV", "subject": "Fix login", "references": ["INC-17"]}
 REFERENCE = (sys.executable, "-m", "retryproof.reference_impl")
@@ -333,6 +335,7 @@ def main() -> int:
                 "sqlite": lambda index: timed(lambda: call(baseline, f"new-{index}", TASK)),
                 "staged": lambda index: timed(lambda: call(staged, f"new-{index}", TASK)),
                 "commit": lambda index: timed(lambda: journal_commit(scratch, index)),
+                "floor": lambda index: timed(lambda: reference.call("hello", {"protocol": PROTOCOL})),
             },
             options.rounds,
         )
@@ -407,6 +410,13 @@ def main() -> int:
         f"one journal commit (a new file fsynced, in this process, same rounds): {create['commit'] * 1e3:.2f} ms; "
         f"create per commit: reference {create['reference'] / create['commit']:.1f}, "
         f"SQLite WAL FULL {create['sqlite'] / create['commit']:.1f}, staged {create['staged'] / create['commit']:.1f}"
+    )
+    own = {name: (create[name] - create["floor"]) * 1e3 for name in ("reference", "sqlite", "staged")}
+    print(
+        f"a no-op round trip (hello, same rounds): {create['floor'] * 1e3:.2f} ms; a creation less that: "
+        f"reference {own['reference']:.2f} ms, SQLite WAL FULL {own['sqlite']:.2f} ms "
+        f"({own['reference'] / own['sqlite']:.2f}x), staged {own['staged']:.2f} ms "
+        f"({own['reference'] / own['staged']:.2f}x)"
     )
     reuse_rows = [row for row in rows if row[0].startswith("reuse")]
     if len(reuse_rows) > 1:
