@@ -15,8 +15,8 @@ Two kinds of scenario are scheduled apart (the ``scenario`` decorator marks them
   other scenarios' harness starts makes less likely; DURABILITY-TRACE runs its harness
   under strace, many times slower, within timeouts sized for an otherwise idle harness.
   Only that part runs alone: the harness starts before it share the machine like any
-  other work. These scenarios start first, so their alone part never waits for a long
-  one to end.
+  other work. These scenarios start first, and no long one starts while they run, so
+  their alone part never waits for a long one to end (``StartOrder``).
 - *long*: started before the short ones (FUZZ-MODEL takes as long as many others
   together), so it does not run on by itself at the end.
 """
@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Protocol, TypeVar
 
 Item = TypeVar("Item")
@@ -99,6 +99,55 @@ class Overlap:
                 self._sharing += 1
 
 
+class StartOrder:
+    """Which item a free worker starts next. The alone ones first: their alone parts
+    then wait only for short work to end. While one of them runs, a short item, never a
+    long one, which an alone part would have to wait out; a worker with only long ones
+    left waits for the alone ones to end instead. Then the long ones, then the rest.
+    Within each kind, the given order."""
+
+    def __init__(self, items: Sequence[Item], alone: Callable[[Item], bool], long: Callable[[Item], bool]):
+        self._changed = threading.Condition()
+        self._pending = list(range(len(items)))
+        self._alone = [alone(item) for item in items]
+        self._long = [long(item) for item in items]
+        self._alone_running = 0
+        self._closed = False
+
+    def take(self) -> int | None:
+        """The index of the item to start now, waiting while there is none to start
+        yet; ``None`` when none is left or ``close`` was called."""
+        with self._changed:
+            while not self._closed and self._pending:
+                index = self._choose()
+                if index is not None:
+                    self._pending.remove(index)
+                    self._alone_running += self._alone[index]
+                    return index
+                self._changed.wait()
+            return None
+
+    def _choose(self) -> int | None:
+        pending = self._pending
+        first_alone = next((index for index in pending if self._alone[index]), None)
+        if first_alone is not None:
+            return first_alone
+        if self._alone_running:
+            return next((index for index in pending if not self._long[index]), None)
+        return next((index for index in pending if self._long[index]), pending[0])
+
+    def done(self, index: int) -> None:
+        with self._changed:
+            self._alone_running -= self._alone[index]
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        """Start nothing more."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+
 def in_order(
     items: Sequence[Item],
     compute: Callable[[Item, Turn], Result],
@@ -107,28 +156,38 @@ def in_order(
     long: Callable[[Item], bool] = lambda item: False,
 ) -> Iterator[tuple[Item, Result]]:
     """``(item, compute(item, turn))`` for every item, in the order of ``items``,
-    computed on up to ``jobs`` threads (one: right here, each as its turn comes).
-    ``alone`` marks the items that ask for an alone part; they start first.
+    computed on up to ``jobs`` threads (one: right here, each as its turn comes), which
+    start the items in ``StartOrder``: ``alone`` marks the items that ask for an alone
+    part, ``long`` the long ones.
 
-    Leaving early (an exception in the consumer, Ctrl-C) cancels the items not yet
-    started and waits for those running, which end their own harness processes.
+    Leaving early (an exception in the consumer, Ctrl-C) starts nothing more and waits
+    for the items running, which end their own harness processes.
     """
     if jobs <= 1 or len(items) <= 1:
         for item in items:
             yield item, compute(item, SOLO)
         return
     overlap = Overlap()
+    order = StartOrder(items, alone, long)
+    results: list[Future[Result]] = [Future() for _ in items]
 
-    def run(item: Item) -> Result:
-        with overlap.share() as turn:
-            return compute(item, turn)
+    def work() -> None:
+        while (index := order.take()) is not None:
+            try:
+                with overlap.share() as turn:
+                    results[index].set_result(compute(items[index], turn))
+            except BaseException as exc:  # the consumer raises it when its turn comes
+                results[index].set_exception(exc)
+            finally:
+                order.done(index)
 
-    # Start order: the alone ones, then the long ones, then the rest, each in catalogue order.
-    start_order = sorted(range(len(items)), key=lambda index: (not alone(items[index]), not long(items[index]), index))
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="retryproof-scenario")
+    workers = [threading.Thread(target=work, name=f"retryproof-scenario-{number}") for number in range(jobs)]
+    for worker in workers:
+        worker.start()
     try:
-        futures: dict[int, Future[Result]] = {index: pool.submit(run, items[index]) for index in start_order}
         for index, item in enumerate(items):
-            yield item, futures[index].result()
+            yield item, results[index].result()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        order.close()
+        for worker in workers:
+            worker.join()

@@ -19,7 +19,7 @@ from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.options import REFERENCE_COMMAND, Options
 from retryproof.conformance.runner import probe, run_one
 from retryproof.conformance.scenarios import registry
-from retryproof.conformance.schedule import Overlap, Turn, in_order
+from retryproof.conformance.schedule import Overlap, StartOrder, Turn, in_order
 
 
 def test_results_come_back_in_the_given_order_however_they_finish():
@@ -74,11 +74,52 @@ def test_an_alone_part_overlaps_no_other_work_and_alone_and_long_items_start_fir
         others = [span for other, spans in shared.items() if other != item for span in spans]
         others += [span for other, span in alone_parts.items() if other != item]
         assert not [span for span in others if _overlaps(part, span)], f"{item}'s alone part had company"
-    # The work before the alone parts ran side by side: the three started together.
+    # The work before the alone parts ran side by side: the three started together,
+    # before anything else.
     assert max(started[f"ALONE-{n}"] for n in (1, 2, 3)) < min(end for _, end in shared["ALONE-1"])
-    # The alone ones start first, the long one in the next wave, not left for the end.
     assert max(started[f"ALONE-{n}"] for n in (1, 2, 3)) <= min(started[item] for item in ("LONG", *"abcde"))
-    assert started["LONG"] <= min(started[item] for item in "abcde")
+    # The long one waited for them to end (its share would have kept their parts waiting).
+    assert started["LONG"] >= max(shared[f"ALONE-{n}"][-1][1] for n in (1, 2, 3))
+
+
+def test_the_start_order_keeps_long_items_from_alone_ones():
+    """Alone items first; while one runs, short items only, and a worker with only a
+    long one left waits; then the long ones before the short ones."""
+    items = ["a", "ALONE-1", "LONG-1", "b", "ALONE-2", "LONG-2", "c"]
+    order = StartOrder(items, alone=lambda item: item.startswith("ALONE"), long=lambda item: item.startswith("LONG"))
+
+    def take() -> str:
+        index = order.take()
+        assert index is not None
+        return items[index]
+
+    assert [take(), take(), take()] == ["ALONE-1", "ALONE-2", "a"]
+    order.done(items.index("ALONE-1"))
+    assert take() == "b"  # ALONE-2 still runs: not a long one
+    assert take() == "c"
+    got: list[str] = []
+    waiter = threading.Thread(target=lambda: got.append(take()), daemon=True)
+    waiter.start()
+    time.sleep(0.05)
+    assert got == []  # only long ones are left, and an alone one runs: the worker waits
+    order.done(items.index("ALONE-2"))
+    waiter.join(timeout=30)
+    assert got == ["LONG-1"] and take() == "LONG-2"
+    order.close()
+    assert order.take() is None
+
+
+def test_an_exception_in_one_item_reaches_the_consumer_in_its_turn():
+
+    def compute(index: int, turn: Turn) -> int:
+        if index == 2:
+            raise ValueError("item 2")
+        return index
+
+    results = in_order(list(range(5)), compute, jobs=2)
+    assert [next(results), next(results)] == [(0, 0), (1, 1)]
+    with pytest.raises(ValueError, match="item 2"):
+        next(results)
 
 
 def test_a_waiting_alone_part_goes_first_and_two_never_wait_for_each_other():
