@@ -10,6 +10,7 @@ conftest.py and no ``__init__.py``.
 from __future__ import annotations
 
 import fcntl
+import importlib
 import json
 import os
 import pickle
@@ -56,12 +57,17 @@ def by_id(report: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     return {scenario["id"]: scenario for scenario in (report or {}).get("scenarios", [])}
 
 
-def claims_while_writing(monkeypatch: Any, module: Any, directory: Path) -> list[bool]:
-    """Watch ``module.write_atomically``: for each file written, whether ``directory``
-    (the report directory) was still claimed by the writer at that moment."""
+def claims_while_writing(monkeypatch: Any, module_name: str, directory: Path) -> list[bool]:
+    """Watch ``write_atomically`` of the module ``module_name``: for each file written,
+    whether ``directory`` (the report directory) was still claimed by the writer at that
+    moment. The module is looked up by name, as the code under test imports it: an
+    in-process pytester run earlier in the session drops the modules it imported from
+    ``sys.modules`` but leaves them as attributes of their packages, so ``from package
+    import module`` may hand back a copy nothing calls any more."""
     from retryproof.conformance.errors import KitError
     from retryproof.conformance.writers.files import prepare_directory
 
+    module = importlib.import_module(module_name)
     held: list[bool] = []
     write = module.write_atomically
 

@@ -85,8 +85,6 @@ def test_compare_holds_its_out_directory_until_both_files_are_written(tmp_path, 
     """It used to drop its claim on the directory as soon as it took it."""
     from kit import claims_while_writing
 
-    from retryproof.conformance.commands import compare
-
-    held = claims_while_writing(monkeypatch, compare, tmp_path / "out")
+    held = claims_while_writing(monkeypatch, "retryproof.conformance.commands.compare", tmp_path / "out")
     write_comparison(load_columns([str(REFERENCE / "report.json")]), str(tmp_path / "out"))
     assert held == [True, True]

@@ -127,9 +127,8 @@ def test_merge_holds_its_out_directory_until_every_file_is_written(runs, tmp_pat
     from kit import claims_while_writing
 
     from retryproof.conformance.cli import main
-    from retryproof.conformance.writers import files
 
-    held = claims_while_writing(monkeypatch, files, tmp_path / "out")
+    held = claims_while_writing(monkeypatch, "retryproof.conformance.writers.files", tmp_path / "out")
     shards = [str(runs / "one/report.json"), str(runs / "two/report.json")]
     assert main(["merge", *shards, "--out", str(tmp_path / "out"), "--format", "md,json"]) == 1
     assert len(held) >= 2 and all(held), held
