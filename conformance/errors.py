@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import IO, Any
+
+TYPE_CHECKING = False  # not typing's: importing typing would be paid by every command, digest's too
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 
 class KitError(Exception):

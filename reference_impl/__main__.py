@@ -11,18 +11,17 @@ to a ``Runtime`` subclass. A start-up problem is one line on stderr and exit sta
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import argparse
 
 from retryproof.reference_impl.harness import build_handlers, op_groups
 from retryproof.reference_impl.runtime import WAIT_TIMEOUT_S, Runtime
 from retryproof.spec.protocol import parse_failpoints, serve
+
+TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
+if TYPE_CHECKING:
+    import argparse
 
 
 class StartupError(Exception):
@@ -33,7 +32,7 @@ def _runtime_class(fault: str | None) -> type[Runtime]:
     if fault is None:
         return Runtime
     try:
-        faulty = importlib.import_module("retryproof.reference_impl.faulty")
+        import retryproof.reference_impl.faulty as faulty
     except ModuleNotFoundError as exc:
         if exc.name != "retryproof.reference_impl.faulty":
             raise

@@ -25,7 +25,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retryproof.reference_impl.approval_effects import EXECUTORS, EffectsDir, key_slug
 from retryproof.reference_impl.approval_names import CAPABILITY, FAILPOINTS
@@ -33,7 +33,10 @@ from retryproof.reference_impl.approval_store import AuditLog, OperationStore
 from retryproof.spec import validator
 from retryproof.spec.digest import ContractError
 from retryproof.spec.jcs import CanonicalizationError, canonical_bytes
-from retryproof.spec.protocol import Handler, ProtocolError, crash_now
+from retryproof.spec.protocol import ProtocolError, crash_now
+
+if TYPE_CHECKING:
+    from retryproof.spec.protocol import Handler
 
 __all__ = ["CAPABILITY", "FAILPOINTS", "ApprovalService", "op_group", "request_digest"]
 

@@ -30,7 +30,10 @@ import itertools
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "append_line",

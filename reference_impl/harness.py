@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
 
 from retryproof.reference_impl import __version__, approval_names
 from retryproof.reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
 from retryproof.spec.digest import ContractError, check_submission_id
 from retryproof.spec.protocol import hello_handler
 
-__all__ = ["OpGroup", "approval_ops", "build_handlers", "op_groups", "write_task_ops"]
+TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
+if TYPE_CHECKING:
+    from typing import Any
 
-Handler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+    from retryproof.spec.protocol import Handler
+
+__all__ = ["OpGroup", "approval_ops", "build_handlers", "op_groups", "write_task_ops"]
 
 # The flat args of each tamper action, besides ``action`` itself.
 _TAMPER_ARGS = {
@@ -29,14 +32,23 @@ _TAMPER_ARGS = {
 }
 
 
-class OpGroup(NamedTuple):
-    """Ops served together, with what they add to ``hello``. (A named tuple: see
-    ``spec.protocol.Request`` on why not a dataclass.)"""
+class OpGroup:
+    """Ops served together, with what they add to ``hello``. (A plain class, like the
+    messages of ``spec.protocol``, which say why not a named tuple or a dataclass.)"""
 
-    handlers: Mapping[str, Handler]
-    capabilities: tuple[str, ...] = ()
-    failpoints: tuple[str, ...] = ()
-    tamper_actions: tuple[str, ...] = ()
+    __slots__ = ("handlers", "capabilities", "failpoints", "tamper_actions")
+
+    def __init__(
+        self,
+        handlers: Mapping[str, Handler],
+        capabilities: tuple[str, ...] = (),
+        failpoints: tuple[str, ...] = (),
+        tamper_actions: tuple[str, ...] = (),
+    ) -> None:
+        self.handlers = handlers
+        self.capabilities = capabilities
+        self.failpoints = failpoints
+        self.tamper_actions = tamper_actions
 
 
 def _take(args: Mapping[str, Any], required: Sequence[str], optional: Sequence[str] = ()) -> Mapping[str, Any]:

@@ -35,7 +35,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
 
 from retryproof.reference_impl import durable
 from retryproof.reference_impl.locking import LockTimeout, hold
@@ -47,6 +46,10 @@ from retryproof.spec.digest import (
     request_digest,
 )
 from retryproof.spec.protocol import ABSENT_DIAGNOSIS, ProtocolError, crash_now
+
+TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["WAIT_TIMEOUT_S", "WRITE_TASK_FAILPOINTS", "Runtime"]
 

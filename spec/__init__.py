@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["SCHEMA_URN", "SPEC_VERSION", "load_spec", "load_vectors", "schema", "validator"]
 

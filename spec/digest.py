@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
 
 from retryproof.spec.jcs import canonical_bytes
+
+TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "ARRAY_FIELDS",

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["CanonicalizationError", "DuplicateKeyError", "canonical_bytes", "loads_strict"]
 

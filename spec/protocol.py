@@ -14,10 +14,15 @@ import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, BinaryIO, NamedTuple, TypeGuard
 
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError
 from retryproof.spec.jcs import DuplicateKeyError, loads_strict
+
+TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
+if TYPE_CHECKING:
+    from typing import Any, BinaryIO, TypeGuard
+
+    Handler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 __all__ = [
     "FAILPOINT_ACTIONS",
@@ -54,37 +59,78 @@ ABSENT_DIAGNOSIS: Mapping[str, Any] = MappingProxyType(
 JSON_WHITESPACE = b" \t\r\n"
 
 
-# The messages are named tuples, not dataclasses: importing dataclasses (and inspect
-# with it) would be a fifth of a Python harness's start-up, paid once per scenario.
-class Request(NamedTuple):
+class _Message:
+    """A protocol message: an immutable value, equal to another of its class with equal
+    fields, shown as ``Success(id=1, result={})``. A plain class with ``__slots__``:
+    a ``NamedTuple`` imports typing, a dataclass inspect, and either would cost a
+    Python harness's start more than this whole page, paid once per scenario."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __init__(self, *fields: object) -> None:
+        for name, value in zip(self.__slots__, fields, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Message) or type(other) is not type(self):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __reduce__(self) -> tuple[type[_Message], tuple[object, ...]]:
+        return type(self), self._fields()  # pickle and copy rebuild it through __init__
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({shown})"
+
+
+_NO_ARGS: Mapping[str, Any] = MappingProxyType({})
+
+
+class Request(_Message):
+    __slots__ = ("id", "op", "args")
     id: int
     op: str
-    args: Mapping[str, Any] = MappingProxyType({})
+    args: Mapping[str, Any]
+
+    def __init__(self, id: int, op: str, args: Mapping[str, Any] = _NO_ARGS) -> None:
+        super().__init__(id, op, args)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "op": self.op, "args": dict(self.args)}
 
 
-class Success(NamedTuple):
+class Success(_Message):
+    __slots__ = ("id", "result")
     id: int
     result: Mapping[str, Any]
+    ok = True
 
-    @property
-    def ok(self) -> bool:
-        return True
+    def __init__(self, id: int, result: Mapping[str, Any]) -> None:
+        super().__init__(id, result)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "ok": True, "result": dict(self.result)}
 
 
-class Failure(NamedTuple):
+class Failure(_Message):
+    __slots__ = ("id", "code", "message")
     id: int | None
     code: str
     message: str
+    ok = False
 
-    @property
-    def ok(self) -> bool:
-        return False
+    def __init__(self, id: int | None, code: str, message: str) -> None:
+        super().__init__(id, code, message)
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "ok": False, "error": {"code": self.code, "message": self.message}}
@@ -183,9 +229,6 @@ def parse_failpoints(text: str | None) -> dict[str, str]:
 
 def format_failpoints(failpoints: Mapping[str, str]) -> str:
     return ",".join(f"{name}={action}" for name, action in failpoints.items())
-
-
-Handler = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 
 
 def greeting(

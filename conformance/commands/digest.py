@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from typing import IO
 
 from retryproof.conformance.errors import KitError
 from retryproof.spec.digest import (
@@ -15,6 +14,10 @@ from retryproof.spec.digest import (
     request_digest,
 )
 from retryproof.spec.jcs import DuplicateKeyError, loads_strict
+
+TYPE_CHECKING = False  # not typing's: importing typing would be paid at every digest start
+if TYPE_CHECKING:
+    from typing import IO
 
 TASK_HINT = (
     f"a task is one JSON object (UTF-8, no duplicate keys) with only these fields: {', '.join(SCALAR_FIELDS)} "
