@@ -16,6 +16,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from retryproof.conformance.options import REFERENCE_COMMAND
 from retryproof.reference_impl import approval, approval_names
 from retryproof.reference_impl.harness import approval_ops, build_handlers, op_groups
 from retryproof.reference_impl.runtime import Runtime
@@ -23,7 +24,11 @@ from retryproof.reference_impl.runtime import Runtime
 # Loaded only when something asks for them: the spec's YAML and JSON Schema machinery
 # (approval's argument checks), the approval service itself, argparse (the plain
 # harness takes no arguments) and the signal module's enums (a crash failpoint).
+# Never at start: typing (annotations are strings; the protocol messages are plain
+# classes) and dataclasses (inspect with it).
 NOT_AT_START = (
+    "typing",
+    "dataclasses",
     "yaml",
     "jsonschema",
     "referencing",
@@ -38,12 +43,10 @@ NOT_AT_START = (
 )
 
 
-def loaded_after(code: str, state_dir) -> tuple[str, set[str]]:
-    """What ``code`` printed, and the modules in ``sys.modules`` after it ran in a
-    fresh interpreter with a ``hello`` request on its input."""
-    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)), file=sys.stderr)"
+def answering_hello(command: list[str], state_dir) -> subprocess.CompletedProcess[str]:
+    """``command`` run to its end in a fresh interpreter, a ``hello`` request on its input."""
     done = subprocess.run(
-        [sys.executable, "-c", probe],
+        command,
         input=json.dumps({"id": 1, "op": "hello", "args": {"protocol": "retryproof-harness/1"}}) + "\n",
         capture_output=True,
         text=True,
@@ -51,6 +54,13 @@ def loaded_after(code: str, state_dir) -> tuple[str, set[str]]:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+    return done
+
+
+def loaded_after(code: str, state_dir) -> tuple[str, set[str]]:
+    """What ``code`` printed, and the modules in ``sys.modules`` after it ran."""
+    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)), file=sys.stderr)"
+    done = answering_hello([sys.executable, "-c", probe], state_dir)
     return done.stdout, set(json.loads(done.stderr.splitlines()[-1]))
 
 
@@ -59,6 +69,16 @@ def test_a_harness_that_answered_hello_has_not_loaded_what_it_does_not_use(state
     answered, loaded = loaded_after(code, state_dir)
     assert json.loads(answered)["result"]["capabilities"][-1] == approval_names.CAPABILITY
     assert sorted(loaded & set(NOT_AT_START)) == []
+
+
+def test_the_harness_started_as_the_kit_starts_it_imports_none_of_them(state_dir):
+    """The same, through ``REFERENCE_COMMAND`` itself (``-m`` runs through runpy), with
+    what it imported read from ``-X importtime``."""
+    python, *arguments = REFERENCE_COMMAND
+    done = answering_hello([python, "-X", "importtime", *arguments], state_dir)
+    imported = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert json.loads(done.stdout)["ok"] is True and "retryproof.reference_impl.runtime" in imported
+    assert sorted(imported & set(NOT_AT_START)) == []
 
 
 def test_importing_the_public_names_loads_no_yaml_or_jsonschema(state_dir):
