@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
 
 from retryproof.spec import load_spec
 
-#: RFC 2119 levels a requirement or a scenario may carry.
-Level = Literal["MUST", "SHOULD", "MAY"]
+TYPE_CHECKING = False  # not typing's: importing typing would be paid by 'retryproof list'
+if TYPE_CHECKING:
+    from typing import Literal
+
+    #: RFC 2119 levels a requirement or a scenario may carry.
+    Level = Literal["MUST", "SHOULD", "MAY"]
 
 
 @dataclass(frozen=True)

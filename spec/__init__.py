@@ -7,6 +7,7 @@ checks against the exact contract it was released with.
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 
 TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
@@ -18,16 +19,16 @@ __all__ = ["SCHEMA_URN", "SPEC_VERSION", "load_spec", "load_vectors", "schema", 
 SPEC_VERSION = "2.0.0"
 
 
-def _folder():
-    # importlib.resources is imported on first use: it pulls in tempfile, and a harness
-    # that imports the digest code must start fast (a start per scenario adds up).
-    from importlib import resources
-
-    return resources.files(__name__)
+# The files beside this module. pip installs a package as files (from a wheel, or
+# editable), so a path reaches them; importlib.resources, which could also read them
+# from a zip, imports typing, pathlib, tempfile and zipfile, and every kit command
+# and the approval ops read the spec.
+_FOLDER = os.path.dirname(os.path.abspath(__file__))
 
 
 def _read_text(*parts: str) -> str:
-    return _folder().joinpath(*parts).read_text(encoding="utf-8")
+    with open(os.path.join(_FOLDER, *parts), encoding="utf-8") as handle:
+        return handle.read()
 
 
 @cache
@@ -58,13 +59,12 @@ def schema(name: str) -> dict[str, Any]:
 def _registry():
     from referencing import Registry, Resource
 
-    folder = _folder().joinpath("schemas")
-    resources_ = []
-    for entry in folder.iterdir():
-        if entry.name.endswith(".json"):
-            contents = json.loads(entry.read_text(encoding="utf-8"))
-            resources_.append((contents["$id"], Resource.from_contents(contents)))
-    return Registry().with_resources(resources_)
+    resources = []
+    for name in os.listdir(os.path.join(_FOLDER, "schemas")):
+        if name.endswith(".json"):
+            contents = json.loads(_read_text("schemas", name))
+            resources.append((contents["$id"], Resource.from_contents(contents)))
+    return Registry().with_resources(resources)
 
 
 SCHEMA_URN = "urn:retryproof:schema:"

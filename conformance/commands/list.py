@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import pkgutil
 import re
 from collections.abc import Sequence
 
@@ -24,15 +23,17 @@ _BOUND = re.compile(r'^@scenario\(\s*"([^"]+)"', re.MULTILINE)
 
 
 def implemented_ids() -> set[str]:
-    """The ids the ``@scenario("ID")`` decorators of the scenario modules bind: the
-    modules ``scenarios.registry()`` imports, read as text instead."""
+    """The ids the ``@scenario("ID")`` decorators of the scenario modules bind, read
+    as text from the modules ``scenarios.registry()`` imports (every one but the
+    package's own ``__init__``, whose docstring shows the decorator)."""
     spec = importlib.util.find_spec(SCENARIOS)  # finds the package without running it
     assert spec is not None and spec.submodule_search_locations is not None
     ids: set[str] = set()
     for folder in spec.submodule_search_locations:
-        for module in pkgutil.iter_modules([folder]):
-            with open(os.path.join(folder, module.name + ".py"), encoding="utf-8") as source:
-                ids.update(_BOUND.findall(source.read()))
+        for name in os.listdir(folder):
+            if name.endswith(".py") and name != "__init__.py":
+                with open(os.path.join(folder, name), encoding="utf-8") as source:
+                    ids.update(_BOUND.findall(source.read()))
     return ids
 
 

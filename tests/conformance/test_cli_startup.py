@@ -48,6 +48,8 @@ def test_list_loads_no_scenario_module_and_no_tabulate():
         "jsonschema",
         "tabulate",
         "importlib.metadata",
+        "importlib.resources",
+        "typing",
     )
     assert sorted(loaded & set(unused)) == []
 
