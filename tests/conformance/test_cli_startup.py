@@ -12,10 +12,8 @@ import sys
 import time
 
 import pytest
-from tabulate import tabulate
 
 from retryproof.conformance.cli import COMMANDS, build_parser, main
-from retryproof.conformance.commands import list as list_command
 
 TASK = json.dumps({"subject": "Fix login"})
 
@@ -36,37 +34,6 @@ def test_digest_loads_neither_the_run_options_nor_the_process_adapter():
     assert "retryproof.conformance.commands.digest" in loaded
     unused = ("retryproof.conformance.options", "retryproof.adapters", "yaml", "jsonschema", "tabulate", "typing")
     assert sorted(loaded & set(unused)) == []
-
-
-def test_list_loads_no_scenario_module_and_no_tabulate():
-    loaded = loaded_by(["list"], "")
-    assert "retryproof.conformance.commands.list" in loaded
-    unused = (
-        "retryproof.conformance.scenarios",
-        "retryproof.conformance.context",
-        "retryproof.adapters",
-        "jsonschema",
-        "tabulate",
-        "importlib.metadata",
-        "importlib.resources",
-        "typing",
-    )
-    assert sorted(loaded & set(unused)) == []
-
-
-def test_list_says_implemented_for_exactly_the_ids_the_registry_binds():
-    """``list`` reads the decorators as text; the run imports them. A scenario bound
-    some other way than ``@scenario("ID")`` at the start of a line fails here."""
-    from retryproof.conformance.scenarios import registry
-
-    assert list_command.implemented_ids() == set(registry())
-
-
-def test_list_prints_the_table_tabulate_would():
-    rows = list_command.rows()
-    assert list_command.github_table(list_command.HEADERS, rows) == tabulate(
-        rows, headers=list_command.HEADERS, tablefmt="github"
-    )
 
 
 @pytest.mark.parametrize("command", COMMANDS)
