@@ -14,7 +14,8 @@ import threading
 import time
 
 import pytest
-from kit import certify, retryproof
+import sharded
+from kit import retryproof
 
 from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
@@ -24,7 +25,6 @@ from retryproof.conformance.runner import select
 
 pytest_plugins = ["pytester"]
 
-FAULTY = f"{sys.executable} -m retryproof.reference_impl --fault no-idempotency"
 ALONE = ("A4-CONCURRENT", "A4-MULTIPROCESS", "DURABILITY-TRACE")
 #: Enough ordinary scenarios that both workers run some, around every run-alone one.
 ORDINARY = ("WT-CREATE", "A2-RESPONSE-LOSS", "RESTART-REUSE", "CONFLICT-DIGEST", "LEGACY-NO-ID", "NORMALIZED-EQUAL")
@@ -249,19 +249,19 @@ def _report(path) -> dict:
     return json.loads((path / "report.json").read_text())
 
 
-def test_plugin_shards_merge_into_the_whole_run_also_mixed_with_cli_shards(pytester, tmp_path, monkeypatch):
+def test_plugin_shards_merge_into_the_whole_run_also_mixed_with_cli_shards(pytester, shard_runs, tmp_path, monkeypatch):
     """Shard 1/2 from the plugin under xdist, 2/2 from the plugin in one process and from
     ``retryproof run``: both merges give the scenarios, statuses and verdict of the whole
-    ``retryproof run``, FUZZ-MODEL included (each shard on its half of the budget)."""
+    ``retryproof run``, FUZZ-MODEL included (each shard on its half of the budget). The
+    whole run and the CLI's shard are ``shard_runs``, which test_shard_merge reads too."""
     monkeypatch.setenv(ENV_VAR, DEV)
-    only = "WT-CREATE,A2-RESPONSE-LOSS,CONFLICT-DIGEST,LEGACY-NO-ID,RESTART-REUSE,FUZZ-MODEL"
     common = (
         "--retryproof-harness",
-        FAULTY,
+        sharded.HARNESS,
         "--retryproof-only",
-        only,
+        sharded.ONLY,
         "--retryproof-seed",
-        "9",
+        str(sharded.SEED),
         "-p",
         "no:cacheprovider",
     )
@@ -279,21 +279,18 @@ def test_plugin_shards_merge_into_the_whole_run_also_mixed_with_cli_shards(pytes
     one, two = _report(pytester.path / "one"), _report(pytester.path / "two")
     assert (one["shard"], two["shard"]) == ({"index": 1, "count": 2}, {"index": 2, "count": 2})
     for report, index in ((one, 1), (two, 2)):  # what run --shard K/2 holds
-        assert [s["id"] for s in report["scenarios"]] == [e.id for e in select(only.split(","), (), Shard(index, 2))]
+        assert [s["id"] for s in report["scenarios"]] == [
+            e.id for e in select(sharded.ONLY.split(","), (), Shard(index, 2))
+        ]
     fuzz = next(s for s in one["scenarios"] if s["id"] == "FUZZ-MODEL")
     assert "--shard 1/2" in fuzz["reproduce"] and fuzz["evidence"]["fuzz"]["shard"] == "1/2"
 
-    cli = ("--harness", FAULTY, "--only", only, "--seed", "9")
-    whole_done, whole = certify(tmp_path / "whole", FAULTY, "--only", only, seed=9)
-    assert whole_done.returncode == 1 and whole is not None
-    cli_two = retryproof("run", *cli, "--shard", "2/2", "--out", str(tmp_path / "cli-two"), timeout=300)
-    assert cli_two.returncode == 1, cli_two.stdout + cli_two.stderr
-    for name, halves in {"plugin": ("one", "two"), "mixed": ("one", "cli-two")}.items():
-        paths = [
-            str(pytester.path / half / "report.json") if half != "cli-two" else str(tmp_path / half / "report.json")
-            for half in halves
-        ]
-        done = retryproof("merge", *paths, "--out", str(tmp_path / name))
+    whole = _report(shard_runs / "whole")
+    for name, paths in {
+        "plugin": (pytester.path / "one", pytester.path / "two"),
+        "mixed": (pytester.path / "one", shard_runs / "two"),
+    }.items():
+        done = retryproof("merge", *(str(path / "report.json") for path in paths), "--out", str(tmp_path / name))
         assert done.returncode == 1, done.stdout + done.stderr  # the whole run's exit code
         merged = _report(tmp_path / name)
         assert [(s["id"], s["status"]) for s in merged["scenarios"]] == [

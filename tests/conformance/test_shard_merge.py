@@ -5,46 +5,12 @@ that are not one run, or not all of it, are refused with a clear error."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
-from kit import once_per_session
+from sharded import kit
 
-from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.conformance.options import Shard
 from retryproof.conformance.runner import select
-
-FAULTY = f"{sys.executable} -m retryproof.reference_impl --fault no-idempotency"
-ONLY = "WT-CREATE,A2-RESPONSE-LOSS,CONFLICT-DIGEST,LEGACY-NO-ID,RESTART-REUSE,FUZZ-MODEL"
-CLI = (sys.executable, "-m", "retryproof.conformance.cli")
-
-
-def kit(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, env={**os.environ, ENV_VAR: DEV})
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    return once_per_session(tmp_path_factory, "shards", whole_and_shards)
-
-
-def whole_and_shards(root):
-    """A whole run and its two shards against a runtime that fails (so the merged
-    verdict has something to get right)."""
-    common = ("--harness", FAULTY, "--only", ONLY, "--seed", "9")
-    done = {
-        name: kit("run", *common, *extra, "--out", str(root / name))
-        for name, extra in [
-            ("whole", ()),
-            ("one", ("--shard", "1/2")),
-            ("two", ("--shard", "2/2")),
-        ]
-    }
-    for name, result in done.items():
-        assert result.returncode == 1, f"{name}: {result.stdout}{result.stderr}"
-    return root
 
 
 def report(path) -> dict:
@@ -60,10 +26,12 @@ def test_shards_partition_the_selection_and_split_the_fuzz_budget():
     assert select((), (), Shard(1, 1)) == select((), ())
 
 
-def test_merged_shards_equal_the_whole_run(runs, tmp_path):
-    done = kit("merge", str(runs / "one/report.json"), str(runs / "two/report.json"), "--out", str(tmp_path))
+def test_merged_shards_equal_the_whole_run(shard_runs, tmp_path):
+    done = kit(
+        "merge", str(shard_runs / "one/report.json"), str(shard_runs / "two/report.json"), "--out", str(tmp_path)
+    )
     assert done.returncode == 1, done.stdout + done.stderr  # the whole run's exit code
-    merged, whole = report(tmp_path / "report.json"), report(runs / "whole/report.json")
+    merged, whole = report(tmp_path / "report.json"), report(shard_runs / "whole/report.json")
     assert [(s["id"], s["status"]) for s in merged["scenarios"]] == [(s["id"], s["status"]) for s in whole["scenarios"]]
     # The verdict; a FUZZ-MODEL failure's wording names its shard's replay file (its seed).
     for key in ("conformant", "complete", "headline", "exit_code"):
@@ -78,8 +46,8 @@ def test_merged_shards_equal_the_whole_run(runs, tmp_path):
     assert (tmp_path / "junit.xml").exists() and (tmp_path / "report.md").exists()
 
 
-def _edited(runs, tmp_path, name: str, **changes) -> str:
-    document = report(runs / name / "report.json")
+def _edited(shard_runs, tmp_path, name: str, **changes) -> str:
+    document = report(shard_runs / name / "report.json")
     document.update(changes)
     path = tmp_path / f"{name}-edited.json"
     path.write_text(json.dumps(document))
@@ -97,17 +65,19 @@ def _edited(runs, tmp_path, name: str, **changes) -> str:
         ("edited", "is not a valid report: counts"),
     ],
 )
-def test_shards_that_are_not_one_whole_run_are_refused(runs, tmp_path, case, message):
-    one, two = str(runs / "one/report.json"), str(runs / "two/report.json")
+def test_shards_that_are_not_one_whole_run_are_refused(shard_runs, tmp_path, case, message):
+    one, two = str(shard_runs / "one/report.json"), str(shard_runs / "two/report.json")
     reports = {
         "missing": lambda: [one],
         "overlapping": lambda: [one, two, one],
-        "other seed": lambda: [one, _edited(runs, tmp_path, "two", seed=10)],
-        "other harness": lambda: [one, _edited(runs, tmp_path, "two", target="--harness other")],
-        "not a shard": lambda: [str(runs / "whole/report.json"), two],
+        "other seed": lambda: [one, _edited(shard_runs, tmp_path, "two", seed=10)],
+        "other harness": lambda: [one, _edited(shard_runs, tmp_path, "two", target="--harness other")],
+        "not a shard": lambda: [str(shard_runs / "whole/report.json"), two],
         "edited": lambda: [
             one,
-            _edited(runs, tmp_path, "two", counts={**report(runs / "two/report.json")["counts"], "passed": 99}),
+            _edited(
+                shard_runs, tmp_path, "two", counts={**report(shard_runs / "two/report.json")["counts"], "passed": 99}
+            ),
         ],
     }[case]()
     done = kit("merge", *reports, "--out", str(tmp_path / "out"))
@@ -122,14 +92,14 @@ def test_a_bad_shard_argument_is_a_usage_error():
     assert done.returncode == 2 and "K/N needs 1 <= K <= N" in done.stderr
 
 
-def test_merge_holds_its_out_directory_until_every_file_is_written(runs, tmp_path, monkeypatch):
+def test_merge_holds_its_out_directory_until_every_file_is_written(shard_runs, tmp_path, monkeypatch):
     """It used to drop its claim on the directory as soon as it took it."""
     from kit import claims_while_writing
 
     from retryproof.conformance.cli import main
 
     held = claims_while_writing(monkeypatch, "retryproof.conformance.writers.files", tmp_path / "out")
-    shards = [str(runs / "one/report.json"), str(runs / "two/report.json")]
+    shards = [str(shard_runs / "one/report.json"), str(shard_runs / "two/report.json")]
     assert main(["merge", *shards, "--out", str(tmp_path / "out"), "--format", "md,json"]) == 1
     assert len(held) >= 2 and all(held), held
 
