@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from kit import by_id, certify
+from kit import UNUSED_PLUGINS, by_id, certify
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -206,6 +206,7 @@ def pytest_run(harness, out):
         "pytest",
         "-p",
         "no:cacheprovider",
+        *UNUSED_PLUGINS,
         "--retryproof-harness",
         harness,
         "--retryproof-only",

@@ -11,6 +11,7 @@ import os
 import sys
 
 import pytest
+from kit import UNUSED_PLUGINS
 
 from retryproof import spec
 from retryproof.conformance.catalogue import entry
@@ -304,7 +305,7 @@ def test_under_xdist_the_controller_writes_one_report_set_from_every_worker(pyte
     out = pytester.path / "reports"
     only = "WT-CREATE,A2-RESPONSE-LOSS,CONFLICT-DIGEST,LEGACY-NO-ID"
     result = pytester.runpytest_subprocess(
-        "-n", "2", "-p", "no:cacheprovider", "--retryproof-harness", faulty("no-idempotency"),
+        "-n", "2", "-p", "no:cacheprovider", *UNUSED_PLUGINS, "--retryproof-harness", faulty("no-idempotency"),
         "--retryproof-only", only, "--retryproof-out", str(out), "-rf",
     )  # fmt: skip
     result.assert_outcomes(passed=3, failed=2)
