@@ -10,7 +10,7 @@
  *   tasks/TASK-NNNN.json   one task object {task_id, client_submission_id, request_digest, task}
  *   receipts/<id>.json     one receipt per client_submission_id (schemas/receipt.json)
  *   reports/<id>.json      one report per write_report client_submission_id
- * Files are created with O_EXCL + fsync + directory fsync, or replaced with
+ * Files are created with temp + fsync + link + directory fsync, or replaced with
  * temp + fsync + rename + directory fsync.
  */
 const fs = require('fs');
@@ -99,16 +99,29 @@ async function writeSynced(file, text, flags) {
   } finally { await fh.close(); }
 }
 
-/** O_EXCL create, fsync the file, fsync its directory. Fails if the file exists. */
+let tempCounter = 0;
+const tempBeside = (file) => path.join(path.dirname(file), `.tmp-${process.pid}-${++tempCounter}-${path.basename(file)}`);
+
+/**
+ * Exclusive create that never exposes a torn file: the whole text is written and fsynced
+ * under a temp name, then linked into place (EEXIST if the file exists), then the
+ * directory is fsynced. An O_EXCL create of the file itself, killed before its write,
+ * would leave an empty receipt or task file behind (KILL-NEMESIS found that).
+ */
 async function createDurable(file, obj) {
-  await writeSynced(file, `${JSON.stringify(obj)}\n`, 'wx');
+  const tmp = tempBeside(file);
+  await writeSynced(tmp, `${JSON.stringify(obj)}\n`, 'wx');
+  try {
+    await fsp.link(tmp, file);
+  } finally {
+    await fsp.unlink(tmp);
+  }
   await fsyncDir(path.dirname(file));
 }
 
-let tempCounter = 0;
 /** temp + fsync + rename + fsync of the directory. */
 async function replaceDurable(file, obj) {
-  const tmp = path.join(path.dirname(file), `.tmp-${process.pid}-${++tempCounter}-${path.basename(file)}`);
+  const tmp = tempBeside(file);
   await writeSynced(tmp, `${JSON.stringify(obj)}\n`, 'wx');
   await fsp.rename(tmp, file);
   await fsyncDir(path.dirname(file));
