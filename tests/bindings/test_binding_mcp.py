@@ -7,9 +7,16 @@ from __future__ import annotations
 import pytest
 from binding_helpers import HERE, run_binding, shipped, statuses, write_binding
 
-pytest.importorskip(
-    "mcp.server.mcpserver", reason="the MCP servers under test need the mcp SDK: pip install 'retryproof[mcp]'"
-)
+
+@pytest.fixture(autouse=True, scope="module")
+def _mcp_sdk() -> None:
+    """Skip without the SDK. A fixture, not a module-level importorskip: importing the SDK
+    takes most of a second, and at module level every pytest-xdist worker paid it while
+    collecting, whether or not it was dealt one of these tests."""
+    pytest.importorskip(
+        "mcp.server.mcpserver", reason="the MCP servers under test need the mcp SDK: pip install 'retryproof[mcp]'"
+    )
+
 
 #: Each server start costs the SDK's import (seconds on a busy machine): the subsets
 #: keep restarts few; the HTTP tests cover the rest of what a binding offers.
