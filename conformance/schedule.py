@@ -12,13 +12,12 @@ Two kinds of scenario are scheduled apart (the ``scenario`` decorator marks them
 
 - *alone*: part of it needs the machine to itself (``Context.alone``). The A4 races judge
   a runtime's locking only if the racing calls really overlap, which a machine busy with
-  other scenarios' harness starts makes less likely; DURABILITY-TRACE runs its harness
-  under strace, many times slower, within timeouts sized for an otherwise idle harness.
-  Only that part runs alone: the harness starts before it share the machine like any
-  other work. These scenarios start first, and no long one starts while they run, so
-  their alone part never waits for a long one to end (``StartOrder``).
-- *long*: started before the short ones (FUZZ-MODEL takes as long as many others
-  together), so it does not run on by itself at the end.
+  other scenarios' harness starts makes less likely. Only that part runs alone: the
+  harness starts before it share the machine like any other work. These scenarios start
+  first, one at a time, beside short ones only (``StartOrder``).
+- *long*: several times a typical scenario (FUZZ-MODEL takes as long as many others
+  together; the recovery and kill scenarios restart the runtime many times): started
+  before the short ones, so it does not run on by itself at the end.
 """
 
 from __future__ import annotations
@@ -100,11 +99,11 @@ class Overlap:
 
 
 class StartOrder:
-    """Which item a free worker starts next. The alone ones first: their alone parts
-    then wait only for short work to end. While one of them runs, a short item, never a
-    long one, which an alone part would have to wait out; a worker with only long ones
-    left waits for the alone ones to end instead. Then the long ones, then the rest.
-    Within each kind, the given order."""
+    """Which item a free worker starts next. The alone ones first, one at a time: while
+    one runs, the other workers start short items only, so its alone part waits for the
+    end of a short item, never for another's setup (eight harness starts in A4-MULTIPROCESS)
+    or a long scenario; a worker with nothing short left waits for it to end instead. Then
+    the long ones, then the rest. Within each kind, the given order."""
 
     def __init__(self, items: Sequence[Item], alone: Callable[[Item], bool], long: Callable[[Item], bool]):
         self._changed = threading.Condition()
@@ -129,11 +128,11 @@ class StartOrder:
 
     def _choose(self) -> int | None:
         pending = self._pending
+        if self._alone_running:
+            return next((index for index in pending if not self._alone[index] and not self._long[index]), None)
         first_alone = next((index for index in pending if self._alone[index]), None)
         if first_alone is not None:
             return first_alone
-        if self._alone_running:
-            return next((index for index in pending if not self._long[index]), None)
         return next((index for index in pending if self._long[index]), pending[0])
 
     def done(self, index: int) -> None:

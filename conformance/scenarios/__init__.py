@@ -112,8 +112,9 @@ def scenario(
 
     How ``--jobs`` schedules it: ``alone`` says that part of it needs the machine to
     itself (the part in ``with ctx.alone():``; see the README, "Parallel runs"), and
-    starts it first; ``long`` starts it before the short ones, so it does not run on
-    alone at the end.
+    starts it first; ``long`` (several times a typical scenario: many restarts, many
+    calls, waits) starts it before the short ones, so it does not run on alone at the
+    end, and never while a scenario with an alone part runs, which would wait it out.
     """
     entry(scenario_id)  # KeyError on an id the spec does not know
 

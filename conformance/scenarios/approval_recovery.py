@@ -38,7 +38,7 @@ def changed(operation: Operation) -> dict[str, Any]:
     return {**operation.request, "ref": operation.request["ref"] + "-recalculated"}
 
 
-@scenario("RECOVERY-STALE-REQUEST")
+@scenario("RECOVERY-STALE-REQUEST", long=True)
 def stale_request(ctx: Context) -> None:
     # Two operations: one stopped before its effect (the start audit failed), one
     # after it (the completion audit failed). Each fault needs its own process: the
@@ -124,7 +124,7 @@ def stale_request(ctx: Context) -> None:
     )
 
 
-@scenario("RECOVERY-UNKNOWN-EFFECT")
+@scenario("RECOVERY-UNKNOWN-EFFECT", long=True)
 def unknown_effect(ctx: Context) -> None:
     # One crash per executor, each in its own process: SIGKILL ends the process.
     ctx.start(failpoints={AFTER_EFFECT: "crash"})

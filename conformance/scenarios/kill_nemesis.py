@@ -29,7 +29,7 @@ KEYS = 8
 ROUNDS = 5
 
 
-@scenario("KILL-NEMESIS")
+@scenario("KILL-NEMESIS", long=True)
 def kill_nemesis(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")

@@ -25,7 +25,7 @@ from retryproof.conformance.runner import select
 
 pytest_plugins = ["pytester"]
 
-ALONE = ("A4-CONCURRENT", "A4-MULTIPROCESS", "DURABILITY-TRACE")
+ALONE = ("A4-CONCURRENT", "A4-MULTIPROCESS")
 #: Enough ordinary scenarios that both workers run some, around every run-alone one.
 ORDINARY = ("WT-CREATE", "A2-RESPONSE-LOSS", "RESTART-REUSE", "CONFLICT-DIGEST", "LEGACY-NO-ID", "NORMALIZED-EQUAL")
 
@@ -162,7 +162,7 @@ def test_under_xdist_an_alone_part_overlaps_no_other_test(pytester):
     )  # fmt: skip
     statuses = {s["id"]: s["status"] for s in json.loads((out / "report.json").read_text())["scenarios"]}
     assert set(statuses) == set(ALONE + ORDINARY)
-    assert result.ret == 0, result.stdout.str()  # the reference passes them all (DURABILITY-TRACE skips without strace)
+    assert result.ret == 0, result.stdout.str()  # the reference passes them all
     logged = calls.read_text().splitlines()
     spans = {}
     for line in logged:
