@@ -39,6 +39,9 @@ Each scenario gets a fresh state directory, the same one across its restarts.
   args), ...])`` pipelines calls on one connection before reading any answer;
   ``ctx.in_parallel(connections, op, args)`` makes one call per connection at once;
   ``ctx.send_line(raw)`` sends a line that is not a request.
+- ``with ctx.alone():`` runs a block with no other scenario beside it under ``--jobs``
+  (races whose calls must really overlap); the scenario declares it with
+  ``@scenario(ID, alone=True)``.
 - Seeded data: ``ctx.submission_id()``, ``ctx.task(**overrides)``, ``ctx.rng``
   (``random.Random`` seeded with the run seed and the scenario id, so ``--only ID
   --seed N`` replays the same choices); ``ctx.concurrency`` is ``--concurrency`` and
