@@ -26,6 +26,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\nhint: see '{self.prog} --help'\n")
 
 
+def _format_argument(parser: argparse.ArgumentParser) -> None:
+    """``--format``: the report files a run (or a merge of shards) writes."""
+    from retryproof.conformance.options import report_formats
+
+    parser.add_argument(
+        "--format",
+        type=report_formats,
+        default=["md", "json", "junit"],
+        metavar="FMTS",
+        help="md,json,junit,html,badge",
+    )
+
+
 def _run_arguments(run: argparse.ArgumentParser) -> None:
     from retryproof.conformance.options import (
         CALL_TIMEOUT_S,
@@ -36,7 +49,6 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
         id_list,
         job_count,
         racing_callers,
-        report_formats,
         scenario_ids,
         seconds,
         shard_spec,
@@ -62,13 +74,7 @@ def _run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--out", type=given, metavar="DIR", help="report directory (default: reports/<implementation name>/)"
     )
-    run.add_argument(
-        "--format",
-        type=report_formats,
-        default=["md", "json", "junit"],
-        metavar="FMTS",
-        help="md,json,junit,html,badge",
-    )
+    _format_argument(run)
     run.add_argument("--seed", type=int, metavar="N", help="seed for every random choice (default: random, printed)")
     run.add_argument(
         "--concurrency",
@@ -143,17 +149,11 @@ def _diff_arguments(diff: argparse.ArgumentParser) -> None:
 
 
 def _merge_arguments(merge: argparse.ArgumentParser) -> None:
-    from retryproof.conformance.options import given, report_formats
+    from retryproof.conformance.options import given
 
     merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="the report.json of every shard")
     merge.add_argument("--out", type=given, metavar="DIR", required=True, help="where the merged reports are written")
-    merge.add_argument(
-        "--format",
-        type=report_formats,
-        default=["md", "json", "junit"],
-        metavar="FMTS",
-        help="md,json,junit,html,badge",
-    )
+    _format_argument(merge)
 
 
 def _compare_arguments(compare: argparse.ArgumentParser) -> None:
