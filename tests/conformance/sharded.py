@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kit import CLI
+from kit import retryproof
 
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 
@@ -21,7 +21,7 @@ SEED = 9
 
 def kit(*args: str) -> subprocess.CompletedProcess[str]:
     """``retryproof ARGS`` at the dev fuzz budget (in CI the ambient one would be larger)."""
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=300, env={**os.environ, ENV_VAR: DEV})
+    return retryproof(*args, timeout=300, env={**os.environ, ENV_VAR: DEV})
 
 
 def whole_and_shards(root: Path) -> Path:
