@@ -18,10 +18,14 @@ translates the protocol ops a binding can offer:
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import itertools
 import os
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,10 +33,12 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import IO, Any
 
 from retryproof.adapters.binding import answers
+from retryproof.adapters.binding.proxy import Proxy
 from retryproof.adapters.binding.spec import Binding
 from retryproof.adapters.binding.transports import Gone, McpHttp, McpStdio, http_exchange, mcp_answer, parse_json
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.adapters.loopback import await_accepting, free_port
+from retryproof.adapters.loss import WITHHELD, Loss
 from retryproof.adapters.pipes import ChildPipes
 from retryproof.adapters.process import PIPE_GRACE_S, STATE_DIR_ENV, StderrTail, forget_group, kill_group, start_group
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
@@ -43,6 +49,10 @@ PORT_ENV = "RETRYPROOF_PORT"
 OPS = ("write_task", "list_tasks", "read_task")
 #: Calls in flight at once on one connection (A4 pipelines eight, FUZZ bursts a few).
 MAX_IN_FLIGHT = 32
+#: The first MCP request id of a call whose answer the kit loses.
+LOSS_REQUEST_IDS = 1_000_000
+#: How often a cut that waits for the effect polls the listing.
+LISTING_POLL_S = 0.02
 
 
 class _Server:
@@ -90,6 +100,8 @@ class BindingConnection(Connection):
         self._servers: list[_Server] = []
         self._survivors: list[dict[str, Any]] = []
         self._pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="binding-call")
+        # MCP request ids of calls whose answer the kit loses, apart from a session's own.
+        self._loss_ids = itertools.count(LOSS_REQUEST_IDS)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -220,29 +232,100 @@ class BindingConnection(Connection):
     def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:
         return Lost("a binding has no line framing to send raw bytes on")
 
-    def lose_response(self, op: str, args: Mapping[str, Any]) -> Reply | None:
-        """Over HTTP (plain or MCP) the connection closes as soon as the request is
-        sent; over MCP stdio the kit closes the server's input right after the request,
-        as a caller that goes away does (the SDK cancels the call and exits; the server
-        is then gone, so the caller restarts it)."""
+    def lose_response(self, op: str, args: Mapping[str, Any], loss: Loss = WITHHELD) -> Reply | None:
+        """Lose the answer of one ``write_task`` as ``loss`` says (``adapters/loss.py``):
+        over HTTP (plain or MCP) through a loopback proxy of the kit's own
+        (``proxy.py``), over MCP stdio on the pipe the kit owns, where the caller then
+        goes away (its input closes; a server that outlives that is SIGKILLed), so the
+        retry meets a new process on the same state."""
         server = self._current
-        if op != "write_task" or server is None:
+        key = args.get("client_submission_id")
+        if op != "write_task" or server is None or not isinstance(key, str):
             return None
-        try:
-            reply = self._write_task(server, dict(args), drop=True)
-        except Gone as exc:
-            return Lost(exc.reason)
         if isinstance(server.mcp, McpStdio):
-            try:
-                server.popen.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()  # a server that outlives its caller's input is ended like a hung one
-        return reply
+            return self._lose_over_stdio(server, dict(args), loss)
+        with Proxy(server.port or 0) as proxy:
+            held = proxy.arm(key.encode("ascii", "replace"))
+            request_id = next(self._loss_ids)
+            pending = self._pool.submit(
+                self._serve, server, op, dict(args), (proxy.url(server.base_url or ""), request_id)
+            )
+            listed_s = None
+            if held.request_seen.wait(self.call_timeout):
+                with contextlib.suppress(Gone):
+                    listed_s = self._await_fault(server, key, loss, held.answered)
+            held.close()
+            reply = self.wait(pending)
+        if isinstance(server.mcp, McpHttp):
+            if loss.kind == "cut" and not held.answered.is_set():
+                # A caller that gives up says so (MCP's cancellation); the SDK then
+                # cancels the call, as it does when a stdio caller's input ends.
+                with contextlib.suppress(Gone):
+                    server.mcp.notify("notifications/cancelled", {"requestId": request_id}, self.call_timeout)
+            self._new_session(server)  # the retry comes as a new caller
+        if not isinstance(reply, Lost):  # the proxy never saw the call: nothing was lost
+            return Lost(f"the kit could not interpose on the call ({held.describe()}); it answered {reply}")
+        return Lost(f"{loss.describe()['fault']}: {held.describe()}", listed_s)
 
-    def _serve(self, server: _Server, op: str, args: dict[str, Any]) -> Reply:
+    def _await_fault(self, server: _Server, key: str, loss: Loss, answered: threading.Event) -> float | None:
+        """Wait until the moment ``loss`` names (bounded by a call timeout); an answer
+        that arrives first is withheld all the same. Seconds until the effect was
+        listed, when the wait polled the listing and saw it."""
+        began = time.monotonic()
+        deadline = began + self.call_timeout
+        if loss.kind == "cut" and not loss.when_listed:
+            answered.wait(min(loss.after_s or 0.0, self.call_timeout))
+            return None
+        listed_s = None
+        while time.monotonic() < deadline:
+            done = answered.is_set()
+            listed = self._listing(server)
+            if not isinstance(listed, Failure) and any(item["client_submission_id"] == key for item in listed):
+                listed_s = time.monotonic() - began
+                break
+            if done:
+                break
+            time.sleep(LISTING_POLL_S)
+        if loss.kind == "withheld":
+            answered.wait(max(0.0, deadline - time.monotonic()))
+        return listed_s
+
+    def _lose_over_stdio(self, server: _Server, args: dict[str, Any], loss: Loss) -> Reply:
+        assert isinstance(server.mcp, McpStdio)
+        answered = threading.Event()
+        pending = self._pool.submit(self._serve, server, "write_task", args)
+        pending.add_done_callback(lambda _: answered.set())
+        began = time.monotonic()
+        listed_s = None
+        with contextlib.suppress(Gone):
+            listed_s = self._await_fault(server, str(args["client_submission_id"]), loss, answered)
+        # What the caller left behind when it went away: an answer that had arrived (and
+        # is not delivered), or none yet.
+        arrived = answered.is_set() and not isinstance(pending.result(0), Lost)
+        server.mcp.close_input()
+        closed_after = time.monotonic() - began
+        try:
+            server.popen.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()  # a server that outlives its caller's input is ended like a hung one
+        what = "the answer had arrived" if arrived else "no answer yet"
+        fault = loss.describe()["fault"]
+        return Lost(
+            f"{fault}: {what}; the caller closed the server's input {closed_after:.3f}s after the request", listed_s
+        )
+
+    def _new_session(self, server: _Server) -> None:
+        fresh = McpHttp(server.base_url or "")
+        try:
+            fresh.initialize(self.call_timeout)
+        except Gone:
+            return  # the next call finds the server gone, and says so
+        server.mcp = fresh
+
+    def _serve(self, server: _Server, op: str, args: dict[str, Any], via: tuple[str, int] | None = None) -> Reply:
         try:
             if op == "write_task":
-                return self._write_task(server, args)
+                return self._write_task(server, args, via)
             if op in ("list_tasks", "read_task"):
                 listed = self._listing(server)
                 if isinstance(listed, Failure):
@@ -261,7 +344,9 @@ class BindingConnection(Connection):
         except (UnicodeError, ValueError) as exc:  # a key a header cannot carry, say
             return Lost(f"the kit cannot send this call over {self.binding.target}: {exc}")
 
-    def _write_task(self, server: _Server, args: dict[str, Any], drop: bool = False) -> Reply:
+    def _write_task(self, server: _Server, args: dict[str, Any], via: tuple[str, int] | None = None) -> Reply:
+        """``via``: the url of the kit's proxy the call goes through instead of the
+        server's, and the MCP request id the kit may cancel it by."""
         binding = self.binding
         task = args.get("task")
         key = args.get("client_submission_id")
@@ -275,13 +360,12 @@ class BindingConnection(Connection):
         if binding.transport == "http":
             headers = {name: key} if key is not None else {}
             answer = http_exchange(
-                server.base_url or "",
+                via[0] if via else server.base_url or "",
                 binding.method or "POST",
                 binding.path or "/",
                 headers=headers,
                 body=arguments,
                 timeout=timeout,
-                drop=drop,
             )
         else:
             params: dict[str, Any] = {"name": binding.tool, "arguments": arguments}
@@ -289,18 +373,13 @@ class BindingConnection(Connection):
                 arguments[name] = key
             elif key is not None:
                 params["_meta"] = {name: key}
-            if isinstance(server.mcp, McpHttp):
-                message = server.mcp.request("tools/call", params, timeout, drop=drop)
-            elif drop:
-                assert isinstance(server.mcp, McpStdio)
-                server.mcp.request_and_leave("tools/call", params)
-                return Lost("the caller closed the server's input right after the request")
+            assert server.mcp is not None
+            if via is not None and isinstance(server.mcp, McpHttp):
+                client = copy.copy(server.mcp)  # the same session, through the proxy
+                client.url = via[0]
+                answer = mcp_answer(client.request("tools/call", params, timeout, request_id=via[1]))
             else:
-                assert server.mcp is not None
-                message = server.mcp.request("tools/call", params, timeout)
-            answer = {} if drop else mcp_answer(message)
-        if drop:
-            return Lost("the kit closed the connection before reading the answer")
+                answer = mcp_answer(server.mcp.request("tools/call", params, timeout))
         rule = answers.meaning(binding, answer)
         if rule is None:
             return answers.unmapped(f"no outcome rule of the binding matches the answer: {answers.describe(answer)}")

@@ -218,10 +218,16 @@ class McpHttp:
         if "result" not in answer:
             raise Gone(f"initialize answered {str(answer)[:200]}")
         self.version = str(answer["result"].get("protocolVersion") or MCP_PROTOCOL_VERSION)
-        self._post({"jsonrpc": "2.0", "method": "notifications/initialized"}, timeout)
+        self.notify("notifications/initialized", {}, timeout)
 
-    def request(self, method: str, params: Mapping[str, Any], timeout: float, drop: bool = False) -> dict[str, Any]:
-        request_id = next(self._ids)
+    def notify(self, method: str, params: Mapping[str, Any], timeout: float) -> None:
+        self._post({"jsonrpc": "2.0", "method": method, **({"params": dict(params)} if params else {})}, timeout)
+
+    def request(
+        self, method: str, params: Mapping[str, Any], timeout: float, drop: bool = False, request_id: int | None = None
+    ) -> dict[str, Any]:
+        """``request_id``: this id instead of the next one (a call the kit may cancel by id)."""
+        request_id = next(self._ids) if request_id is None else request_id
         answer = self._post(_request(request_id, method, params), timeout, drop=drop)
         if drop:
             return {}

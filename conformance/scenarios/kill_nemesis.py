@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from retryproof.conformance.context import Context
 from retryproof.conformance.scenarios import scenario
-from retryproof.conformance.scenarios.common import RETRY_PAUSE_S, expect_faithful, expect_identity, tally
+from retryproof.conformance.scenarios.common import converge, expect_identity, tally
 
 KEYS = 8
 ROUNDS = 5
@@ -58,31 +57,8 @@ def kill_nemesis(ctx: Context) -> None:
         )
     ctx.note("schedule", {"median_answer_ms": round(horizon_ms, 1), "rounds": schedule})
     bound = ctx.conn.recovery_s + ctx.call_timeout
-    finals = {submission_id: _converge(ctx, submission_id, task, bound) for submission_id, task in measured + work}
+    finals = {submission_id: converge(ctx, submission_id, task, bound) for submission_id, task in measured + work}
     after = ctx.tasks("after")
     ctx.check_tasks(before, after, new=2 * KEYS)
     for submission_id, final in finals.items():
         expect_identity(ctx, final, after, submission_id, f"the answer for {submission_id} after the kills")
-
-
-def _converge(ctx: Context, submission_id: str, task: dict[str, Any], bound: float) -> Mapping[str, Any]:
-    """Retry one key until it answers with its effect; fail past ``bound`` seconds."""
-    deadline = time.monotonic() + bound
-    attempts = 0
-    while True:
-        attempts += 1
-        call = ctx.write_task(submission_id, task)
-        if call.kind == "ok":
-            ctx.evidence.setdefault("retries_to_settle", {})[submission_id] = attempts
-            what = f"retry of {submission_id}"
-            return expect_faithful(ctx, ctx.expect_ok(call, what), submission_id, task, what)
-        ctx.check(
-            call.kind != "fail" or call.code == "in_flight",
-            f"the retry of {submission_id} with its own task answered {call.disposition or call.code}: {call.message or ''}",
-        )
-        ctx.check(
-            time.monotonic() < deadline,
-            f"{submission_id} did not answer with its effect within {bound:g}s after the restart "
-            f"({attempts} attempts; last: {call.code or 'no answer'} {call.message or ''})".rstrip(),
-        )
-        time.sleep(RETRY_PAUSE_S)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from retryproof.adapters.loss import WITHHELD, Loss
 from retryproof.conformance.context import TaskSet
+from retryproof.conformance.outcome import Call
 from retryproof.conformance.scenarios import Context, scenario
 from retryproof.conformance.scenarios.common import (
+    converge,
     expect_created,
+    expect_identity,
     expect_one_creation,
     expect_reuse_of,
     fired,
@@ -19,36 +23,57 @@ def response_loss(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")
     submission_id, task = ctx.submission_id(), ctx.task()
-    lost = ctx.lose_response(submission_id, task)
-    if lost is None:
-        # The caller never sees this answer: the kit reads it only as evidence and
-        # judges the retry against durable state, not against it.
-        ctx.expect_ok(ctx.write_task(submission_id, task), "first call")
-    else:
-        _after_real_loss(ctx, before, submission_id, task)
+    lost = ctx.lose_response(submission_id, task, WITHHELD)
+    if lost is not None:
+        _after_real_losses(ctx, before, (submission_id, task, *lost))
         return
+    # The caller never sees this answer: the kit reads it only as evidence and
+    # judges the retry against durable state, not against it.
+    ctx.expect_ok(ctx.write_task(submission_id, task), "first call")
     retry = ctx.write_task(submission_id, task)
     after = ctx.tasks("after")
     ctx.check_tasks(before, after, new=1)
     expect_reuse_of(ctx, retry, after, submission_id, "retry after the lost response")
 
 
-def _after_real_loss(ctx: Context, before: TaskSet, submission_id: str, task: dict) -> None:
-    """The connection closed before the answer was read (or the caller left): the
-    first call may have made the effect or not. If durable state shows it within a
-    call timeout, the retry must reuse it; if not, the runtime dropped the call with
-    its connection, and the retry must create the one effect. Either way, one task."""
-    if not ctx.conn.alive:  # over MCP stdio the server ends with its caller's input
-        ctx.start()
-    first = ctx.effect_of(submission_id, ctx.call_timeout)
-    ctx.note("first_call_effect", None if first is None else first.get("task_id"))
-    retry = ctx.write_task(submission_id, task)
-    after = ctx.tasks("after")
-    if first is None:
-        expect_created(ctx, retry, submission_id, task, "retry after a call the runtime dropped with its connection")
-    else:
-        expect_reuse_of(ctx, retry, after, submission_id, "retry after the lost response")
-    ctx.check_tasks(before, after, new=1)
+def _after_real_losses(ctx: Context, before: TaskSet, withheld: tuple[str, dict, Call, float | None]) -> None:
+    """Three real losses, each on a fresh key: the answer withheld (which also times
+    an answer), the call cut once its effect is listed, and cut at a seeded fraction
+    of that answer time. After each, the retry (on a new connection; over MCP stdio a
+    new process) must answer the one effect, after in-flight answers within the
+    runtime's recovery bound if any; an effect listed before the retry must be reused."""
+    # The seeded cut lands between the request and the effect, where a runtime that
+    # claims a key and then makes the effect has its window; without a listed effect,
+    # within the answer time.
+    submission_id, task, call, listed_s = withheld
+    window_s = listed_s or call.duration_s
+    fraction = round(ctx.rng.uniform(0.1, 0.9), 3)
+    ctx.note("effect_listed_after_s", listed_s)
+    losses = [(submission_id, task, WITHHELD, call)]
+    for loss in (Loss("cut", when_listed=True), Loss("cut", after_s=round(fraction * window_s, 3))):
+        if not ctx.conn.alive:
+            ctx.start()
+        submission_id, task = ctx.submission_id(), ctx.task()
+        lost = ctx.lose_response(submission_id, task, loss)
+        assert lost is not None  # the connection lost the first answer, so it loses these
+        losses.append((submission_id, task, loss, lost[0]))
+    ctx.note("cut_fraction_of_answer_time", fraction)
+    bound = ctx.conn.recovery_s + ctx.call_timeout
+    evidence = []
+    for submission_id, task, loss, call in losses:
+        if not ctx.conn.alive:  # over MCP stdio the server ends with its caller's input
+            ctx.start()
+        listed = bool(ctx.tasks().for_submission(submission_id))
+        final = converge(ctx, submission_id, task, bound)
+        evidence.append({"key": submission_id, **loss.describe(), "lost": call.message, "listed_before_retry": listed})
+        ctx.note("losses", evidence)
+        ctx.check(
+            not listed or final.get("disposition") == "reused",
+            f"{submission_id} ({loss.describe()['fault']}): the effect was listed before the retry, "
+            f"yet the retry answered {final.get('disposition')}",
+        )
+        expect_identity(ctx, final, ctx.tasks(), submission_id, f"the retry of {submission_id}")
+    ctx.check_tasks(before, ctx.tasks("after"), new=len(losses))
 
 
 @scenario("A2-CRASH-BEFORE-RESPONSE")

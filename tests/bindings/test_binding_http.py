@@ -134,7 +134,7 @@ def test_409_in_flight_passes_a4_by_its_retries_but_a_key_left_in_flight_forever
     a4 = next(s for s in report["scenarios"] if s["id"] == "A4-CONCURRENT")
     assert sum(a4["evidence"]["in_flight_retries"].values()) > 0
     reason = next(s["reason"] for s in report["scenarios"] if s["id"] == "KILL-NEMESIS")
-    assert "did not answer with its effect within 2.5s after the restart" in reason and "last: in_flight" in reason
+    assert "did not answer with its effect within 2.5s after the fault" in reason and "last: in_flight" in reason
 
 
 def test_the_pytest_plugin_runs_a_binding(pytester):
