@@ -88,8 +88,11 @@ class BindingConnection(Connection):
         start_timeout: float = 10.0,
         stop_timeout: float = 5.0,
         stderr_limit: int = 64 << 10,
+        wrap: tuple[str, ...] = (),
     ):
         self.binding = binding
+        #: A command line the server's command runs under (``strace ...``, for CRASH-POINTS).
+        self.wrap = wrap
         self.recovery_s = binding.recovery_s
         self.state_dir = state_dir
         self.call_timeout = call_timeout
@@ -110,6 +113,12 @@ class BindingConnection(Connection):
         return self._servers[-1] if self._servers else None
 
     @property
+    def port(self) -> int | None:
+        """The loopback port the current server listens on (None over stdio)."""
+        current = self._current
+        return current.port if current is not None else None
+
+    @property
     def alive(self) -> bool:
         current = self._current
         return current is not None and current.popen.poll() is None
@@ -126,7 +135,7 @@ class BindingConnection(Connection):
         env.pop(PORT_ENV, None)
         if port is not None:
             env[PORT_ENV] = str(port)
-        command = binding.start_command(port, self.state_dir)
+        command = [*self.wrap, *binding.start_command(port, self.state_dir)]
         # As the binding writes it: reports carry no interpreter path, port or state dir.
         shown = shlex.join(binding.command)
         self._stderr.append(f"[retryproof: start #{len(self._servers) + 1}: {shown}]\n".encode())

@@ -223,13 +223,15 @@ def tally(calls: list[Call]) -> dict[str, int]:
     return counts
 
 
-def converge(ctx: Context, submission_id: str, task: dict[str, Any], bound: float) -> Mapping[str, Any]:
+def converge(
+    ctx: Context, submission_id: str, task: dict[str, Any], bound: float, connection: Connection | None = None
+) -> Mapping[str, Any]:
     """Retry one key until it answers with its effect; fail past ``bound`` seconds."""
     deadline = time.monotonic() + bound
     attempts = 0
     while True:
         attempts += 1
-        call = ctx.write_task(submission_id, task)
+        call = ctx.write_task(submission_id, task, connection=connection)
         if call.kind == "ok":
             ctx.evidence.setdefault("retries_to_settle", {})[submission_id] = attempts
             what = f"retry of {submission_id}"
