@@ -157,10 +157,11 @@ class Context:
         (PROTOCOL-R16), so that a runtime without one skips the scenario instead of
         being judged on a window it never declared."""
         failpoints = dict(failpoints or {})
-        undeclared = sorted(set(failpoints) - set(self.entry.failpoints))
+        undeclared = sorted(set(failpoints) - {*self.entry.failpoints, *self.entry.uses_failpoints})
         if undeclared:
             raise CatalogueViolation(
-                f"{self.entry.id} arms {', '.join(undeclared)}, which its needs in spec/retryproof.yaml do not list"
+                f"{self.entry.id} arms {', '.join(undeclared)}, which its needs (or uses_failpoints) in "
+                "spec/retryproof.yaml do not list"
             )
         if not self.connections:
             self.connections.append(self._connect())
@@ -351,6 +352,8 @@ class Context:
         if reply is None:
             return None
         call = self._record("write_task", args, reply, time.perf_counter() - began, self.conn)
+        if loss.kill:
+            self._fault("kill", self.conn)
         return call, reply.effect_listed_s if isinstance(reply, Lost) else None
 
     def effect_of(self, submission_id: str, within: float) -> Mapping[str, Any] | None:

@@ -263,9 +263,11 @@ class BindingConnection(Connection):
             if held.request_seen.wait(self.call_timeout):
                 with contextlib.suppress(Gone):
                     listed_s = self._await_fault(server, key, loss, held.answered)
+            if loss.kill:
+                self.kill()
             held.close()
             reply = self.wait(pending)
-        if isinstance(server.mcp, McpHttp):
+        if isinstance(server.mcp, McpHttp) and self.alive:
             if loss.kind == "cut" and not held.answered.is_set():
                 # A caller that gives up says so (MCP's cancellation); the SDK then
                 # cancels the call, as it does when a stdio caller's input ends.
@@ -311,6 +313,8 @@ class BindingConnection(Connection):
         # What the caller left behind when it went away: an answer that had arrived (and
         # is not delivered), or none yet.
         arrived = answered.is_set() and not isinstance(pending.result(0), Lost)
+        if loss.kill:
+            self.kill()
         server.mcp.close_input()
         closed_after = time.monotonic() - began
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retryproof.adapters.loss import WITHHELD, Loss
+from retryproof.adapters.loss import WITHHELD, WITHHELD_THEN_KILLED, Loss
 from retryproof.conformance.context import TaskSet
 from retryproof.conformance.outcome import Call
 from retryproof.conformance.scenarios import Context, scenario
@@ -78,6 +78,9 @@ def _after_real_losses(ctx: Context, before: TaskSet, withheld: tuple[str, dict,
 
 @scenario("A2-CRASH-BEFORE-RESPONSE")
 def crash_before_response(ctx: Context) -> None:
+    if not ctx.has_failpoint(AFTER_COMMIT):
+        _killed_after_answering(ctx)
+        return
     ctx.start(failpoints={AFTER_COMMIT: "crash"})
     before = ctx.tasks("before")
     submission_id, task = ctx.submission_id(), ctx.task()
@@ -88,6 +91,29 @@ def crash_before_response(ctx: Context) -> None:
     ctx.check_tasks(before, after, new=1)
     expect_reuse_of(ctx, retry, after, submission_id, "retry after the crash")
     ctx.receipt(submission_id, "after retry")
+
+
+def _killed_after_answering(ctx: Context) -> None:
+    """Without the failpoint: the runtime's answer is withheld (through a binding) or
+    read and disregarded (a harness's one stdout), and the runtime is SIGKILLed at once;
+    after a restart the retry must reach the one effect (within the recovery bound)
+    and answer it reused, since the answer said the effect was made."""
+    ctx.start()
+    before = ctx.tasks("before")
+    submission_id, task = ctx.submission_id(), ctx.task()
+    if ctx.lose_response(submission_id, task, WITHHELD_THEN_KILLED) is None:
+        ctx.expect_ok(ctx.write_task(submission_id, task), "the call whose answer the caller never sees")
+        ctx.kill()
+    ctx.note("crash", "no failpoint: the answer was withheld and the runtime SIGKILLed at once")
+    ctx.start()
+    final = converge(ctx, submission_id, task, ctx.conn.recovery_s + ctx.call_timeout)
+    after = ctx.tasks("after")
+    ctx.check_tasks(before, after, new=1)
+    ctx.check(
+        final.get("disposition") == "reused",
+        f"the retry after the crash answered {final.get('disposition')}, but the effect was made before it",
+    )
+    expect_identity(ctx, final, after, submission_id, "retry after the crash")
 
 
 #: Races per A4 scenario, each with a fresh id: a runtime whose lock is skipped only
