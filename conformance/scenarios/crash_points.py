@@ -39,6 +39,7 @@ from typing import Any
 from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.adapters.connection import Connection, HarnessStartError
 from retryproof.adapters.process import ProcessConnection, Scratch
+from retryproof.conformance import replay_file
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import converge, expect_identity
@@ -48,8 +49,6 @@ from retryproof.conformance.strace import Syscall, entered
 MAX_POINTS = 24
 #: Names a reproduction's point: ``SYSCALL:N``.
 POINT_ENV = "RETRYPROOF_CRASH_POINT"
-#: The format of a failing point's replay file.
-REPLAY_FORMAT = "retryproof-scenario-replay/1"
 #: A traced start and call get this many times their usual bound (every traced call
 #: stops at the tracer).
 SLOWDOWN = 6
@@ -218,17 +217,7 @@ def crash_points(ctx: Context) -> None:
     if failed:
         first = failed[0]
         ctx.reproduce_env[POINT_ENV] = first["point"]
-        ctx.note(
-            "replay",
-            {
-                "format": REPLAY_FORMAT,
-                "scenario": ctx.entry.id,
-                "seed": ctx.seed,
-                "implementation": ctx.hello.get("implementation"),
-                "env": {POINT_ENV: first["point"]},
-                "point": first,
-            },
-        )
+        ctx.note("replay", replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello, {POINT_ENV: first["point"]}))
         ctx.check(
             False,
             f"{len(failed)} of {len(run)} crash points broke the write; first, a SIGKILL entering "

@@ -1,31 +1,41 @@
 """KILL-NEMESIS: SIGKILLs at seeded moments while calls are in flight, for runtimes
 that offer no failpoints (an MCP server, an HTTP API) and for every other one.
 
-A first batch of fresh keys, not killed, measures when its answers arrive; each
-round then sends write_task for a seeded subset of keys, pipelined, SIGKILLs the
-runtime's process group at a seeded fraction of the median answer time (so kills
-land while effects are being written, on a fast runtime and a slow one alike) and
-starts it again on the same state. Afterwards every key is retried until it answers with its effect, within the
-runtime's recovery bound (``Connection.recovery_s``) plus one call timeout: a key
-that stays in flight or unanswered past it fails (liveness). The set checker then
-judges durable state: one effect per key, no effect an ``ok`` answer acknowledged is
-lost, nothing else appeared. The schedule comes from the scenario's seeded rng, so
-``--only KILL-NEMESIS --seed N`` replays it (the moments a kill lands in the runtime's
-code still depend on timing; the schedule is in the evidence).
+A first batch of fresh keys, not killed, measures two windows while the listing is
+polled: from sending to the moment the effects show in the listing (the runtime's
+claim -> effect window, where a key is claimed and nothing is made yet) and from
+there to the answers (effect -> answer, where the effect is made and its record not
+yet finished). Each round then sends write_task for a seeded subset of keys,
+pipelined, and SIGKILLs the runtime's process group at a seeded fraction of one of
+the windows, the rounds taking them in turn, and starts it again on the same state.
+The kills land where the defects live, not at random points of the answer time, so
+the same seed gives the same verdict however loaded the machine is. Afterwards every
+key is retried until it answers with its effect, within the runtime's recovery bound
+(``Connection.recovery_s``) plus one call timeout: a key that stays in flight or
+unanswered past it fails (liveness). The set checker then judges durable state: one
+effect per key, no effect an ``ok`` answer acknowledged is lost, nothing else
+appeared. A failure writes a replay file with the measured windows
+(``RETRYPROOF_KILL_WINDOWS``), so ``retryproof replay`` runs the same schedule.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Any
 
-from retryproof.conformance.context import Context
+from retryproof.conformance import replay_file
+from retryproof.conformance.context import Context, ScenarioFailed
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import converge, expect_identity, tally
 
 KEYS = 8
 ROUNDS = 5
+#: ``EFFECT_MS,ANSWER_MS``: the windows to use instead of measuring them (a replay).
+WINDOWS_ENV = "RETRYPROOF_KILL_WINDOWS"
+#: How often the calibration polls the listing.
+POLL_S = 0.02
 
 
 @scenario("KILL-NEMESIS", long=True)
@@ -33,32 +43,63 @@ def kill_nemesis(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")
     measured = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]
-    began = time.perf_counter()
-    calibration = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in measured])
-    answered: list[float] = []
-    for _, _, future in calibration.pending:
-        future.add_done_callback(lambda _: answered.append(time.perf_counter() - began))
-    ctx.collect(calibration)
-    # The median answer time: kills before it land while effects are being written.
-    horizon_ms = statistics.median(answered) * 1000 if answered else ctx.call_timeout * 1000
+    effect_ms, answer_ms = _windows(ctx, measured)
     work = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]
     schedule: list[dict[str, Any]] = []
-    for _ in range(ROUNDS):
+    for round_number in range(ROUNDS):
         chosen = sorted(ctx.rng.sample(range(KEYS), ctx.rng.randint(2, KEYS)))
-        fraction = ctx.rng.random()
-        delay_ms = round(fraction * horizon_ms, 1)
+        fraction = round(ctx.rng.uniform(0.1, 0.9), 3)
+        # Even rounds kill before the effects show, odd rounds between effect and answer.
+        before_effect = round_number % 2 == 0
+        delay_ms = round(fraction * effect_ms if before_effect else effect_ms + fraction * (answer_ms - effect_ms), 1)
         batch = ctx.submit_all([("write_task", ctx.write_task_args(*work[index])) for index in chosen])
         time.sleep(delay_ms / 1000)
         ctx.kill()
         calls = ctx.collect(batch)
         ctx.start()
+        window = "claim -> effect" if before_effect else "effect -> answer"
         schedule.append(
-            {"keys": chosen, "kill_at_fraction": round(fraction, 3), "kill_after_ms": delay_ms, "answers": tally(calls)}
+            {"keys": chosen, "window": window, "fraction": fraction, "kill_after_ms": delay_ms, "answers": tally(calls)}
         )
-    ctx.note("schedule", {"median_answer_ms": round(horizon_ms, 1), "rounds": schedule})
-    bound = ctx.conn.recovery_s + ctx.call_timeout
-    finals = {submission_id: converge(ctx, submission_id, task, bound) for submission_id, task in measured + work}
-    after = ctx.tasks("after")
-    ctx.check_tasks(before, after, new=2 * KEYS)
-    for submission_id, final in finals.items():
-        expect_identity(ctx, final, after, submission_id, f"the answer for {submission_id} after the kills")
+    windows = f"{effect_ms:g},{answer_ms:g}"
+    ctx.note("schedule", {"effect_ms": effect_ms, "answer_ms": answer_ms, "rounds": schedule})
+    ctx.reproduce_env[WINDOWS_ENV] = windows
+    try:
+        bound = ctx.conn.recovery_s + ctx.call_timeout
+        finals = {submission_id: converge(ctx, submission_id, task, bound) for submission_id, task in measured + work}
+        after = ctx.tasks("after")
+        ctx.check_tasks(before, after, new=2 * KEYS)
+        for submission_id, final in finals.items():
+            expect_identity(ctx, final, after, submission_id, f"the answer for {submission_id} after the kills")
+    except ScenarioFailed:
+        ctx.note("replay", replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello, {WINDOWS_ENV: windows}))
+        raise
+
+
+def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]]) -> tuple[float, float]:
+    """Milliseconds from sending a batch until its effects show in the listing (the
+    median key), and until the answers arrive (the median answer); taken from
+    ``WINDOWS_ENV`` when a replay gives them. The batch is sent and judged either way."""
+    began = time.perf_counter()
+    batch = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in keys])
+    answered: list[float] = []
+    for _, _, future in batch.pending:
+        future.add_done_callback(lambda _: answered.append(time.perf_counter() - began))
+    listed: dict[str, float] = {}
+    deadline = time.monotonic() + ctx.call_timeout
+    while len(listed) < len(keys) and len(answered) < len(keys) and time.monotonic() < deadline:
+        owned = {task.get("client_submission_id") for task in ctx.tasks().tasks}
+        for submission_id, _ in keys:
+            if submission_id in owned:
+                listed.setdefault(submission_id, time.perf_counter() - began)
+        time.sleep(POLL_S)
+    ctx.collect(batch)
+    given = os.environ.get(WINDOWS_ENV)
+    if given:
+        effect_ms, answer_ms = (float(part) for part in given.split(","))
+        return effect_ms, answer_ms
+    answer_ms = round(statistics.median(answered) * 1000 if answered else ctx.call_timeout * 1000, 1)
+    # An effect first seen after its answer (a fast runtime, between two polls) is no
+    # window of its own: the kills then take fractions of the answer time.
+    effect_ms = round(min(statistics.median(listed.values()) * 1000, answer_ms), 1) if listed else answer_ms
+    return effect_ms, answer_ms
