@@ -36,7 +36,9 @@ class Handler(JsonHandler):
                 claim_store.abandon(key)
                 self.close_connection = True
                 return
-            answered = claim_store.finish(key, task)
+            effect = claim_store.make(key, task)
+            time.sleep(claim_store.SETTLE_S)
+            answered = claim_store.finish(key, effect)
         status, body = answered
         self.answer(status, body, replayed=status == 200)
 

@@ -1,7 +1,8 @@
 """The claim store (``claim_store.py``) as an MCP server (official SDK), over stdio or
 streamable HTTP (``python claim_mcp.py stdio|http``): tool ``create_task(task,
-idempotency_key)``, tool ``list_effects``. The wait between claim and effect is an
-await, so the call is cancelled where the SDK cancels it (its caller gone).
+idempotency_key)``, tool ``list_effects``. The waits are awaits, so calls run side by
+side, and the one between claim and effect is where the SDK cancels a call (its caller
+gone).
 RETRYPROOF_STATE_DIR, RETRYPROOF_PORT, RETRYPROOF_DEFECT."""
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ async def create_task(task: dict[str, Any], idempotency_key: str) -> dict[str, A
             with anyio.CancelScope(shield=True):
                 claim_store.abandon(idempotency_key)
             raise
-        answered = claim_store.finish(idempotency_key, task)
+        effect = claim_store.make(idempotency_key, task)
+        with anyio.CancelScope(shield=True):  # past the effect nothing cancels the call
+            await anyio.sleep(claim_store.SETTLE_S)
+        answered = claim_store.finish(idempotency_key, effect)
     status, body = answered
     if status < 300:
         return {**body, "replayed": status == 200}

@@ -129,7 +129,7 @@ def _claim(key: str) -> tuple[int, dict[str, Any]] | None:
 def begin(key: str) -> tuple[int, dict[str, Any]] | None:
     """Claim ``key``; or, instead, the answer: 200 replayed, 409 in flight, 500 an error.
     The caller then waits ``WORK_S`` (its caller may leave meanwhile: ``abandon``)
-    and calls ``finish``."""
+    and calls ``make``."""
     with LOCK:
         return _claim(key)
 
@@ -144,12 +144,17 @@ def abandon(key: str) -> None:
             _sync_directory()
 
 
-def finish(key: str, task: Any) -> tuple[int, dict[str, Any]]:
-    """Make the effect, store the response, mark the claim done: 201 and the effect."""
+def make(key: str, task: Any) -> dict[str, Any]:
+    """Make the effect; the caller then waits ``SETTLE_S`` (nothing cancels the call
+    past the effect) and calls ``finish``."""
     with LOCK:
         effect = {"id": f"E-{len(effects()) + 1}", "key": key, "task": task}
         _durable(os.path.join(STATE, f"effect-{effect['id']}.json"), effect)
-    time.sleep(SETTLE_S)  # past the effect nothing cancels: the call finishes its work
+    return effect
+
+
+def finish(key: str, effect: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """Store the response, mark the claim done: 201 and the effect."""
     with LOCK:
         _store_response(key, effect)
         _durable(_path("claim", key), {"state": "done", "at": time.time()})
