@@ -5,7 +5,8 @@ streamable HTTP, each turning one exchange into an answer mapping
 The MCP client is written here, on the standard library, rather than taken from the
 ``mcp`` SDK: the kit must own every wait (bounded by its own timeouts, on its own
 threads), the server process (its own process group, SIGKILLed at will) and the
-connection (closed before the answer is read, to lose a response for real). The SDK
+connection (its answer withheld or the call cut by the kit's proxy, ``proxy.py``, to
+lose a response for real). The SDK
 is what the servers under test are built with; the kit only speaks the protocol.
 """
 
@@ -57,11 +58,8 @@ def http_exchange(
     headers: Mapping[str, str] | None = None,
     body: Any = None,
     timeout: float,
-    drop: bool = False,
 ) -> dict[str, Any]:
-    """One HTTP request on a new connection: ``{status, header, body}``. ``drop``
-    closes the connection as soon as the request is sent: the service answers into a
-    closed socket, and the caller never reads it (a real lost response)."""
+    """One HTTP request on a new connection: ``{status, header, body}``."""
     parts = urlsplit(base_url)
     connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
     sent_headers = {"Accept": "application/json", **(headers or {})}
@@ -71,8 +69,6 @@ def http_exchange(
         sent_headers["Content-Type"] = "application/json"
     try:
         connection.request(method, parts.path.rstrip("/") + path, body=payload, headers=sent_headers)
-        if drop:
-            return {}
         response = connection.getresponse()
         data = response.read(MAX_ANSWER_BYTES + 1)
         if len(data) > MAX_ANSWER_BYTES:
@@ -157,13 +153,6 @@ class McpStdio:
             with self._lock:
                 self._pending.pop(request_id, None)
 
-    def request_and_leave(self, method: str, params: Mapping[str, Any]) -> None:
-        """Send a request and close the input at once: the caller went away mid-call."""
-        with self._lock:
-            request_id = next(self._ids)
-        self._write(_request(request_id, method, params))
-        self.close_input()
-
     def close_input(self) -> None:
         self._pipes.close(self._stdin)
 
@@ -224,18 +213,16 @@ class McpHttp:
         self._post({"jsonrpc": "2.0", "method": method, **({"params": dict(params)} if params else {})}, timeout)
 
     def request(
-        self, method: str, params: Mapping[str, Any], timeout: float, drop: bool = False, request_id: int | None = None
+        self, method: str, params: Mapping[str, Any], timeout: float, request_id: int | None = None
     ) -> dict[str, Any]:
         """``request_id``: this id instead of the next one (a call the kit may cancel by id)."""
         request_id = next(self._ids) if request_id is None else request_id
-        answer = self._post(_request(request_id, method, params), timeout, drop=drop)
-        if drop:
-            return {}
+        answer = self._post(_request(request_id, method, params), timeout)
         if not isinstance(answer, dict) or answer.get("id") != request_id:
             raise Gone(f"{method}: an answer for another request: {str(answer)[:200]}")
         return answer
 
-    def _post(self, message: Mapping[str, Any], timeout: float, drop: bool = False) -> Any:
+    def _post(self, message: Mapping[str, Any], timeout: float) -> Any:
         parts = urlsplit(self.url)
         connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
         headers = {
@@ -247,8 +234,6 @@ class McpHttp:
             headers["Mcp-Session-Id"] = self.session
         try:
             connection.request("POST", parts.path or "/", body=_json_bytes(message), headers=headers)
-            if drop:
-                return None
             response = connection.getresponse()
             self.session = response.getheader("mcp-session-id") or self.session
             if response.status == 202:

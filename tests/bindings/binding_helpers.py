@@ -67,6 +67,28 @@ def statuses(report: dict) -> dict[str, str]:
     return {scenario["id"]: scenario["status"] for scenario in report["scenarios"]}
 
 
+def http_binding(script: str, name: str, **extra) -> dict:
+    """A binding for one of the test services here (key in Idempotency-Key, effects at GET /tasks)."""
+    return {
+        "binding": "retryproof-binding/1",
+        "name": name,
+        "transport": "http",
+        "start": {"command": ["{python}", str(HERE / script)], "url": "http://127.0.0.1:{port}"},
+        "call": {"method": "POST", "path": "/tasks", "key": {"header": "Idempotency-Key"}},
+        "answers": {
+            "task_id": "body.id",
+            "outcomes": [
+                {"when": {"status": 201}, "means": "created"},
+                {"when": {"status": 200, "header.idempotent-replayed": "true"}, "means": "reused"},
+                {"when": {"status": 422}, "means": "conflict"},
+                {"when": {"status": 409}, "means": "in_flight"},
+            ],
+        },
+        "listing": {"get": "/tasks", "items": "body", "task_id": "id", "key": "key", "task": "task"},
+        **extra,
+    }
+
+
 #: The wires a claim service (claim_http.py, claim_mcp.py) is served over.
 WIRES = ("http", "mcp-stdio", "mcp-http")
 
@@ -77,23 +99,9 @@ def claim_binding(wire: str, defect: str = "") -> dict[str, Any]:
     command = ["env", f"RETRYPROOF_DEFECT={defect}", "{python}"]
     name = f"claim-{wire}-{defect or 'fixed'}"
     if wire == "http":
-        return {
-            "binding": "retryproof-binding/1",
-            "name": name,
-            "transport": "http",
-            "start": {"command": [*command, str(HERE / "claim_http.py")], "url": "http://127.0.0.1:{port}"},
-            "call": {"method": "POST", "path": "/tasks", "key": {"header": "Idempotency-Key"}},
-            "answers": {
-                "task_id": "body.id",
-                "outcomes": [
-                    {"when": {"status": 201}, "means": "created"},
-                    {"when": {"status": 200, "header.idempotent-replayed": "true"}, "means": "reused"},
-                    {"when": {"status": 409}, "means": "in_flight"},
-                ],
-            },
-            "listing": {"get": "/tasks", "items": "body", "task_id": "id", "key": "key", "task": "task"},
-            "recovery_s": 1.0,
-        }
+        document = http_binding("claim_http.py", name, recovery_s=1.0)
+        document["start"]["command"][:1] = command
+        return document
     start: dict[str, Any] = {"command": [*command, str(HERE / "claim_mcp.py"), wire.removeprefix("mcp-")]}
     if wire == "mcp-http":
         start["url"] = "http://127.0.0.1:{port}/mcp"

@@ -5,7 +5,7 @@ replays a reused key whatever the body."""
 from __future__ import annotations
 
 import pytest
-from binding_helpers import HERE, run_binding, run_cli, shipped, statuses, write_binding
+from binding_helpers import HERE, http_binding, run_binding, run_cli, shipped, statuses, write_binding
 from kit import once_per_session
 
 pytest_plugins = ["pytester"]
@@ -106,28 +106,6 @@ def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflic
     }
     conflict = next(s for s in report["scenarios"] if s["id"] == "CONFLICT-DIGEST")
     assert "expected disposition conflict, got disposition reused" in conflict["reason"]
-
-
-def http_binding(script: str, name: str, **extra) -> dict:
-    """A binding for one of the test services here (key in Idempotency-Key, effects at GET /tasks)."""
-    return {
-        "binding": "retryproof-binding/1",
-        "name": name,
-        "transport": "http",
-        "start": {"command": ["{python}", str(HERE / script)], "url": "http://127.0.0.1:{port}"},
-        "call": {"method": "POST", "path": "/tasks", "key": {"header": "Idempotency-Key"}},
-        "answers": {
-            "task_id": "body.id",
-            "outcomes": [
-                {"when": {"status": 201}, "means": "created"},
-                {"when": {"status": 200, "header.idempotent-replayed": "true"}, "means": "reused"},
-                {"when": {"status": 422}, "means": "conflict"},
-                {"when": {"status": 409}, "means": "in_flight"},
-            ],
-        },
-        "listing": {"get": "/tasks", "items": "body", "task_id": "id", "key": "key", "task": "task"},
-        **extra,
-    }
 
 
 def test_409_in_flight_passes_a4_by_its_retries_but_a_key_left_in_flight_forever_fails_the_kill_nemesis(tmp_path):
