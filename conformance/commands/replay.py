@@ -1,4 +1,5 @@
-"""``retryproof replay FILE [--harness CMD | --binding FILE]``: re-run a FUZZ-MODEL history.
+"""``retryproof replay FILE [--harness CMD | --binding FILE]``: re-run a FUZZ-MODEL history,
+or a CRASH-POINTS or KILL-NEMESIS failure (a scenario replay: seed and environment).
 
 The replay file holds the steps of a shrunk failing history. They run against the
 harness (default: the bundled reference runtime, and only for a file recorded from it:
@@ -6,7 +7,10 @@ replaying another implementation's history against the reference would quietly a
 a different question) on a fresh state directory, through
 the same driver and invariants as the fuzz run, one line per step. Exit 1 when the
 history still breaks an invariant (reproduced), 0 when it no longer does, 2 when the
-file or the harness is unusable.
+file or the harness is unusable. A scenario replay re-runs its scenario with the
+recorded seed and environment against the target it names (``--harness`` or
+``--binding``, required: the recorded timings and points belong to that runtime), with
+the same exit codes.
 """
 
 from __future__ import annotations
