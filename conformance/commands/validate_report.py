@@ -92,7 +92,10 @@ def _ids(items: Iterable[Any]) -> str:
 def _verdict_problems(document: dict[str, Any], results: list[ScenarioResult]) -> list[str]:
     # The baseline's entries are exactly the scenarios marked xfail or xpass.
     verdict: Verdict = judge(
-        results, {result.entry.id for result in results if result.baseline}, document.get("black_box", False)
+        results,
+        {result.entry.id for result in results if result.baseline},
+        document.get("black_box", False),
+        document["capabilities"],
     )
     stated = document["verdict"]
     problems = [

@@ -91,7 +91,8 @@ def render_html(run: RunFinished) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>retryproof report: {name}</h1>",
         f'<div class="banner {tone}" id="verdict">Verdict: {_text(verdict.headline)}'
-        f"<small>{html.escape(content.tally(run.results).line())} · exit code {verdict.exit_code}</small></div>",
+        f"<small>{html.escape(content.tally(run.results).line())} · exit code {verdict.exit_code}</small>"
+        f'<small id="tool-paths">{html.escape(content.tool_paths_line(run))}</small></div>',
         *_failures(run),
         "<h2>Environment</h2>",
         _table(("", ""), content.environment(run)),

@@ -39,6 +39,8 @@ def verdict_lines(run: RunFinished) -> list[str]:
         "",
         content.tally(run.results).line(),
         "",
+        md_inline(content.tool_paths_line(run)),
+        "",
     ]
 
 
