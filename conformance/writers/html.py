@@ -136,7 +136,7 @@ def _failures(run: RunFinished) -> list[str]:
         out.append("</ul>")
     verdict = run.verdict
     if verdict.not_covered:
-        out += ["<h2>Not covered (optional capability not declared)</h2>", "<ul>"]
+        out += ["<h2>Not covered (a tool path or optional capability not offered)</h2>", "<ul>"]
         out += [f"<li>{html.escape(sid)}: {_text(why, 300)}</li>" for sid, why in verdict.not_covered] + ["</ul>"]
     baseline = content.baseline_line(run)
     if baseline:
