@@ -176,3 +176,23 @@ def test_harness_refuses_a_failpoint_it_cannot_honour(tmp_path):
     env = {"RETRYPROOF_STATE_DIR": str(tmp_path), "RETRYPROOF_FAILPOINTS": "write_task.after_commit=crash"}
     done = subprocess.run([sys.executable, str(HARNESS)], input="", capture_output=True, text=True, env=env, timeout=30)
     assert done.returncode == 2 and "write_task.after_commit=crash" in done.stderr and done.stdout == ""
+
+
+NO_TOOL_PATH = """
+import json, sys
+for line in sys.stdin:
+    request = json.loads(line)
+    result = {"protocol": "retryproof-harness/1", "implementation": {"name": "n", "version": "1", "language": "python"},
+              "capabilities": ["legacy"], "failpoints": [], "digest_schema_version": "write-task-v1"}
+    print(json.dumps({"id": request["id"], "ok": True, "result": result if request["op"] == "hello" else {}}), flush=True)
+"""
+
+
+def test_a_harness_offering_no_tool_path_fails_its_handshake(tmp_path):
+    """PROTOCOL-R20: write_task, approval or both; neither leaves nothing to certify."""
+    script = tmp_path / "no_tool_path.py"
+    script.write_text(NO_TOOL_PATH)
+    done, report = certify(tmp_path / "out", f"{sys.executable} {script}", timeout=60)
+    assert done.returncode == 2 and report is None
+    assert done.stderr.startswith("error: the harness failed its handshake: hello result violates its schema")
+    assert "capabilities" in done.stderr and "Traceback" not in done.stderr
