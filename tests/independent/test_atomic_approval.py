@@ -10,9 +10,12 @@ write_task scenario not covered and no checklist question answered yes. Its two 
 modes must be failed by the scenarios aimed at them: ``rerun-after-rollback`` (the field
 report's P3 chain in a transactional store) by P3-COMPLETION-AUDIT-FAULT alone,
 ``rerun-interrupted`` (recovery runs every interrupted executor again) by P3 and by
-RECOVERY-UNKNOWN-EFFECT, whose reason names every executor it caught.
+RECOVERY-UNKNOWN-EFFECT, whose reason names every executor it caught. The rollback is
+the only way out of an owed audit: ``audit-after-commit`` (the row in a transaction of
+its own, its failure reported but the step kept with nothing owed) hides a step, and
+every audit-fault scenario fails it.
 
-The three full-catalogue runs start together; the write_task scenarios skip without
+The four full-catalogue runs start together; the write_task scenarios skip without
 starting a process, so the module costs about one run of the six approval scenarios.
 """
 
@@ -37,7 +40,7 @@ HARNESS = HERE / "atomic_approval" / "harness.py"
 VECTORS = HERE.parent.parent / "spec" / "vectors" / "approval-request.json"
 APPROVAL = {entry["id"] for entry in load_spec()["scenarios"] if "approval" in entry["needs"]}
 TASK_CREATION = {entry["id"] for entry in load_spec()["scenarios"]} - APPROVAL
-MODES = ("correct", "rerun-after-rollback", "rerun-interrupted")
+MODES = ("correct", "rerun-after-rollback", "rerun-interrupted", "audit-after-commit")
 SCOPE = "approval only: write_task not offered, not certified"
 
 
@@ -148,6 +151,16 @@ def test_recovery_unknown_effect_names_every_executor_it_caught(runs):
     assert "opaque: recovery after a crash following the effect made the effect count 2" in reason
     assert "plain: recovery after a crash following the effect made the effect count 2" in reason
     assert "dedupe: the dedupe executor, called again under the same key, finds its effect" in reason
+    assert code == 1
+
+
+def test_a_step_kept_without_its_line_or_a_debt_is_a_hidden_step(runs):
+    code, report, output, _ = runs["audit-after-commit"]
+    failed = {sid for sid, status in statuses(report).items() if status == "failed"}
+    assert failed == APPROVAL - {"P0-CONSUMED", "RECOVERY-UNKNOWN-EFFECT"}, output
+    reason = by_id(report)["P2-START-AUDIT-FAULT"]["reason"]
+    assert reason.startswith("after the fault: the audit append failed and the operation is executing")
+    assert "or it rolls back with its line to approved" in reason
     assert code == 1
 
 

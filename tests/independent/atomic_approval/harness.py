@@ -25,6 +25,11 @@ effect made and unrecorded, and recovery decides from the effect evidence.
     Recovery reads "executing" as "the execution did not happen": it calls every
     executor of an interrupted operation again and answers ``re_executed``.
 
+``--mode audit-after-commit``
+    The audit row gets a transaction of its own, after the step's commit: a failed
+    insert is reported to the caller, but the step stands with no line and nothing
+    owed, a step hidden from the audit.
+
 A failpoint ``fail`` at an audit point is a real SQLite error: a TEMP trigger that
 aborts the insert of that event's row, for the life of the process. ``crash`` SIGKILLs
 the process at that point (before the step's commit, or right after the effect).
@@ -42,7 +47,7 @@ import sys
 
 PROTOCOL = "retryproof-harness/1"
 EXECUTORS = ("plain", "dedupe", "opaque")
-MODES = ("correct", "rerun-after-rollback", "rerun-interrupted")
+MODES = ("correct", "rerun-after-rollback", "rerun-interrupted", "audit-after-commit")
 AUDIT_POINTS = {
     "approved": "approval.audit_approved",
     "execution_started": "approval.audit_started",
@@ -245,6 +250,10 @@ class Runtime:
                     f"UPDATE operations SET {assignments} WHERE operation_id = ?",
                     (*columns.values(), operation["operation_id"]),
                 )
+                if self.mode == "audit-after-commit":
+                    operation.update(columns)
+                    self.db.execute("COMMIT")
+                    self.db.execute("BEGIN IMMEDIATE")
                 try:
                     self.db.execute(
                         "INSERT INTO audit (operation_id, event, state, repaired) VALUES (?, ?, ?, ?)",
