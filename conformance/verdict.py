@@ -70,9 +70,9 @@ class Verdict:
     stale_baseline: tuple[str, ...]  # baseline entries that passed
     checklist: tuple[Answer, ...]
     exit_code: int
-    black_box: bool = False  # the runtime was reached through a binding, not a harness
     #: (path, certified | not certified | not offered) for each of ``tool_paths()`` (VERDICT-R17).
-    tool_paths: tuple[tuple[str, str], ...] = ()
+    tool_paths: tuple[tuple[str, str], ...]
+    black_box: bool = False  # the runtime was reached through a binding, not a harness
 
     @property
     def certified(self) -> tuple[str, ...]:

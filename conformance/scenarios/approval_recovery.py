@@ -47,10 +47,9 @@ def stale_request(ctx: Context) -> None:
     # start audit failing would stop the second before its effect.
     ctx.start(failpoints={AUDIT_STARTED: "fail"})
     before, after_effect = approved(ctx, "plain"), approved(ctx, "plain")
+    *_, stopped = faulted(ctx, before, "execute", AUDIT_STARTED, "no effect: after the fault")
     # A start rolled back with its line leaves no execution_started line (APPROVAL-R27).
-    start_undone = rolled_back(
-        faulted(ctx, before, "execute", AUDIT_STARTED, "no effect: after the fault")[3], "approved"
-    )
+    start_undone = rolled_back(stopped, "approved")
     ctx.restart(failpoints={AUDIT_COMPLETED: "fail"})
     _, after_fault, calls_at_fault, at_fault = faulted(
         ctx, after_effect, "execute", AUDIT_COMPLETED, "effect: after the fault"
