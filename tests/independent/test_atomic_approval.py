@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from kit import by_id, certify, once_per_session
+from kit import by_id, certify, once_per_session, retryproof
 
 from retryproof.spec import load_spec
 
@@ -104,6 +104,16 @@ def test_every_report_format_names_the_tool_paths(runs):
     assert properties["tool_paths"] == "write_task not offered, approval certified"
     assert properties["verdict"] == f"CONFORMANT ({SCOPE})"
     assert json.loads(files["badge.json"])["message"] == "conformant (approval only)"
+
+
+def test_a_report_claiming_task_creation_certified_is_invalid(runs, tmp_path):
+    """validate-report recomputes the tool paths from the capabilities and statuses."""
+    report = json.loads(json.dumps(runs["correct"][1]))
+    report["verdict"]["tool_paths"]["write_task"] = "certified"
+    forged = tmp_path / "report.json"
+    forged.write_text(json.dumps(report))
+    done = retryproof("validate-report", str(forged))
+    assert done.returncode == 1 and "verdict/tool_paths" in done.stdout + done.stderr, done.stdout + done.stderr
 
 
 def test_a_rolled_back_start_leaves_an_approved_operation_that_executes_once(runs):
