@@ -1,0 +1,99 @@
+"""The ways a run reaches its runtime, one ``Target`` each, and the one function that
+chooses among them.
+
+``connect`` is the only way a run, a replay, the selftest or the pytest plugin reaches
+an implementation (as Bowtie's connectables are): the target says what it starts, the
+connection it returns says nothing of which way in it took. A harness command line (a
+hosted Python class is one: ``python_host.host_command``) is a ``HarnessTarget``; an
+MCP server or an HTTP API described by a binding file is a ``BindingTarget``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, ClassVar
+
+from retryproof.adapters.connection import Connection
+from retryproof.adapters.process import ProcessConnection
+from retryproof.adapters.process_groups import Scratch
+
+if TYPE_CHECKING:
+    from retryproof.adapters.binding import Binding
+
+
+class Target(ABC):
+    """One way in. ``limits`` are the connection's timeouts (``call_timeout``,
+    ``start_timeout``); left out, the connection's own defaults hold."""
+
+    #: Only the runtime's answers are seen, no hook of a harness: the verdict is black-box.
+    black_box: ClassVar[bool]
+    #: The command line a report names (empty when the kit runs none of its own).
+    command: tuple[str, ...]
+    #: What to check when its handshake failed, for the user error.
+    start_fix: ClassVar[str]
+
+    @abstractmethod
+    def connect(self, scratch: Scratch, **limits: float) -> Connection:
+        """A connection on ``scratch`` (its state directory, and its working
+        directory for a process the target starts), not started yet."""
+
+    def connector(self, scratch: Scratch, **limits: float) -> Callable[[], Connection]:
+        """What a scenario's ``Context`` calls for each connection it starts."""
+        return partial(self.connect, scratch, **limits)
+
+    @property
+    def protocol_parts(self) -> tuple[str, ...] | None:
+        """The ``protocol:`` needs the target meets; None for every part (a harness)."""
+        return None
+
+    @property
+    @abstractmethod
+    def what(self) -> str:
+        """What the target starts, as a user error names it."""
+
+
+@dataclass(frozen=True)
+class HarnessTarget(Target):
+    """A harness: any command line that speaks ``retryproof-harness/1`` on stdin/stdout."""
+
+    command: tuple[str, ...]
+    black_box: ClassVar[bool] = False
+    start_fix: ClassVar[str] = "check the --harness command line"
+
+    @property
+    def what(self) -> str:
+        return "the harness"
+
+    def connect(self, scratch: Scratch, **limits: float) -> Connection:
+        return ProcessConnection(self.command, scratch.state, work_dir=scratch.work, **limits)
+
+
+@dataclass(frozen=True)
+class BindingTarget(Target):
+    """A server as it is, through a binding file (``adapters/binding/``)."""
+
+    binding: Binding
+    command: tuple[str, ...] = ()
+    black_box: ClassVar[bool] = True
+    start_fix: ClassVar[str] = "check start.command in the binding"
+
+    def connect(self, scratch: Scratch, **limits: float) -> Connection:
+        from retryproof.adapters.binding import BindingConnection  # jsonschema: only when a binding is used
+
+        return BindingConnection(self.binding, scratch.state, **limits)
+
+    @property
+    def protocol_parts(self) -> tuple[str, ...] | None:
+        return self.binding.protocol_parts
+
+    @property
+    def what(self) -> str:
+        return f"the server of binding {self.binding.source}"
+
+
+def target_of(command: tuple[str, ...], binding: Binding | None) -> Target:
+    """The way in a run's options name: the binding when there is one, else the command."""
+    return HarnessTarget(command) if binding is None else BindingTarget(binding)
