@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
+from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection, HarnessStartError, Lost, Reply
 from retryproof.adapters.pipes import ChildPipes, LineTooLong
 from retryproof.adapters.process_groups import (
     PIPE_GRACE_S,
@@ -119,8 +119,8 @@ class ProcessConnection(Connection):
         command: Sequence[str],
         state_dir: str,
         *,
-        call_timeout: float = 10.0,
-        start_timeout: float = 10.0,
+        call_timeout: float = CALL_TIMEOUT_S,
+        start_timeout: float = START_TIMEOUT_S,
         max_line_bytes: int = 1 << 20,
         stderr_limit: int = 64 << 10,
         stop_timeout: float = 5.0,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
-from retryproof.adapters.connection import Connection
+from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection
 from retryproof.adapters.process import ProcessConnection
 from retryproof.adapters.process_groups import Scratch
 
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 
 class Target(ABC):
-    """One way in. ``limits`` are the connection's timeouts (``call_timeout``,
-    ``start_timeout``); left out, the connection's own defaults hold."""
+    """One way in; its connections wait ``call_timeout`` for a response and
+    ``start_timeout`` for their start."""
 
     #: Only the runtime's answers are seen, no hook of a harness: the verdict is black-box.
     black_box: ClassVar[bool]
@@ -36,13 +36,15 @@ class Target(ABC):
     start_fix: ClassVar[str]
 
     @abstractmethod
-    def connect(self, scratch: Scratch, **limits: float) -> Connection:
+    def connect(
+        self, scratch: Scratch, *, call_timeout: float = CALL_TIMEOUT_S, start_timeout: float = START_TIMEOUT_S
+    ) -> Connection:
         """A connection on ``scratch`` (its state directory, and its working
         directory for a process the target starts), not started yet."""
 
-    def connector(self, scratch: Scratch, **limits: float) -> Callable[[], Connection]:
+    def connector(self, scratch: Scratch, *, call_timeout: float, start_timeout: float) -> Callable[[], Connection]:
         """What a scenario's ``Context`` calls for each connection it starts."""
-        return partial(self.connect, scratch, **limits)
+        return partial(self.connect, scratch, call_timeout=call_timeout, start_timeout=start_timeout)
 
     @property
     def protocol_parts(self) -> tuple[str, ...] | None:
@@ -67,8 +69,12 @@ class HarnessTarget(Target):
     def what(self) -> str:
         return "the harness"
 
-    def connect(self, scratch: Scratch, **limits: float) -> Connection:
-        return ProcessConnection(self.command, scratch.state, work_dir=scratch.work, **limits)
+    def connect(
+        self, scratch: Scratch, *, call_timeout: float = CALL_TIMEOUT_S, start_timeout: float = START_TIMEOUT_S
+    ) -> Connection:
+        return ProcessConnection(
+            self.command, scratch.state, call_timeout=call_timeout, start_timeout=start_timeout, work_dir=scratch.work
+        )
 
 
 @dataclass(frozen=True)
@@ -80,10 +86,12 @@ class BindingTarget(Target):
     black_box: ClassVar[bool] = True
     start_fix: ClassVar[str] = "check start.command in the binding"
 
-    def connect(self, scratch: Scratch, **limits: float) -> Connection:
+    def connect(
+        self, scratch: Scratch, *, call_timeout: float = CALL_TIMEOUT_S, start_timeout: float = START_TIMEOUT_S
+    ) -> Connection:
         from retryproof.adapters.binding import BindingConnection  # jsonschema: only when a binding is used
 
-        return BindingConnection(self.binding, scratch.state, **limits)
+        return BindingConnection(self.binding, scratch.state, call_timeout=call_timeout, start_timeout=start_timeout)
 
     @property
     def protocol_parts(self) -> tuple[str, ...] | None:

@@ -109,10 +109,10 @@ def parse(document: Any, source: str) -> Binding:
     if chosen is None:
         needs = "needs the url the service listens on" if url is None else "speaks on stdin and stdout: it has no url"
         raise BindingError("start.url", f"an {transport} binding {needs}")
-    needed, why = chosen.call_needs
-    for key in needed:
+    call_keys, missing_call_key = chosen.call_needs
+    for key in call_keys:
         if key not in call:
-            raise BindingError(f"call.{key}", why)
+            raise BindingError(f"call.{key}", missing_call_key)
     sections = {"call": call, "call.key": call["key"], "listing": listing}
     for where, foreign in chosen.foreign.items():
         _only(sections[where], where, foreign, transport)

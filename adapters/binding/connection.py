@@ -31,7 +31,7 @@ from typing import IO, Any
 from retryproof.adapters.binding import answers
 from retryproof.adapters.binding.binding_file import Binding
 from retryproof.adapters.binding.transports import Gone, Server, parse_json
-from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
+from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection, HarnessStartError, Lost, Reply
 from retryproof.adapters.loopback import free_port
 from retryproof.adapters.pipes import ChildPipes
 from retryproof.adapters.process_groups import (
@@ -60,8 +60,8 @@ class BindingConnection(Connection):
         binding: Binding,
         state_dir: str,
         *,
-        call_timeout: float = 10.0,
-        start_timeout: float = 10.0,
+        call_timeout: float = CALL_TIMEOUT_S,
+        start_timeout: float = START_TIMEOUT_S,
         stop_timeout: float = 5.0,
         stderr_limit: int = 64 << 10,
     ):
