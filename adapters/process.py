@@ -179,8 +179,9 @@ class ProcessConnection(Connection):
         popen = start_group(self.command, stdin=subprocess.PIPE, env=env, cwd=self.work_dir)
         process = _Process(popen)
         self._processes.append(process)
-        for target in (self._read_stdout, self._read_stderr, self._write_stdin):
+        for target in (self._read_stdout, self._write_stdin):
             process.pipes.spawn(target, process, name=f"harness-{target.__name__}")
+        process.pipes.spawn(self._stderr.follow, process.pipes, process.stderr, name="harness-stderr")
         reply = self.call("hello", {"protocol": PROTOCOL}, timeout=self.start_timeout)
         problem = _exited_before_hello(process, reply) or _handshake_problem(reply)
         if problem:
@@ -397,10 +398,6 @@ class ProcessConnection(Connection):
         for future in flight:
             if not future.done():
                 future.set_result(Lost(reason))
-
-    def _read_stderr(self, process: _Process) -> None:
-        for chunk in process.pipes.chunks(process.stderr):
-            self._stderr.append(chunk)
 
 
 def _exited_before_hello(process: _Process, reply: Reply) -> str | None:

@@ -17,9 +17,10 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.pipes import ChildPipes
 
 #: Where every child the kit starts finds its state directory.
 STATE_DIR_ENV = "RETRYPROOF_STATE_DIR"
@@ -95,7 +96,8 @@ class Scratch:
 
 
 class StderrTail:
-    """A bounded tail of everything the harness wrote to stderr, across restarts."""
+    """A bounded tail of everything a child wrote to stderr (a server: its output too),
+    across restarts."""
 
     def __init__(self, limit: int):
         self.limit = limit
@@ -110,6 +112,11 @@ class StderrTail:
             if excess > 0:
                 del self._data[:excess]
                 self._dropped += excess
+
+    def follow(self, pipes: ChildPipes, stream: IO[bytes]) -> None:
+        """Append what ``stream`` carries until its end: a pipe thread of ``pipes``."""
+        for chunk in pipes.chunks(stream):
+            self.append(chunk)
 
     def text(self) -> str:
         with self._lock:

@@ -26,14 +26,13 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import IO, Any
+from typing import Any
 
 from retryproof.adapters.binding import answers
 from retryproof.adapters.binding.binding_file import Binding
 from retryproof.adapters.binding.transports import Gone, Server, parse_json
 from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection, HarnessStartError, Lost, Reply
 from retryproof.adapters.loopback import free_port
-from retryproof.adapters.pipes import ChildPipes
 from retryproof.adapters.process_groups import (
     PIPE_GRACE_S,
     STATE_DIR_ENV,
@@ -112,7 +111,7 @@ class BindingConnection(Connection):
         self._servers.append(server)
         streams = [popen.stderr] if stdio else [popen.stderr, popen.stdout]
         for stream in streams:
-            server.pipes.spawn(self._tail, server.pipes, stream, name="binding-output")
+            server.pipes.spawn(self._stderr.follow, server.pipes, stream, name="binding-output")
         server.wire = binding.wire(binding, server)
         try:
             server.wire.ready(time.monotonic() + self.start_timeout)
@@ -122,10 +121,6 @@ class BindingConnection(Connection):
         implementation = {"name": binding.name, "version": binding.version, "language": binding.target}
         self.hello = greeting(implementation, ["write_task", *binding.offers], [])
         return self.hello
-
-    def _tail(self, pipes: ChildPipes, stream: IO[bytes]) -> None:
-        for chunk in pipes.chunks(stream):
-            self._stderr.append(chunk)
 
     def kill(self) -> None:
         server = self._current
