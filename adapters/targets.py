@@ -47,11 +47,6 @@ class Target(ABC):
         return partial(self.connect, scratch, call_timeout=call_timeout, start_timeout=start_timeout)
 
     @property
-    def protocol_parts(self) -> tuple[str, ...] | None:
-        """The ``protocol:`` needs the target meets; None for every part (a harness)."""
-        return None
-
-    @property
     @abstractmethod
     def what(self) -> str:
         """What the target starts, as a user error names it."""
@@ -92,10 +87,6 @@ class BindingTarget(Target):
         from retryproof.adapters.binding import BindingConnection  # jsonschema: only when a binding is used
 
         return BindingConnection(self.binding, scratch.state, call_timeout=call_timeout, start_timeout=start_timeout)
-
-    @property
-    def protocol_parts(self) -> tuple[str, ...] | None:
-        return self.binding.protocol_parts
 
     @property
     def what(self) -> str:

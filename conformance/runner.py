@@ -334,8 +334,8 @@ def _missing_needs(item: Entry, hello: Mapping[str, Any], options: Options) -> l
         performed = set(hello.get("tamper_actions", item.tamper_actions))
         missing += [f"tamper:{action}" for action in item.tamper_actions if action not in performed]
     missing += [f"tool:{tool}" for tool in item.tools if shutil.which(tool) is None]
-    offered = options.way_in.protocol_parts
-    if offered is not None:  # a harness speaks every part of the protocol
+    if options.binding is not None:  # a harness speaks every part of the protocol
+        offered = options.binding.protocol_parts
         missing += [f"protocol:{part}" for part in item.protocol_parts if part not in offered]
     return missing
 
