@@ -18,8 +18,9 @@ from typing import Any, NoReturn
 
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.conformance.catalogue import Entry
-from retryproof.conformance.options import CALL_TIMEOUT_S, Shard
+from retryproof.conformance.options import CALL_TIMEOUT_S
 from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify
+from retryproof.conformance.records import Shard
 from retryproof.conformance.schedule import Turn
 from retryproof.conformance.set_check import check_sets, task_id
 from retryproof.conformance.validation import result_problem

@@ -39,11 +39,11 @@ from retryproof.conformance.events import (
     ScenarioResult,
     ScenarioStarted,
     Sink,
-    Status,
 )
-from retryproof.conformance.options import Options, Shard
+from retryproof.conformance.options import Options
+from retryproof.conformance.records import Shard, Status
 from retryproof.conformance.scenarios import registry
-from retryproof.conformance.schedule import SOLO, Turn, in_order
+from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
 from retryproof.spec import SPEC_VERSION
@@ -313,7 +313,7 @@ def run_one(
         return finish("not_applicable", str(exc), context)
     except Skipped as exc:
         return finish("skipped", str(exc), context)
-    except Unjudgeable as exc:
+    except (Unjudgeable, NoTurn) as exc:  # NoTurn: its alone part did not come in time
         return finish("error", str(exc), context)
     except Exception as exc:  # a bug in a scenario must cost that scenario, not the run
         return finish(

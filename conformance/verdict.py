@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from retryproof.conformance.catalogue import catalogue, checklist_questions
 from retryproof.conformance.events import ScenarioResult
+from retryproof.conformance.records import Answer, Verdict
 from retryproof.spec import load_spec
 
 
@@ -33,46 +33,6 @@ def needs_a_harness(result: ScenarioResult) -> bool:
     such as an approval probe for a server without approval, is not covered instead.)"""
     missing = set(result.evidence.get("missing", ())) - optional_capabilities()
     return result.status == "skipped" and applies(result) and bool(missing) and all(map(_harness_hook, missing))
-
-
-@dataclass(frozen=True)
-class Answer:
-    question: str  # Q1..Q7
-    text: str
-    answer: str  # yes | yes (with warnings) | no | unverified | not applicable
-    scenarios: tuple[tuple[str, str], ...]  # (id, status) of every scenario behind it
-
-
-@dataclass(frozen=True)
-class Verdict:
-    conformant: bool  # only a complete run can be
-    complete: bool  # every catalogue scenario was selected
-    selected: int
-    catalogued: int
-    blocking: tuple[tuple[str, str], ...]  # (id, why) of MUST scenarios that keep it from conformant
-    warnings: tuple[tuple[str, str], ...]  # SHOULD scenarios that failed or ended in error
-    not_covered: tuple[tuple[str, str], ...]  # MUST scenarios for an optional feature the runtime lacks
-    #: Through a binding (black_box): MUST scenarios that need a harness hook (VERDICT-R15).
-    needs_harness: tuple[tuple[str, str], ...]
-    expected_failures: tuple[str, ...]  # blocking scenarios listed in the baseline
-    stale_baseline: tuple[str, ...]  # baseline entries that passed
-    checklist: tuple[Answer, ...]
-    exit_code: int
-    black_box: bool = False  # the runtime was reached through a binding, not a harness
-
-    @property
-    def headline(self) -> str:
-        if self.complete and self.conformant and self.black_box:
-            return (
-                f"CONFORMANT (black-box: {len(self.needs_harness)} MUST scenarios need test hooks only a harness "
-                "offers and were not verified)"
-            )
-        if self.complete:
-            return "CONFORMANT" if self.conformant else "NOT CONFORMANT"
-        partial = f"partial run: {self.selected} of {self.catalogued} catalogue scenarios selected"
-        if self.blocking:
-            return f"NOT CONFORMANT ({partial})"
-        return f"PARTIAL ({partial}; none of them blocks, conformance is not established)"
 
 
 def applies(result: ScenarioResult) -> bool:
