@@ -42,7 +42,7 @@ from retryproof.conformance.events import (
 )
 from retryproof.conformance.options import Options
 from retryproof.conformance.records import Shard, Status
-from retryproof.conformance.scenarios import registry
+from retryproof.conformance.scenarios import Scenario, registry
 from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
@@ -159,7 +159,7 @@ class Run:
         self.total = total
         self.info = run_info(options, hello)
         self.results: list[ScenarioResult] = []
-        self.functions = registry()
+        self.scenarios = registry()
         self.began = time.perf_counter() if began is None else began  # a perf_counter reading
         #: The scenarios the harness lost to a missed deadline, (id, that deadline); every job's.
         self.silent: list[tuple[str, str]] = []
@@ -181,7 +181,7 @@ class Run:
                 f"({', '.join(scenario for scenario, _ in silent)}; first: {silent[0][1]})"
             )
         result = against_baseline(
-            run_one(item, self.functions.get(item.id), self.options, self.hello, refused, turn), self.options.baseline
+            run_one(item, self.scenarios.get(item.id), self.options, self.hello, refused, turn), self.options.baseline
         )
         if result.evidence.get("missed_deadline") and result.status == "error":
             self.silent.append((item.id, str(result.evidence["missed_deadline"])))
@@ -194,10 +194,12 @@ class Run:
         return self._finished(result)
 
     def runs_alone(self, item: Entry) -> bool:
-        return getattr(self.functions.get(item.id), "runs_alone", False)
+        bound = self.scenarios.get(item.id)
+        return bound is not None and bound.alone
 
     def runs_long(self, item: Entry) -> bool:
-        return getattr(self.functions.get(item.id), "runs_long", False)
+        bound = self.scenarios.get(item.id)
+        return bound is not None and bound.long
 
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         self.results.append(result)
@@ -265,7 +267,7 @@ def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str,
 
 def run_one(
     item: Entry,
-    function,
+    bound: Scenario | None,
     options: Options,
     hello: Mapping[str, Any],
     refused: str | None = None,
@@ -287,7 +289,7 @@ def run_one(
 
     if refused:
         return finish("error", refused)
-    if function is None:
+    if bound is None:
         return finish("error", "not implemented in this version of the kit")
     missing = _missing_needs(item, hello, options)
     if missing:
@@ -301,10 +303,10 @@ def run_one(
         options.concurrency,
         options.call_timeout,
         options.shard,
-        turn if getattr(function, "runs_alone", False) else None,
+        turn if bound.alone else None,
     )
     try:
-        function(context)
+        bound.run(context)
         return finish("passed", None, context)
     except ScenarioFailed as exc:
         _collect_after_failure(context)
