@@ -126,7 +126,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
 
         session = item.config.stash[STATE].session  # set: the item ran a scenario through it
         report = outcome.get_result()
-        report.retryproof = {"hello": dict(session.hello) if session else {}, "result": scenario_document(item.result)}
+        report.retryproof = {
+            "hello": dict(session.hello.result) if session else {},
+            "result": scenario_document(item.result),
+        }
 
 
 def _end_harnesses_on_sigterm(config: pytest.Config) -> None:
@@ -447,10 +450,13 @@ class RetryproofRun:
         the same ``Run`` (and so the same report files and verdict) as one process."""
         from retryproof.conformance.runner import Run
         from retryproof.conformance.writers.document import scenario_result
+        from retryproof.spec.protocol import Hello
 
         by_id = {item["result"]["id"]: scenario_result(item["result"]) for item in self.carried}
         results = [by_id[entry.id] for entry in self.entries if entry.id in by_id]
-        self.session = Run(self.options, self.carried[0]["hello"], self.sinks, len(results), began=self.began)
+        self.session = Run(
+            self.options, Hello.read(self.carried[0]["hello"]), self.sinks, len(results), began=self.began
+        )
         for result in results:
             self.session.record(result)
         self.finished = self.session.finish()

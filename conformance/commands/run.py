@@ -25,7 +25,7 @@ def main(args) -> int:
     claim = prepare_directory(args.out) if args.out else None
     summaries = step_summary()  # an unwritable GITHUB_STEP_SUMMARY is known before the harness starts
     hello = probe(options)
-    out = args.out or os.path.join("reports", file_stem(hello.get("implementation", {}).get("name"), "unnamed"))
+    out = args.out or os.path.join("reports", file_stem(hello.implementation.get("name"), "unnamed"))
     claim = claim or prepare_directory(out)
     writers = [ReportFileWriter(out, fmt) for fmt in formats]
     replays = ReplayFileWriter(out)

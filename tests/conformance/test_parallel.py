@@ -20,6 +20,7 @@ from retryproof.conformance.options import REFERENCE_COMMAND, Options
 from retryproof.conformance.runner import probe, run_one
 from retryproof.conformance.scenarios import Scenario, registry
 from retryproof.conformance.schedule import Overlap, StartOrder, Turn, in_order
+from retryproof.spec.protocol import Hello
 
 
 def test_results_come_back_in_the_given_order_however_they_finish():
@@ -202,7 +203,10 @@ def test_only_a_scenario_declared_alone_may_ask_to_be_alone():
             pass
 
     result = run_one(
-        entry("WT-CREATE"), Scenario(entry("WT-CREATE"), asks_alone), options, {"capabilities": ["write_task"]}
+        entry("WT-CREATE"),
+        Scenario(entry("WT-CREATE"), asks_alone),
+        options,
+        Hello.read({"capabilities": ["write_task"]}),
     )
     assert result.status == "error"
     assert "WT-CREATE asks to run alone but its @scenario does not say alone=True" in (result.reason or "")
