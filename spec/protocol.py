@@ -356,7 +356,7 @@ def serve(
             send(Failure(request.id, "internal_error", f"{type(exc).__name__}: {exc}"))
 
     # A thread per request under a bound, rather than concurrent.futures, whose import
-    # (logging with it) would be a fifth of a harness's start-up.
+    # (logging with it) would weigh on every harness start (benchmarks/bench_start.py).
     slots = threading.BoundedSemaphore(max_workers)
     workers: list[threading.Thread] = []
 
