@@ -1,8 +1,11 @@
-"""The options of a run, in one typed object shared by ``retryproof run`` and the
-pytest plugin, with their defaults and the checks that turn user text into them.
+"""The options of a run: declared once (``RUN_OPTIONS``) for ``retryproof run`` and the
+pytest plugin to render, with their defaults and the checks that turn user text into
+them, and read into one typed object (``Options``).
 
-Only the standard library is imported at module level: the pytest plugin reads the
-defaults and value parsers in every session, even one that never names a runtime.
+A leaf: only the standard library and the kit's errors and records are imported at
+module level (the pytest plugin reads the table in every session, even one that never
+names a runtime), and nothing above it (the runner, the writers) at all: the format
+names are data here, and the selection is checked where a run starts.
 """
 
 from __future__ import annotations
@@ -182,12 +185,18 @@ class Option:
 
 #: The options of a run, in the order ``--help`` lists them.
 RUN_OPTIONS = (
-    Option("harness", "CMD", "the harness this command line starts", given, target=True),
-    Option("python", "MODULE:FACTORY", "a Python runtime class, hosted in a harness subprocess", given, target=True),
+    Option("harness", "CMD", "run against the harness this command line starts", given, target=True),
+    Option(
+        "python",
+        "MODULE:FACTORY",
+        "run against a Python runtime class, hosted in a harness subprocess",
+        given,
+        target=True,
+    ),
     Option(
         "binding",
         "FILE",
-        "the MCP server or HTTP API a binding file describes (spec/README.md)",
+        "run against the MCP server or HTTP API a binding file describes (spec/README.md)",
         given,
         target=True,
     ),
@@ -330,9 +339,8 @@ def load_baseline(path: str) -> frozenset[str]:
 
 def from_arguments(args: Any) -> Options:
     """The options of a run from parsed arguments: those of ``retryproof run``, or the
-    pytest plugin's, which carry the same names (``harness``, ``python``, ``binding``, ``only``,
-    ``skip``, ``seed``, ``shard``, ``concurrency``, ``call_timeout``, ``start_timeout``,
-    ``baseline``; ``jobs`` only from the CLI: under pytest, xdist spreads the scenarios)."""
+    pytest plugin's, each under the ``dest`` of its ``RUN_OPTIONS`` entry (``jobs`` only
+    from the CLI: under pytest, xdist spreads the scenarios)."""
     import secrets  # here: it loads OpenSSL, which `retryproof list` and the plugin's import never need
 
     binding_file = getattr(args, "binding", None)

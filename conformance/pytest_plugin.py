@@ -82,8 +82,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not targets:
         stray = [_flag(option) for option in OPTIONS if config.getoption(_dest(option)) is not None]
         if stray:
+            named = [f"--{REFERENCE}", *(f"{_flag(option)} {option.metavar}" for option in OPTIONS if option.target)]
             raise pytest.UsageError(
-                f"retryproof: {', '.join(stray)} given without a runtime; add --retryproof, --retryproof-harness CMD, --retryproof-python MODULE:FACTORY or --retryproof-binding FILE"
+                f"retryproof: {', '.join(stray)} given without a runtime; add {', '.join(named[:-1])} or {named[-1]}"
             )
         return
     if len(targets) > 1:
