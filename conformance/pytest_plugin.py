@@ -14,7 +14,7 @@ Under pytest-xdist (``-n N``) the scenarios spread over the workers like any ite
 controller picks the seed and hands it to every worker; each worker shakes hands with
 the harness itself and sends each scenario's result with its test report; only the
 controller writes the reports and the verdict section, from all the results, in
-catalogue order, as one run. The workers take turns (``Turns``) so that the part of a
+catalogue order, as one run. The workers take turns (``schedule.Turns``) so that the part of a
 scenario that runs alone under ``retryproof run --jobs N`` runs alone under xdist too.
 """
 
