@@ -14,8 +14,9 @@ Under pytest-xdist (``-n N``) the scenarios spread over the workers like any ite
 controller picks the seed and hands it to every worker; each worker shakes hands with
 the harness itself and sends each scenario's result with its test report; only the
 controller writes the reports and the verdict section, from all the results, in
-catalogue order, as one run. The workers take turns (``schedule.Turns``) so that the part of a
-scenario that runs alone under ``retryproof run --jobs N`` runs alone under xdist too.
+catalogue order, as one run. The workers take turns (``schedule.Turns``) so that the
+part of a scenario that runs alone under ``retryproof run --jobs N`` runs alone under
+xdist too.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import pytest
 
 from retryproof.conformance.errors import KitError
 
-# Small, standard library only: the plugin's import cost in a session that never names a target.
+# A leaf of the standard library and the kit's errors: the plugin's import cost in a
+# session that never names a target.
 from retryproof.conformance.options import RUN_OPTIONS, Option
 
 if TYPE_CHECKING:
