@@ -10,14 +10,18 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES, Gone, Server, json_bytes, parse_json
+from retryproof.adapters.binding.transports.base import (
+    MAX_ANSWER_BYTES,
+    BoundPath,
+    Gone,
+    Server,
+    json_bytes,
+    parse_json,
+)
 from retryproof.adapters.binding.transports.mcp import Mcp, initialize_params, jsonrpc_request
 from retryproof.adapters.pipes import LineTooLong
-
-if TYPE_CHECKING:
-    from retryproof.adapters.binding.binding_file import Binding
 
 
 class McpStdio(Mcp):
@@ -26,7 +30,7 @@ class McpStdio(Mcp):
     # The SDK cancels the call and exits once its input closes.
     ends_when_left = True
 
-    def __init__(self, binding: Binding, server: Server):
+    def __init__(self, binding: BoundPath, server: Server):
         super().__init__(binding, server)
         assert server.popen.stdin is not None and server.popen.stdout is not None  # both piped
         self._stdin, self._stdout = server.popen.stdin, server.popen.stdout

@@ -8,21 +8,25 @@ import http.client
 import itertools
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
-from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES, Gone, Server, json_bytes, parse_json
+from retryproof.adapters.binding.transports.base import (
+    MAX_ANSWER_BYTES,
+    BoundPath,
+    Gone,
+    Server,
+    json_bytes,
+    parse_json,
+)
 from retryproof.adapters.binding.transports.mcp import MCP_PROTOCOL_VERSION, Mcp, initialize_params, jsonrpc_request
-
-if TYPE_CHECKING:
-    from retryproof.adapters.binding.binding_file import Binding
 
 
 class McpStreamableHttp(Mcp):
     label = "mcp over streamable HTTP"
     listens = True
 
-    def __init__(self, binding: Binding, server: Server):
+    def __init__(self, binding: BoundPath, server: Server):
         super().__init__(binding, server)
         self.url = server.base_url or ""
         self.session: str | None = None
