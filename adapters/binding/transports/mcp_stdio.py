@@ -10,18 +10,14 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from retryproof.adapters.binding.transports.base import (
-    MAX_ANSWER_BYTES,
-    BoundPath,
-    Gone,
-    Server,
-    json_bytes,
-    parse_json,
-)
+from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES, Gone, Server, json_bytes, parse_json
 from retryproof.adapters.binding.transports.mcp import Mcp, initialize_params, jsonrpc_request
 from retryproof.adapters.pipes import LineTooLong
+
+if TYPE_CHECKING:
+    from retryproof.adapters.binding.transports.base import BoundPath
 
 
 class McpStdio(Mcp):

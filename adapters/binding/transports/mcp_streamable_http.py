@@ -8,18 +8,14 @@ import http.client
 import itertools
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from retryproof.adapters.binding.transports.base import (
-    MAX_ANSWER_BYTES,
-    BoundPath,
-    Gone,
-    Server,
-    json_bytes,
-    parse_json,
-)
+from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES, Gone, Server, json_bytes, parse_json
 from retryproof.adapters.binding.transports.mcp import MCP_PROTOCOL_VERSION, Mcp, initialize_params, jsonrpc_request
+
+if TYPE_CHECKING:
+    from retryproof.adapters.binding.transports.base import BoundPath
 
 
 class McpStreamableHttp(Mcp):
