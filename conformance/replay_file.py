@@ -12,21 +12,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from retryproof.conformance.writers.escape import file_stem
+from retryproof.conformance.file_names import file_stem
 
 FORMAT = "retryproof-fuzz-replay/1"
 SCENARIO_FORMAT = "retryproof-scenario-replay/1"
 
 
 def scenario_replay(
-    scenario_id: str, seed: int, hello: Mapping[str, Any], env: Mapping[str, str], **facts: Any
+    scenario_id: str, seed: int, implementation: Mapping[str, Any], env: Mapping[str, str], **facts: Any
 ) -> dict[str, Any]:
     """A scenario replay document: re-running ``scenario_id`` with ``seed`` and ``env``."""
     return {
         "format": SCENARIO_FORMAT,
         "scenario": scenario_id,
         "seed": seed,
-        "implementation": hello.get("implementation"),
+        "implementation": dict(implementation),
         "env": dict(env),
         **facts,
     }

@@ -20,8 +20,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from retryproof.adapters.connection import Connection, HarnessStartError
-from retryproof.adapters.process import ProcessConnection, Scratch
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.process_groups import Scratch
+from retryproof.adapters.targets import target_of
 from retryproof.conformance import replay_file
 from retryproof.conformance.errors import KitError, load_user_file
 from retryproof.conformance.fuzz import (
@@ -31,6 +32,7 @@ from retryproof.conformance.fuzz import (
     run_steps,
     validate_steps,
 )
+from retryproof.spec.protocol import Hello
 
 _FILE_HINT = "pass a file a FUZZ-MODEL, CRASH-POINTS or KILL-NEMESIS failure wrote (replays/ beside its report)"
 _STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore that step, or take the file again from replays/ beside the report"
@@ -64,11 +66,7 @@ def main(args) -> int:
         f"replaying {len(document['steps'])} step(s) from {args.file} (seed {document.get('seed')}); recorded violation: {document.get('violation')}"
     )
     with Scratch("retryproof-replay-") as scratch:
-        connection: Connection = ProcessConnection(command, scratch.state, work_dir=scratch.work)
-        if binding is not None:
-            from retryproof.adapters.binding import BindingConnection
-
-            connection = BindingConnection(binding, scratch.state)
+        connection = target_of(command, binding).connect(scratch)
         try:
             hello = connection.start()
         except HarnessStartError as exc:
@@ -78,7 +76,7 @@ def main(args) -> int:
             ) from None
         try:
             if args.harness is None:
-                _recorded_from_reference(args.file, document, hello)
+                _recorded_from_reference(args.file, document, Hello.read(hello))
             violation, log = run_steps(connection, document["steps"])
         except StepError as exc:  # raised before any step: one this harness cannot take
             raise KitError(
@@ -102,11 +100,11 @@ def main(args) -> int:
     return 0
 
 
-def _recorded_from_reference(path: str, document: Mapping[str, Any], hello: Mapping[str, Any]) -> None:
+def _recorded_from_reference(path: str, document: Mapping[str, Any], hello: Hello) -> None:
     """Without --harness the replay runs on the bundled reference: refuse a file that
     records another implementation (its name, when it records one, must match)."""
     recorded = document.get("implementation") or {}
-    reference = hello.get("implementation") or {}
+    reference = hello.implementation
     if isinstance(recorded, Mapping) and recorded.get("name") and recorded.get("name") != reference.get("name"):
         name = json.dumps(recorded.get("name"), ensure_ascii=False)[:200]
         raise KitError(

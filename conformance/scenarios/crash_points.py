@@ -38,7 +38,8 @@ from typing import Any
 
 from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.adapters.connection import Connection, HarnessStartError
-from retryproof.adapters.process import ProcessConnection, Scratch
+from retryproof.adapters.process import ProcessConnection
+from retryproof.adapters.process_groups import Scratch
 from retryproof.conformance import replay_file
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
@@ -217,7 +218,10 @@ def crash_points(ctx: Context) -> None:
     if failed:
         first = failed[0]
         ctx.reproduce_env[POINT_ENV] = first["point"]
-        ctx.note("replay", replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello, {POINT_ENV: first["point"]}))
+        ctx.note(
+            "replay",
+            replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello.implementation, {POINT_ENV: first["point"]}),
+        )
         ctx.check(
             False,
             f"{len(failed)} of {len(run)} crash points broke the write; first, a SIGKILL entering "

@@ -72,7 +72,10 @@ def kill_nemesis(ctx: Context) -> None:
         for submission_id, final in finals.items():
             expect_identity(ctx, final, after, submission_id, f"the answer for {submission_id} after the kills")
     except ScenarioFailed:
-        ctx.note("replay", replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello, {WINDOWS_ENV: windows}))
+        ctx.note(
+            "replay",
+            replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello.implementation, {WINDOWS_ENV: windows}),
+        )
         raise
 
 
