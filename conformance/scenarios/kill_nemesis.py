@@ -6,10 +6,11 @@ polled: from sending to the moment the effects show in the listing (the runtime'
 claim -> effect window, where a key is claimed and nothing is made yet) and from
 there to the answers (effect -> answer, where the effect is made and its record not
 yet finished). Each round then sends write_task for a seeded subset of keys,
-pipelined, and SIGKILLs the runtime's process group at a seeded fraction of one of
-the windows, the rounds taking them in turn, and starts it again on the same state.
-The kills land where the defects live, not at random points of the answer time, so
-the same seed gives the same verdict however loaded the machine is. Afterwards every
+pipelined, and SIGKILLs the runtime's process group, the rounds taking the windows in
+turn: at a seeded fraction of the time before the effects show, or the moment the
+round's first effect is listed; then starts it again on the same state. The kills
+land where the defects live, not at random points of the answer time, so the same
+seed gives the same verdict however loaded the machine is. Afterwards every
 key is retried until it answers with its effect, within the runtime's recovery bound
 (``Connection.recovery_s``) plus one call timeout: a key that stays in flight or
 unanswered past it fails (liveness). The set checker then judges durable state: one
@@ -49,18 +50,25 @@ def kill_nemesis(ctx: Context) -> None:
     for round_number in range(ROUNDS):
         chosen = sorted(ctx.rng.sample(range(KEYS), ctx.rng.randint(2, KEYS)))
         fraction = round(ctx.rng.uniform(0.1, 0.9), 3)
-        # Even rounds kill before the effects show, odd rounds between effect and answer.
+        # Even rounds kill at a seeded fraction of the time before the effects show;
+        # odd rounds the moment the round's first effect is listed (its record is not
+        # finished yet, whatever the machine's load).
         before_effect = round_number % 2 == 0
-        delay_ms = round(fraction * effect_ms if before_effect else effect_ms + fraction * (answer_ms - effect_ms), 1)
         batch = ctx.submit_all([("write_task", ctx.write_task_args(*work[index])) for index in chosen])
-        time.sleep(delay_ms / 1000)
+        if before_effect:
+            time.sleep(fraction * effect_ms / 1000)
+        else:
+            _first_effect(ctx, [work[index][0] for index in chosen], batch.began, answer_ms)
+        killed_ms = round((time.perf_counter() - batch.began) * 1000, 1)
         ctx.kill()
         calls = ctx.collect(batch)
         ctx.start()
-        window = "claim -> effect" if before_effect else "effect -> answer"
-        schedule.append(
-            {"keys": chosen, "window": window, "fraction": fraction, "kill_after_ms": delay_ms, "answers": tally(calls)}
-        )
+        step: dict[str, Any] = {"keys": chosen}
+        if before_effect:
+            step.update(window="claim -> effect", fraction=fraction)
+        else:
+            step.update(window="effect -> answer", at="the first effect listed")
+        schedule.append({**step, "kill_after_ms": killed_ms, "answers": tally(calls)})
     windows = f"{effect_ms:g},{answer_ms:g}"
     ctx.note("schedule", {"effect_ms": effect_ms, "answer_ms": answer_ms, "rounds": schedule})
     ctx.reproduce_env[WINDOWS_ENV] = windows
@@ -77,6 +85,17 @@ def kill_nemesis(ctx: Context) -> None:
             replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello.implementation, {WINDOWS_ENV: windows}),
         )
         raise
+
+
+def _first_effect(ctx: Context, keys: list[str], began: float, answer_ms: float) -> None:
+    """Return once the listing holds an effect of one of ``keys``, or past twice the
+    measured answer time (the batch was answered or lost by then)."""
+    deadline = began + 2 * answer_ms / 1000
+    wanted = set(keys)
+    while time.perf_counter() < deadline:
+        if wanted & {task.get("client_submission_id") for task in ctx.tasks().tasks}:
+            return
+        time.sleep(POLL_S)
 
 
 def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]]) -> tuple[float, float]:
