@@ -5,7 +5,8 @@ fixed store must pass every scenario aimed at a defect, each broken one must fai
 on every seed and over every wire.
 
     python benchmarks/bench_faults.py [--seeds 1-20] [--wires http,mcp-stdio,mcp-http]
-        [--services fixed,torn-response,...] [--crash-points-seeds 1-20] [--jobs 2]
+        [--services fixed,torn-response,...] [--scenarios KILL-NEMESIS,...]
+        [--crash-points-seeds 1-20] [--jobs 2]
 
 Each (wire, service, seed) is one ``retryproof run --binding`` of the scenarios aimed
 at the service's defect (for the fixed one: all of them) with ``--call-timeout 3``.
@@ -80,6 +81,7 @@ def main() -> int:
     parser.add_argument("--crash-points-seeds", default=None, help="seeds CRASH-POINTS runs on (default: --seeds)")
     parser.add_argument("--wires", default=",".join(WIRES))
     parser.add_argument("--services", default=",".join(["fixed", *CAUGHT_BY]))
+    parser.add_argument("--scenarios", default=",".join(ALL), help="run only these of the aimed scenarios")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     crash_seeds = set(seeds(args.crash_points_seeds or args.seeds))
@@ -88,7 +90,9 @@ def main() -> int:
         for service in args.services.split(","):
             aimed = ALL if service == "fixed" else CAUGHT_BY[service]
             for seed in seeds(args.seeds):
-                chosen = tuple(s for s in aimed if s != "CRASH-POINTS" or seed in crash_seeds)
+                chosen = tuple(
+                    s for s in aimed if s in args.scenarios.split(",") and (s != "CRASH-POINTS" or seed in crash_seeds)
+                )
                 if chosen:
                     work.append((wire, service, seed, chosen))
     began = time.perf_counter()
