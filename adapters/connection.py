@@ -28,8 +28,9 @@ class Lost:
     """No answer to judge: the call's effect is unknown."""
 
     reason: str
-    #: When the kit lost the answer on purpose: seconds from the request reaching the
-    #: runtime until its effect was listed, when the kit saw that.
+    #: When the kit lost the answer on purpose and saw its effect listed meanwhile:
+    #: seconds from the request reaching the runtime until the last listing that did
+    #: not hold the effect yet (a lower bound of the time the effect took).
     effect_listed_s: float | None = None
 
     ok = False

@@ -236,26 +236,29 @@ class BindingConnection(Connection):
 
     def _await_fault(self, server: Server, key: str, loss: Loss, answered: threading.Event) -> float | None:
         """Wait until the moment ``loss`` names (bounded by a call timeout); an answer
-        that arrives first is withheld all the same. Seconds until the effect was
-        listed, when the wait polled the listing and saw it."""
+        that arrives first is withheld all the same. When the wait polled the listing
+        and saw the effect: seconds until the last listing that did not hold it yet
+        began (the effect was made after that, however slow the listing)."""
         began = time.monotonic()
         deadline = began + self.call_timeout
         if loss.kind == "cut" and not loss.when_listed:
             answered.wait(min(loss.after_s or 0.0, self.call_timeout))
             return None
-        listed_s = None
+        unlisted_s, seen = 0.0, False
         while time.monotonic() < deadline:
             done = answered.is_set()
+            asked = time.monotonic() - began
             listed = self._listing(server)
             if not isinstance(listed, Failure) and any(item["client_submission_id"] == key for item in listed):
-                listed_s = time.monotonic() - began
+                seen = True
                 break
+            unlisted_s = asked
             if done:
                 break
             time.sleep(LISTING_POLL_S)
         if loss.kind == "withheld":
             answered.wait(max(0.0, deadline - time.monotonic()))
-        return listed_s
+        return unlisted_s if seen else None
 
     def _lose_on_the_pipe(self, server: Server, args: dict[str, Any], loss: Loss) -> Reply:
         assert server.wire is not None  # the caller checked

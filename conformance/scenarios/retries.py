@@ -38,17 +38,17 @@ def response_loss(ctx: Context) -> None:
 
 def _after_real_losses(ctx: Context, before: TaskSet, withheld: tuple[str, dict, Call, float | None]) -> None:
     """Three real losses, each on a fresh key: the answer withheld (which also times
-    an answer), the call cut once its effect is listed, and cut at a seeded fraction
-    of that answer time. After each, the retry (on a new connection; over MCP stdio a
+    the effect), the call cut once its effect is listed, and cut at a seeded fraction of
+    the time the effect took (the last listing without it). After each, the retry (on a new connection; over MCP stdio a
     new process) must answer the one effect, after in-flight answers within the
     runtime's recovery bound if any; an effect listed before the retry must be reused."""
     # The seeded cut lands between the request and the effect, where a runtime that
-    # claims a key and then makes the effect has its window; without a listed effect,
-    # within the answer time.
+    # claims a key and then makes the effect has its window; when the first listing
+    # already held the effect, within the answer time.
     submission_id, task, call, listed_s = withheld
     window_s = listed_s or call.duration_s
     fraction = round(ctx.rng.uniform(0.1, 0.9), 3)
-    ctx.note("effect_listed_after_s", listed_s)
+    ctx.note("effect_not_yet_listed_at_s", listed_s)
     losses = [(submission_id, task, WITHHELD, call)]
     for loss in (Loss("cut", when_listed=True), Loss("cut", after_s=round(fraction * window_s, 3))):
         if not ctx.conn.alive:
