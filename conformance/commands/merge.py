@@ -201,13 +201,15 @@ def replay(finished: RunFinished, sinks: Sequence[Sink]) -> None:
 def main(args) -> int:
     from retryproof.conformance.writers.console import ConsoleWriter
     from retryproof.conformance.writers.files import ReplayFileWriter, ReportFileWriter, prepare_directory
+    from retryproof.conformance.writers.step_summary import from_environment as step_summary
 
     finished, count = merged_run(args.reports)
     with prepare_directory(args.out):
+        summaries = step_summary()  # the sharded recipe's verdict job reads it
         writers = [ReportFileWriter(args.out, fmt) for fmt in args.format]  # checked by options.report_formats
         replays = ReplayFileWriter(args.out)
         print(f"merged {count} shard(s) of one run:")
-        replay(finished, [ConsoleWriter(), *writers, replays])
+        replay(finished, [ConsoleWriter(), *writers, replays, *summaries])
     for path in [writer.path for writer in writers] + replays.paths:
         print(f"wrote {path}")
     return finished.verdict.exit_code

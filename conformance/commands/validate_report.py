@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from retryproof import spec
-from retryproof.conformance.errors import KitError, load_user_file
+from retryproof.conformance.errors import KitError, load_user_file, strict_json
 from retryproof.conformance.events import STATUSES, ScenarioResult
 from retryproof.conformance.validation import schema_message
 from retryproof.conformance.verdict import Verdict, judge
@@ -40,12 +40,17 @@ def report_problems(document: Any) -> list[str]:
         return [
             f"scenarios: {json.dumps(exc.args[0])} is not a scenario of this kit's catalogue (a report of another kit version?)"
         ]
-    return [*_count_problems(document["counts"], results), *_verdict_problems(document, results)]
+    return [
+        *_catalogue_problems(document["scenarios"], results),
+        *_need_problems(document, results),
+        *_count_problems(document["counts"], results),
+        *_verdict_problems(document, results),
+    ]
 
 
 def read_report(path: str) -> Any:
     """A report.json as JSON, unchecked; an unreadable file is a ``KitError``."""
-    return load_user_file(path, "report", json.load, "JSON", "pass the report.json of a run (not report.md)")
+    return load_user_file(path, "report", strict_json, "JSON", "pass the report.json of a run (not report.md)")
 
 
 def load_report(path: str) -> dict[str, Any]:
@@ -73,6 +78,43 @@ def main(args) -> int:
         return 1
     print(f"{args.file}: valid report ({document['verdict']['headline']})")
     return 0
+
+
+#: Statuses a scenario reaches only by running, so only when its needs were met.
+RAN = ("passed", "failed", "not_applicable")
+
+
+def _catalogue_problems(scenarios: list[dict[str, Any]], results: list[ScenarioResult]) -> list[str]:
+    """A scenario's level and needs are the catalogue's, not the report's to choose:
+    a MUST failure relabelled SHOULD, or a need struck out, would change what the
+    rest of the report is checked against."""
+    return [
+        f"scenarios/{index}/{key}: says {json.dumps(scenario[key])}, but {result.entry.id} has {json.dumps(expected)} in the catalogue"
+        for index, (scenario, result) in enumerate(zip(scenarios, results, strict=True))
+        for key, expected in (("level", result.entry.level), ("needs", list(result.entry.needs)))
+        if scenario[key] != expected
+    ]
+
+
+def _need_problems(document: dict[str, Any], results: list[ScenarioResult]) -> list[str]:
+    """A scenario that ran had what it needs: the capabilities and failpoints the
+    runtime declared in its hello (the report's own ``capabilities`` and
+    ``failpoints``). A forged pass of a scenario the runtime could not run shows here
+    even when counts, verdict and checklist were edited to match."""
+    declared = {*document["capabilities"], *(f"failpoint:{name}" for name in document["failpoints"])}
+    problems = []
+    for index, result in enumerate(results):
+        lacking = [
+            need
+            for need in result.entry.needs
+            if need not in declared and (":" not in need or need.startswith("failpoint:"))
+        ]
+        if result.status in RAN and lacking:
+            problems.append(
+                f"scenarios/{index}: {result.entry.id} is {result.status}, but it needs {', '.join(lacking)}, "
+                "which the runtime's hello (capabilities, failpoints) does not declare"
+            )
+    return problems
 
 
 def _count_problems(counts: dict[str, int], results: list[ScenarioResult]) -> list[str]:
