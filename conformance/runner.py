@@ -46,7 +46,7 @@ from retryproof.conformance.scenarios import registry
 from retryproof.conformance.schedule import SOLO, Turn, in_order
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
-from retryproof.spec import SPEC_VERSION
+from retryproof.spec import SPEC_VERSION, fingerprint
 from retryproof.spec.protocol import PROTOCOL
 
 #: The harness stderr kept per failed scenario in reports.
@@ -113,6 +113,7 @@ def run_info(options: Options, hello: Mapping[str, Any]) -> RunInfo:
     return RunInfo(
         kit_version=__version__,
         spec_version=SPEC_VERSION,
+        spec_fingerprint=fingerprint(),
         protocol=PROTOCOL,
         implementation=dict(hello.get("implementation", {})),
         target=options.target,

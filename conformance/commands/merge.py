@@ -37,6 +37,7 @@ from retryproof.conformance.writers.document import scenario_result
 SAME_RUN = (
     "kit",
     "spec_version",
+    "spec_fingerprint",
     "protocol",
     "implementation",
     "target",
@@ -73,7 +74,7 @@ def check_one_run(paths: Sequence[str], documents: Sequence[Mapping[str, Any]]) 
             mine, theirs = (
                 (document["shard"]["count"], first["shard"]["count"])
                 if key == "shard count"
-                else (document[key], first[key])
+                else (document.get(key), first.get(key))
             )
             if mine != theirs:
                 raise KitError(
@@ -163,6 +164,7 @@ def merged_run(paths: Sequence[str]) -> tuple[RunFinished, int]:
     info = RunInfo(
         kit_version=first["kit"]["version"],
         spec_version=first["spec_version"],
+        spec_fingerprint=first.get("spec_fingerprint", ""),
         protocol=first["protocol"],
         implementation=first["implementation"],
         target=first["target"],

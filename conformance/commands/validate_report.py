@@ -41,6 +41,7 @@ def report_problems(document: Any) -> list[str]:
             f"scenarios: {json.dumps(exc.args[0])} is not a scenario of this kit's catalogue (a report of another kit version?)"
         ]
     return [
+        *_fingerprint_problems(document),
         *_catalogue_problems(document["scenarios"], results),
         *_need_problems(document, results),
         *_count_problems(document["counts"], results),
@@ -78,6 +79,17 @@ def main(args) -> int:
         return 1
     print(f"{args.file}: valid report ({document['verdict']['headline']})")
     return 0
+
+
+def _fingerprint_problems(document: dict[str, Any]) -> list[str]:
+    """A released ``spec_version`` names one text (``spec/releases.json``): a report that
+    claims it with other files' fingerprint was judged by something else."""
+    stated, recorded = document.get("spec_fingerprint"), spec.releases().get(document["spec_version"])
+    if stated is None or recorded is None or stated == recorded:
+        return []
+    return [
+        f"spec_fingerprint: says {json.dumps(stated)}, but spec {document['spec_version']} was released as {json.dumps(recorded)}"
+    ]
 
 
 #: Statuses a scenario reaches only by running, so only when its needs were met.

@@ -143,6 +143,7 @@ def environment(run: RunFinished) -> list[tuple[str, Any]]:
         ),
         ("kit version", f"retryproof {info.kit_version}"),
         ("spec version", info.spec_version),
+        ("spec fingerprint", info.spec_fingerprint or "not recorded"),
         ("protocol", info.protocol),
         ("Python", info.python or "unknown"),
         ("OS", info.platform or "unknown"),

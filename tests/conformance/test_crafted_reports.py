@@ -238,3 +238,30 @@ def test_validate_report_trusts_the_declared_hello_but_not_a_relabelled_scenario
     assert done.returncode == 1
     assert 'level: says "SHOULD", but KILL-NEMESIS has "MUST" in the catalogue' in done.stderr
     assert 'needs: says [], but KILL-NEMESIS has ["write_task"] in the catalogue' in done.stderr
+
+
+# --- 18: every report carries the fingerprint of the spec it ran ---------------------------
+
+
+def test_a_report_carries_the_fingerprint_of_the_spec_files_it_ran(tmp_path):
+    from retryproof.spec import SPEC_VERSION, fingerprint
+
+    done = retryproof("run", "--only", "WT-CREATE", "--seed", "1", "--out", str(tmp_path), "--format", "json,md,junit")
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "report.json").read_text())
+    assert document["spec_version"] == SPEC_VERSION and document["spec_fingerprint"] == fingerprint()
+    assert f"| spec fingerprint | {fingerprint()}" in (tmp_path / "report.md").read_text()
+    assert f'name="spec_fingerprint" value="{fingerprint()}"' in (tmp_path / "junit.xml").read_text()
+
+
+def test_a_report_naming_a_release_with_other_files_is_invalid(tmp_path):
+    from retryproof.spec import releases
+
+    document = sample("reference")
+    assert document["spec_version"] in releases()
+    document["spec_fingerprint"] = "sha256:" + "0" * 64
+    done = retryproof("validate-report", written(tmp_path, "report.json", document))
+    assert done.returncode == 1
+    assert f'spec_fingerprint: says "sha256:{"0" * 64}", but spec 2.0.0 was released as' in done.stderr
+    document["spec_fingerprint"] = releases()["2.0.0"]
+    assert retryproof("validate-report", written(tmp_path, "report.json", document)).returncode == 0

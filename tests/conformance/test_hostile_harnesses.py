@@ -84,6 +84,7 @@ def test_a_hung_harness_costs_one_timeout_per_pipelined_batch(tmp_path):
         ("honest", None),  # the control: the same runtime with the contract's line handling
         ("lenient-lines", "list_tasks"),  # PROTOCOL-R6: no args or an extra key is bad_message
         ("answers-blank-lines", "a whitespace-only line must be ignored"),  # PROTOCOL-R7
+        ("trims-lines", 'line "\\u000b{\\"id\\": 0'),  # PROTOCOL-R7: a vertical tab is not JSON whitespace
     ],
 )
 def test_invalid_input_judges_how_lines_that_are_not_requests_are_answered(tmp_path, mode, why):
