@@ -95,3 +95,33 @@ def test_a_version_step_without_a_changelog_line_fails_the_check():
 def test_the_contract_files_are_the_yaml_every_schema_and_every_vector_file():
     assert {"retryproof.yaml", "schemas/report.json", "vectors/submission-id.json"} <= set(contract_files())
     assert "releases.json" not in contract_files()  # it records fingerprints; it cannot hold its own
+
+
+# --- What a vendor upgrading from spec/ and the CHANGELOG alone needs stated (issue 22) ----
+
+
+def rule(section: str, rule_id: str) -> str:
+    return next(item["text"] for item in spec.load_spec()[section]["rules"] if item["id"] == rule_id)
+
+
+def test_the_id_rule_says_the_pattern_matches_the_whole_string():
+    """Python's re.match with $ accepts "a\\n", which the vectors reject: the rule says so."""
+    pattern = spec.load_spec()["digest"]["submission_id"]["pattern"]
+    assert re.match(pattern, "a\n") and not re.fullmatch(pattern, "a\n")
+    text = rule("digest", "DIGEST-R16")
+    assert "whole string" in text and "ECMA-262" in text and "re.fullmatch" in text
+
+
+def test_the_changelog_says_invalid_input_sends_every_invalid_vector_id():
+    stricter = CHANGELOG.split("- Stricter, so a major `spec_version` step", 1)[1].split("\n- ", 1)[0]
+    assert "every invalid case of `vectors/submission-id.json`" in stricter
+
+
+def test_the_policy_and_the_line_rule_leave_nothing_to_guess():
+    readme = (REPO / "spec" / "README.md").read_text(encoding="utf-8")
+    assert "a SHOULD scenario, a vector" in readme and "a MUST scenario added" in readme
+    text = rule("protocol_spec", "PROTOCOL-R7")
+    assert "U+0020" in text and "U+0009" in text and "U+000D" in text
+    assert "vertical tab (U+000B)" in text and "form feed (U+000C)" in text and "bad_message" in text
+    nemesis = next(item for item in spec.load_spec()["scenarios"] if item["id"] == "KILL-NEMESIS")
+    assert "a harness declares none, so its bound is 0" in nemesis["description"]
