@@ -77,7 +77,8 @@ class Tally:
     """The counts line: how many scenarios ended each way, as the verdict sees them."""
 
     passed: int
-    failed: int  # MUST scenarios that failed or ended in error
+    failed: int  # MUST scenarios that failed: the runtime broke the contract
+    errors: int  # MUST scenarios that ended in error: the kit could not judge (they block too)
     warnings: int  # SHOULD scenarios that failed or ended in error
     not_verified: int  # MUST scenarios skipped for a need that applies (they block)
     skipped: int  # every other skip: a feature the runtime lacks, or a SHOULD scenario's tool
@@ -85,7 +86,8 @@ class Tally:
 
     def line(self) -> str:
         return (
-            f"{self.passed} passed · {self.failed} failed (MUST) · {self.warnings} SHOULD warnings · "
+            f"{self.passed} passed · {self.failed} failed (MUST) · {self.errors} errors (MUST) · "
+            f"{self.warnings} SHOULD warnings · "
             f"{self.not_verified} not verified · {self.skipped} skipped · {self.not_applicable} not applicable"
         )
 
@@ -106,7 +108,8 @@ def not_verified(result: ScenarioResult) -> bool:
 def tally(results: Sequence[ScenarioResult]) -> Tally:
     return Tally(
         passed=sum(result.status == "passed" for result in results),
-        failed=sum(broken(result) and result.entry.level == "MUST" for result in results),
+        failed=sum(result.status == "failed" and result.entry.level == "MUST" for result in results),
+        errors=sum(result.status == "error" and result.entry.level == "MUST" for result in results),
         warnings=sum(broken(result) and result.entry.level != "MUST" for result in results),
         not_verified=sum(not_verified(result) for result in results),
         skipped=sum(result.status == "skipped" and not not_verified(result) for result in results),

@@ -265,3 +265,16 @@ def test_a_report_naming_a_release_with_other_files_is_invalid(tmp_path):
     assert f'spec_fingerprint: says "sha256:{"0" * 64}", but spec 2.0.0 was released as' in done.stderr
     document["spec_fingerprint"] = releases()["2.0.0"]
     assert retryproof("validate-report", written(tmp_path, "report.json", document)).returncode == 0
+
+
+# --- 13: the counts line tells a failure from an error ---------------------------------------
+
+
+def test_the_counts_line_counts_errors_apart_from_failures():
+    from retryproof.conformance.writers.content import tally
+
+    document = sample("reference")
+    scenario = next(s for s in document["scenarios"] if s["id"] == "WT-CREATE")
+    scenario.update(status="error", reason="no answer within 10s")
+    line = tally([scenario_result(s) for s in document["scenarios"]]).line()
+    assert " · 0 failed (MUST) · 1 errors (MUST) · " in line, line
