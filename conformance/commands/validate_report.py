@@ -44,6 +44,7 @@ def report_problems(document: Any) -> list[str]:
         *_fingerprint_problems(document),
         *_catalogue_problems(document["scenarios"], results),
         *_need_problems(document, results),
+        *_reproduce_problems(document),
         *_count_problems(document["counts"], results),
         *_verdict_problems(document, results),
     ]
@@ -125,6 +126,27 @@ def _need_problems(document: dict[str, Any], results: list[ScenarioResult]) -> l
             problems.append(
                 f"scenarios/{index}: {result.entry.id} is {result.status}, but it needs {', '.join(lacking)}, "
                 "which the runtime's hello (capabilities, failpoints) does not declare"
+            )
+    return problems
+
+
+def _reproduce_problems(document: dict[str, Any]) -> list[str]:
+    """Each reproduce line re-runs its own scenario under the report's seed: a line
+    that names another seed (a shard's, edited in) would reproduce another run."""
+    import shlex
+
+    problems = []
+    for index, scenario in enumerate(document["scenarios"]):
+        try:
+            words = shlex.split(scenario["reproduce"])
+        except ValueError as exc:
+            problems.append(f"scenarios/{index}/reproduce: not a command line ({exc})")
+            continue
+        given = {word: words[at + 1] for at, word in enumerate(words[:-1]) if word in ("--only", "--seed")}
+        expected = {"--only": scenario["id"], "--seed": str(document["seed"])}
+        if given != expected:
+            problems.append(
+                f"scenarios/{index}/reproduce: gives {json.dumps(given)}, but the scenario and the report's seed are {json.dumps(expected)}"
             )
     return problems
 

@@ -278,3 +278,17 @@ def test_the_counts_line_counts_errors_apart_from_failures():
     scenario.update(status="error", reason="no answer within 10s")
     line = tally([scenario_result(s) for s in document["scenarios"]]).line()
     assert " · 0 failed (MUST) · 1 errors (MUST) · " in line, line
+
+
+# --- 14: a shard whose reproduce lines name another seed is not one run -----------------------
+
+
+def test_a_report_whose_reproduce_lines_disagree_with_its_seed_is_invalid(tmp_path):
+    document = as_one_shard(sample("dbos-transact"))
+    scenario = next(s for s in document["scenarios"] if s["status"] == "failed")
+    scenario["reproduce"] = scenario["reproduce"].replace(f"--seed {document['seed']}", "--seed 77")
+    path = written(tmp_path, "shard.json", document)
+    done = retryproof("merge", path, "--out", str(tmp_path / "out"))
+    assert_typed_error(done)
+    assert '"--seed": "77"' in done.stderr and f'"--seed": "{document["seed"]}"' in done.stderr
+    assert retryproof("validate-report", path).returncode == 1
