@@ -63,9 +63,11 @@ def _cell(value: Any, limit: int | None = CELL_LIMIT) -> str:
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], limit: int | None = CELL_LIMIT) -> str:
+    # A key-value table (the environment) has no header row: an empty one would show as a blank bar.
     head = "".join(f"<th>{_text(header)}</th>" for header in headers)
+    thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
     body = "".join("<tr>" + "".join(f"<td>{_cell(cell, limit)}</td>" for cell in row) + "</tr>" for row in rows)
-    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    return f'<div class="wide"><table>{thead}<tbody>{body}</tbody></table></div>'
 
 
 def _pre(text: str, copy: bool = False) -> str:

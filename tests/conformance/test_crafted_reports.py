@@ -292,3 +292,35 @@ def test_a_report_whose_reproduce_lines_disagree_with_its_seed_is_invalid(tmp_pa
     assert_typed_error(done)
     assert '"--seed": "77"' in done.stderr and f'"--seed": "{document["seed"]}"' in done.stderr
     assert retryproof("validate-report", path).returncode == 1
+
+
+# --- 14: small things a reader misreads ------------------------------------------------------
+
+
+def test_compare_tells_a_not_verified_must_from_a_feature_not_covered(tmp_path):
+    path = written(tmp_path, "express.json", sample("express-idempotency"))
+    done = retryproof("compare", path, "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line.split(" | ")[1].rstrip(" |")
+        for line in (tmp_path / "out" / "comparison.md").read_text().splitlines()
+        if line.startswith("| ") and " | " in line
+    }
+    assert rows["CRASH-AFTER-RESERVE (MUST)"] == "not verified"  # a failpoint it lacks: blocks
+    assert rows["P0-CONSUMED (MUST)"] == "skip"  # approval, an optional feature it lacks: does not
+
+
+def test_an_empty_key_is_shown_as_an_empty_string_and_the_environment_has_no_blank_header():
+    from retryproof.conformance.writers.content import CALL_COLUMNS, evidence_blocks
+    from retryproof.conformance.writers.html import render_html
+
+    document = sample("reference")
+    scenario = next(s for s in document["scenarios"] if s["id"] == "INVALID-KEY")
+    result = scenario_result(scenario)
+    calls = next(block for block in evidence_blocks(result) if getattr(block, "caption", None) == "calls")
+    column = CALL_COLUMNS.index("client_submission_id")
+    assert '""' in [row[column] for row in calls.rows]  # INVALID-KEY sends the empty key
+    results = tuple(scenario_result(s) for s in document["scenarios"])
+    info = RunInfo("0", "3.0.0", "p", {"name": "n"}, "", (), (), 1, 8, "now")
+    page = render_html(RunFinished(info, results, judge(results), 1.0))
+    assert "<thead><tr><th></th><th></th></tr></thead>" not in page
