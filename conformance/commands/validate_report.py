@@ -18,9 +18,9 @@ from typing import Any
 from retryproof import spec
 from retryproof.conformance.errors import KitError, load_user_file, strict_json
 from retryproof.conformance.events import STATUSES, ScenarioResult
-from retryproof.conformance.validation import schema_message
 from retryproof.conformance.verdict import Verdict, judge
 from retryproof.conformance.writers.document import scenario_result
+from retryproof.spec.schema_messages import schema_message
 
 #: Problems printed at most; a report broken everywhere needs no thousand lines.
 MAX_PROBLEMS = 20
