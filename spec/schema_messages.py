@@ -42,6 +42,8 @@ def schema_message(error: Any, owner: str = "the schema") -> str:
         return ", ".join(map(short_json, rule["required"])) + " must be absent here"
     if keyword == "not" and isinstance(rule, Mapping) and set(rule) == {"const"}:
         return f"{short_json(value)} is the one value {owner} forbids here"
+    if keyword in ("oneOf", "anyOf"):
+        return f"{short_json(value)} is none of the forms {owner} allows here"
     if keyword == "pattern":
         return f"{short_json(value)} does not match {short_json(rule)}"
     return f"{keyword} {short_json(rule)} is not met by {short_json(value)}"
