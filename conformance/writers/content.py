@@ -206,9 +206,10 @@ def merged_tables(results: Sequence[ScenarioResult]) -> list[tuple[Table, list[s
     return [(Table(title, columns, rows), sources) for title, (columns, rows, sources) in merged.items()]
 
 
-def evidence_blocks(result: ScenarioResult) -> list[Block]:
+def evidence_blocks(result: ScenarioResult, black_box: bool = False) -> list[Block]:
     """A scenario's evidence in reading order: snapshots, receipts, its own tables,
-    the other facts, the calls, and for a failure how to reproduce it."""
+    the other facts, the calls, and for a failure how to reproduce it and the stderr
+    of what the kit started (through a binding, a server, not a harness)."""
     evidence = dict(result.evidence)
     blocks: list[Block] = []
     tasks = evidence.pop("tasks", None)
@@ -240,7 +241,7 @@ def evidence_blocks(result: ScenarioResult) -> list[Block]:
     if broken(result):
         blocks.append(Code("reproduce", result.reproduce))
         if result.stderr:
-            blocks.append(Code("harness stderr (tail)", result.stderr))
+            blocks.append(Code(f"{'server' if black_box else 'harness'} stderr (tail)", result.stderr))
         if trace:
             blocks.append(Code("kit traceback", str(trace)))
     return blocks

@@ -106,7 +106,7 @@ def render_html(run: RunFinished) -> str:
         out.append(_table(table.headers, table.rows))
     out.append("<h2>Evidence</h2>")
     for result in run.results:
-        out += _evidence(result)
+        out += _evidence(result, run.info.black_box)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -173,7 +173,7 @@ def _scenario_table(results: Sequence[ScenarioResult]) -> list[str]:
     return out
 
 
-def _evidence(result: ScenarioResult) -> list[str]:
+def _evidence(result: ScenarioResult, black_box: bool) -> list[str]:
     item = result.entry
     broken = content.broken(result)
     out = [
@@ -195,7 +195,7 @@ def _evidence(result: ScenarioResult) -> list[str]:
         out += [f"<li>{html.escape(req)}: {_text(text)}</li>" for req, text in content.requirements(item)]
         out.append("</ul>")
     facts: list[str] = []
-    for block in content.evidence_blocks(result):
+    for block in content.evidence_blocks(result, black_box):
         if isinstance(block, Fact):
             if isinstance(block.value, list):
                 items = "".join(f"<li>{_text(value)}</li>" for value in block.value)

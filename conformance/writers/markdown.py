@@ -100,11 +100,11 @@ def render_markdown(run: RunFinished) -> str:
         out += [md_table(table.headers, table.rows), ""]
     out += ["## Evidence", ""]
     for result in run.results:
-        out += _evidence(result)
+        out += _evidence(result, run.info.black_box)
     return "\n".join(out) + "\n"
 
 
-def _evidence(result: ScenarioResult) -> list[str]:
+def _evidence(result: ScenarioResult, black_box: bool) -> list[str]:
     item = result.entry
     out = [f"### {item.id}: {md_inline(item.title)}", ""]
     if item.description:
@@ -117,7 +117,7 @@ def _evidence(result: ScenarioResult) -> list[str]:
         "",
     ]
     facts = False
-    for block in content.evidence_blocks(result):
+    for block in content.evidence_blocks(result, black_box):
         if isinstance(block, Fact):
             facts = True
             if isinstance(block.value, list):

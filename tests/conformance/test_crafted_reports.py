@@ -324,3 +324,16 @@ def test_an_empty_key_is_shown_as_an_empty_string_and_the_environment_has_no_bla
     info = RunInfo("0", "3.0.0", "p", {"name": "n"}, "", (), (), 1, 8, "now")
     page = render_html(RunFinished(info, results, judge(results), 1.0))
     assert "<thead><tr><th></th><th></th></tr></thead>" not in page
+
+
+def test_a_binding_servers_stderr_is_not_labelled_a_harnesss():
+    from retryproof.conformance.writers.markdown import render_markdown
+
+    document = sample("dbos-transact")
+    failed = next(s for s in document["scenarios"] if s["status"] == "failed")
+    failed["stderr"] = "server log line"
+    results = tuple(scenario_result(s) for s in document["scenarios"])
+    for black_box, label in ((True, "Server stderr (tail):"), (False, "Harness stderr (tail):")):
+        info = RunInfo("0", "3.0.0", "p", {"name": "n"}, "", (), (), 1, 8, "now", black_box=black_box)
+        text = render_markdown(RunFinished(info, results, judge(results, (), black_box), 1.0))
+        assert label in text, label
