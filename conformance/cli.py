@@ -293,9 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as exc:  # a crash (RecursionError, MemoryError too): the one place it is reported
-        end_everything = getattr(sys.modules.get(_PROCESS_ADAPTER), "end_everything", None)
-        if end_everything is not None:
-            end_everything()
+        # What it started is ended at exit, by the process adapter's atexit hook.
         _complain(
             args.command,
             f"retryproof crashed: {type(exc).__name__}: {exc}"[:2000],
