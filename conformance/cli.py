@@ -224,8 +224,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 #: conformant" or "a regression", nor 2, which says the user's input was refused.
 CRASH_EXIT_CODE = 3
 
-#: The module that starts and registers every harness process group and scratch directory.
-_PROCESS_ADAPTER = "retryproof.adapters.process"
+#: The module that starts and registers every child process group and scratch directory.
+_PROCESS_ADAPTER = "retryproof.adapters.process_groups"
 
 
 class _Interrupted(KeyboardInterrupt):
