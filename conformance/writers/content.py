@@ -132,8 +132,12 @@ def requirements(item: Entry) -> list[tuple[str, str]]:
     return [(requirement, texts.get(requirement, "(not in this spec version)")) for requirement in item.checks]
 
 
-def harness_line(info: RunInfo) -> str:
-    return info.harness_command or "the bundled reference runtime"
+def harness_line(info: RunInfo) -> tuple[str, str]:
+    """The environment row of what the kit started: a binding's server is not a
+    harness, and an empty command is the bundled reference only when it is a harness's."""
+    if info.black_box:
+        return ("server command (binding)", info.harness_command or "not recorded")
+    return ("harness command", info.harness_command or "the bundled reference runtime")
 
 
 def environment(run: RunFinished) -> list[tuple[str, Any]]:
@@ -150,7 +154,7 @@ def environment(run: RunFinished) -> list[tuple[str, Any]]:
         ("protocol", info.protocol),
         ("Python", info.python or "unknown"),
         ("OS", info.platform or "unknown"),
-        ("harness command", harness_line(info)),
+        harness_line(info),
         ("target arguments", info.target or "none (the bundled reference runtime)"),
         ("seed", info.seed),
         ("concurrency", info.concurrency),
