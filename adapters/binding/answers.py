@@ -77,7 +77,9 @@ def describe(answer: Mapping[str, Any], binding: Binding | None = None) -> str:
             if path.startswith("header.")
         }
     )
-    headers = answer.get("header") if isinstance(answer.get("header"), Mapping) else {}
+    headers = answer.get("header")
+    if not isinstance(headers, Mapping):
+        headers = {}
     if tested:
         shown = {name: headers.get(name) for name in tested}
         parts.append(

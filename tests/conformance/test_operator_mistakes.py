@@ -15,6 +15,16 @@ from kit import CLI, retryproof
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
 
 
+def hanging_run(out):
+    """``retryproof run`` into ``out`` against a harness that never answers hello."""
+    return subprocess.Popen(
+        [*CLI, "run", "--harness", f"{sys.executable} {FAKE} hang", "--start-timeout", "60", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def test_a_dangling_symlink_as_out_is_named_not_file_exists(tmp_path):
     out = tmp_path / "out"
     out.symlink_to(tmp_path / "gone")
@@ -26,12 +36,7 @@ def test_a_dangling_symlink_as_out_is_named_not_file_exists(tmp_path):
 
 def test_an_interrupted_run_leaves_no_empty_out_directory(tmp_path):
     out = tmp_path / "out"
-    kit = subprocess.Popen(
-        [*CLI, "run", "--harness", f"{sys.executable} {FAKE} hang", "--start-timeout", "60", "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    kit = hanging_run(out)
     try:
         deadline = time.monotonic() + 30
         while not out.exists() and time.monotonic() < deadline:
@@ -49,12 +54,7 @@ def test_an_interrupted_run_leaves_no_empty_out_directory(tmp_path):
 def test_an_interrupted_run_keeps_an_out_directory_it_did_not_make(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    kit = subprocess.Popen(
-        [*CLI, "run", "--harness", f"{sys.executable} {FAKE} hang", "--start-timeout", "60", "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    kit = hanging_run(out)
     try:
         time.sleep(1.5)
         kit.send_signal(signal.SIGINT)
