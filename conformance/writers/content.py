@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retryproof.conformance.catalogue import Entry, requirement_texts
+from retryproof.conformance.catalogue import requirement_questions, requirement_texts
 from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
-from retryproof.conformance.verdict import applies
+from retryproof.conformance.verdict import applies, questions
 
 #: The columns of a call table, in order; ``request_digest`` shows which calls carried
 #: the same request (CONFLICT-DIGEST's second call differs there and only there).
@@ -126,10 +126,15 @@ def unverified(run: RunFinished) -> list[ScenarioResult]:
     return [result for result in run.results if not_verified(result)]
 
 
-def requirements(item: Entry) -> list[tuple[str, str]]:
-    """(id, text) of every requirement the scenario checks."""
-    texts = requirement_texts()
-    return [(requirement, texts.get(requirement, "(not in this spec version)")) for requirement in item.checks]
+def requirements(result: ScenarioResult) -> list[tuple[str, str]]:
+    """(id, text) of the requirements a failure breaks: those of the scenario's that
+    answer the questions its evidence says it exercised (a FUZZ-MODEL digest conflict
+    breaks CON-1, not the six others FUZZ-MODEL checks); otherwise every one it checks."""
+    texts, answering = requirement_texts(), requirement_questions()
+    checked = result.entry.checks
+    exercised = set(questions(result)) if result.evidence.get("checklist_questions") else set()
+    broken = [requirement for requirement in checked if answering.get(requirement, frozenset()) & exercised]
+    return [(requirement, texts.get(requirement, "(not in this spec version)")) for requirement in broken or checked]
 
 
 def harness_line(info: RunInfo) -> tuple[str, str]:

@@ -119,7 +119,7 @@ def _failures(run: RunFinished) -> list[str]:
         for result in failures:
             requirements = "".join(
                 f"<li>{html.escape(requirement)}: {_text(text)}</li>"
-                for requirement, text in content.requirements(result.entry)
+                for requirement, text in content.requirements(result)
             )
             out.append(
                 f'<li><a href="#{anchor(result.entry.id)}">{html.escape(result.entry.id)}</a> '
@@ -192,7 +192,7 @@ def _evidence(result: ScenarioResult, black_box: bool) -> list[str]:
         out.append(f"<p><strong>Reason:</strong> {_text(result.reason)}</p>")
     if broken:
         out.append('<ul class="reqs">')
-        out += [f"<li>{html.escape(req)}: {_text(text)}</li>" for req, text in content.requirements(item)]
+        out += [f"<li>{html.escape(req)}: {_text(text)}</li>" for req, text in content.requirements(result)]
         out.append("</ul>")
     facts: list[str] = []
     for block in content.evidence_blocks(result, black_box):

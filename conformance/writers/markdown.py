@@ -54,7 +54,7 @@ def failure_lines(run: RunFinished, reason_limit: int | None = 500, heading: str
                 f"- `{result.entry.id}` ({result.entry.level}, {content.status_text(result)}): "
                 f"{md_inline(result.reason or result.status, reason_limit)}"
             )
-            out += [f"  - {requirement}: {md_inline(text)}" for requirement, text in content.requirements(result.entry)]
+            out += [f"  - {requirement}: {md_inline(text)}" for requirement, text in content.requirements(result)]
         out.append("")
     unverified = content.unverified(run)
     if unverified:

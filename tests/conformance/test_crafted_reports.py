@@ -337,3 +337,21 @@ def test_a_binding_servers_stderr_is_not_labelled_a_harnesss():
         info = RunInfo("0", "3.0.0", "p", {"name": "n"}, "", (), (), 1, 8, "now", black_box=black_box)
         text = render_markdown(RunFinished(info, results, judge(results, (), black_box), 1.0))
         assert label in text, label
+
+
+def test_a_fuzz_failure_names_the_requirement_it_broke_not_every_one_fuzz_model_checks():
+    from retryproof.conformance.writers.markdown import failure_lines
+
+    document = sample("dbos-transact")
+    results = tuple(scenario_result(s) for s in document["scenarios"])
+    info = RunInfo("0", "3.0.0", "p", {"name": "n"}, "", (), (), 1, 8, "now")
+    lines = failure_lines(RunFinished(info, results, judge(results), 1.0))
+    fuzz = lines.index(next(line for line in lines if line.startswith("- `FUZZ-MODEL`")))
+    named = []
+    for line in lines[fuzz + 1 :]:
+        if not line.startswith("  - "):
+            break
+        named.append(line.split(":")[0].strip(" -"))
+    assert named == ["CON-1"], named  # its minimal history answered Q3: the conflict
+    conflict = lines.index(next(line for line in lines if line.startswith("- `CONFLICT-DIGEST`")))
+    assert lines[conflict + 1].startswith("  - CON-1:")  # a scenario without such evidence names all it checks
