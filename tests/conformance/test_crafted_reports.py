@@ -36,7 +36,7 @@ def rejudged(document: dict[str, Any]) -> dict[str, Any]:
     """``document`` with counts, verdict and checklist made to agree with its scenarios,
     as a careful forger (or the kit itself) would write them."""
     results = tuple(scenario_result(scenario) for scenario in document["scenarios"])
-    verdict = judge(results, (), document.get("black_box", False))
+    verdict = judge(results, (), document.get("black_box", False), document["capabilities"])
     info = RunInfo("", "", "", {}, "", (), (), 0, 0, "")
     fresh = report_document(RunFinished(info, results, verdict, 0.0))
     return {**document, **{key: fresh[key] for key in ("counts", "verdict", "checklist")}}
@@ -211,7 +211,7 @@ def forged_conformant() -> dict[str, Any]:
         if blocking:
             scenario.update(status="passed", reason=None, evidence={}, calls=[], stderr=None)
     document = rejudged(document)
-    assert document["verdict"]["headline"] == "CONFORMANT", document["verdict"]
+    assert document["verdict"]["conformant"], document["verdict"]
     return document
 
 
@@ -230,6 +230,7 @@ def test_validate_report_trusts_the_declared_hello_but_not_a_relabelled_scenario
     document = forged_conformant()
     document["capabilities"] += ["diagnose"]
     document["failpoints"] += ["write_task.after_reserve", "write_task.after_task_created"]
+    document = rejudged(document)
     assert retryproof("validate-report", written(tmp_path, "declared.json", document)).returncode == 0
     scenario = next(s for s in document["scenarios"] if s["id"] == "KILL-NEMESIS")
     scenario["level"] = "SHOULD"
