@@ -226,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         end_everything = getattr(sys.modules.get(_PROCESS_ADAPTER), "end_everything", None)
         if end_everything is not None:  # else no harness was started: see _on_signal
             end_everything()
-        print("interrupted", file=sys.stderr)
+        if not getattr(exc, "reported", False):  # a child retryproof run may have said it (matrix)
+            print("interrupted", file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:
         # The reader went away (`retryproof list | head`): stop quietly, and keep the
