@@ -220,13 +220,19 @@ class Context:
     def close(self) -> None:
         """End every process the scenario started, and put in the evidence what the
         harnesses left behind: processes that outlived them, protocol noise, the first
-        missed deadline. Safe to call more than once."""
+        missed deadline, and a binding's raw exchanges. Safe to call more than once."""
         for connection in self.connections:
             connection.kill()
         survivors = [entry for connection in self.connections for entry in connection.survivors()]
         noise = [line for connection in self.connections for line in connection.protocol_noise()]
         missed = next((c.missed_deadline for c in self.connections if c.missed_deadline), None)
-        for key, value in (("survivors", survivors), ("protocol_noise", noise), ("missed_deadline", missed)):
+        exchanges = [item for connection in self.connections for item in connection.exchanges()]
+        for key, value in (
+            ("survivors", survivors),
+            ("protocol_noise", noise),
+            ("missed_deadline", missed),
+            ("exchanges", exchanges),
+        ):
             if value:
                 self.evidence[key] = value
 

@@ -21,7 +21,8 @@ from typing import Any
 from retryproof.conformance.catalogue import catalogue
 from retryproof.conformance.commands.validate_report import load_report
 from retryproof.conformance.errors import KitError
-from retryproof.conformance.writers.content import STATUS_CELLS
+from retryproof.conformance.writers.content import STATUS_CELLS, not_verified
+from retryproof.conformance.writers.document import scenario_result
 from retryproof.conformance.writers.escape import html_text, md_inline
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
 from retryproof.conformance.writers.html import anchor as html_anchor
@@ -131,6 +132,10 @@ def _scenario_cell(column: Column, scenario_id: str, out: str) -> Cell:
     if scenario is None:
         return Cell("not run")
     status = scenario["status"]
+    if status == "skipped" and not_verified(scenario_result(scenario)):
+        # A MUST scenario the runtime should have let the kit run: it blocks the verdict,
+        # unlike a skip for an optional feature the runtime does not have.
+        return Cell("not verified", title=scenario["reason"])
     if status not in LINKED:
         return Cell(STATUS_CELLS[status], title=scenario["reason"])
     target = _relative(column.evidence, out)
@@ -176,7 +181,7 @@ def render_html(columns: Sequence[Column], table: list[tuple[str, list[Cell]]]) 
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>retryproof comparison</title>\n'
         "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
         "th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}"
-        "td.fail,td.error{background:#fdd}td.pass{background:#dfd}td.skip,td.n\\/a{color:#666}</style>\n"
+        "td.fail,td.error{background:#fdd}td.pass{background:#dfd}td.not{background:#ffd}td.skip,td.n\\/a{color:#666}</style>\n"
         "</head><body><h1>retryproof comparison</h1>\n"
         "<p>Each column is one report; a FAIL or error cell links to that scenario's evidence.</p>\n"
         f"<table><thead><tr><th></th>{head}</tr></thead><tbody>\n{body}\n</tbody></table>\n</body></html>\n"

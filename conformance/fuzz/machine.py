@@ -120,7 +120,7 @@ def run_fuzz(
         def _failed(self, violation: ModelViolation) -> None:
             if not first_failure:
                 outcome.seconds_to_first_failure = time.monotonic() - started
-                first_failure.update(steps=list(self.steps), violation=violation)
+                first_failure.update(steps=list(self.steps), violation=violation, log=list(self.driver.log))
 
         def _silent(self, error: HarnessSilent) -> None:
             silent.append(error)
@@ -143,7 +143,12 @@ def run_fuzz(
             raise
     if first_failure:
         outcome.steps, violation, outcome.log, outcome.flaky = shrink(
-            connection, first_failure["steps"], first_failure["violation"], call_timeout, shrink_budget_s
+            connection,
+            first_failure["steps"],
+            first_failure["violation"],
+            first_failure["log"],
+            call_timeout,
+            shrink_budget_s,
         )
         outcome.violation, outcome.questions = str(violation), violation.questions
     outcome.seconds = time.monotonic() - started
@@ -154,6 +159,7 @@ def shrink(
     connection: Connection,
     steps: list[dict[str, Any]],
     violation: ModelViolation,
+    log: list[str],
     call_timeout: float,
     budget_s: float,
 ) -> tuple[list[dict[str, Any]], ModelViolation, list[str], bool]:
@@ -161,7 +167,8 @@ def shrink(
 
     Returns ``(steps, violation, log, flaky)``; ``flaky`` when even the unshrunk
     history did not fail again (the failure depended on timing, like a SIGKILL
-    landing in a window a few milliseconds wide).
+    landing in a window a few milliseconds wide): then the history and ``log`` are
+    those of the run that failed, unshrunk, so the report still shows what happened.
     """
     deadline = time.monotonic() + budget_s
     replays = 0
@@ -174,7 +181,7 @@ def shrink(
 
     confirmed = fails(steps)
     if confirmed is None:
-        return steps, violation, [], True
+        return steps, violation, log, True
     index = len(steps) - 1
     while index >= 0 and time.monotonic() < deadline:
         candidate = steps[:index] + steps[index + 1 :]

@@ -64,9 +64,11 @@ def _cell(value: Any, limit: int | None = CELL_LIMIT) -> str:
 
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], limit: int | None = CELL_LIMIT) -> str:
+    # A key-value table (the environment) has no header row: an empty one would show as a blank bar.
     head = "".join(f"<th>{_text(header)}</th>" for header in headers)
+    thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
     body = "".join("<tr>" + "".join(f"<td>{_cell(cell, limit)}</td>" for cell in row) + "</tr>" for row in rows)
-    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    return f'<div class="wide"><table>{thead}<tbody>{body}</tbody></table></div>'
 
 
 def _pre(text: str, copy: bool = False) -> str:
@@ -106,7 +108,7 @@ def render_html(run: RunFinished) -> str:
         out.append(_table(table.headers, table.rows))
     out.append("<h2>Evidence</h2>")
     for result in run.results:
-        out += _evidence(result)
+        out += _evidence(result, run.info.black_box)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -119,7 +121,7 @@ def _failures(run: RunFinished) -> list[str]:
         for result in failures:
             requirements = "".join(
                 f"<li>{html.escape(requirement)}: {_text(text)}</li>"
-                for requirement, text in content.requirements(result.entry)
+                for requirement, text in content.requirements(result)
             )
             out.append(
                 f'<li><a href="#{anchor(result.entry.id)}">{html.escape(result.entry.id)}</a> '
@@ -173,7 +175,7 @@ def _scenario_table(results: Sequence[ScenarioResult]) -> list[str]:
     return out
 
 
-def _evidence(result: ScenarioResult) -> list[str]:
+def _evidence(result: ScenarioResult, black_box: bool) -> list[str]:
     item = result.entry
     broken = content.broken(result)
     out = [
@@ -192,10 +194,10 @@ def _evidence(result: ScenarioResult) -> list[str]:
         out.append(f"<p><strong>Reason:</strong> {_text(result.reason)}</p>")
     if broken:
         out.append('<ul class="reqs">')
-        out += [f"<li>{html.escape(req)}: {_text(text)}</li>" for req, text in content.requirements(item)]
+        out += [f"<li>{html.escape(req)}: {_text(text)}</li>" for req, text in content.requirements(result)]
         out.append("</ul>")
     facts: list[str] = []
-    for block in content.evidence_blocks(result):
+    for block in content.evidence_blocks(result, black_box):
         if isinstance(block, Fact):
             if isinstance(block.value, list):
                 items = "".join(f"<li>{_text(value)}</li>" for value in block.value)

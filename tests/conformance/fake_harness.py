@@ -146,6 +146,8 @@ def main() -> None:
     stdin = sys.stdin.buffer
     if MODE == "lenient-lines":
         stdin = _lenient(stdin)
+    if MODE == "trims-lines":  # str.strip(): also a vertical tab and a form feed (PROTOCOL-R7 says bad_message)
+        stdin = (line.decode().strip().encode() + b"\n" for line in stdin)
     if MODE == "answers-blank-lines":
         stdin = (b"[]\n" if not line.strip() else line for line in stdin)  # a blank line becomes bad_message
     serve({"hello": hello, "write_task": write_task, "list_tasks": list_tasks, "read_task": read_task}, stdin)

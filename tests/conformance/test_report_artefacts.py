@@ -207,7 +207,10 @@ def test_the_step_summary_is_appended_with_the_failure_and_its_fix_line(liar):
     text = (liar / "step-summary.md").read_text()
     assert text.startswith("earlier step\n## retryproof: ")  # appended, never overwritten
     assert "**Verdict: NOT CONFORMANT" in text
-    assert "0 passed · 2 failed (MUST) · 0 SHOULD warnings · 0 not verified · 0 skipped · 0 not applicable" in text
+    assert (
+        "0 passed · 2 failed (MUST) · 0 errors (MUST) · 0 SHOULD warnings · 0 not verified · 0 skipped · 0 not applicable"
+        in text
+    )
     assert "`WT-CREATE` (MUST, failed)" in text and "SUB-1: The first call" in text
     assert "retryproof run --only WT-CREATE --seed 7" in text
     assert "<script>" not in text
