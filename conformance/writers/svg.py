@@ -114,9 +114,10 @@ def render_timeline(picture: Timeline, prefix: str, link: str) -> str:
         out.append(f'<rect x="{LABEL_W}" y="{y}" width="{plot_w}" height="{LANE_H}" fill="{shade}"/>')
         out.append(f'<text x="{LABEL_W - 6}" y="{y + 14}" text-anchor="end">{_x(lane.label, 24)}</text>')
     for tick in _ticks(picture.start_ms, picture.end_ms):
+        anchor = "end" if x(tick) > WIDTH - 30 else "middle"  # the last label stays inside the picture
         out.append(
             f'<line x1="{x(tick):.1f}" y1="{bottom}" x2="{x(tick):.1f}" y2="{bottom + 4}" stroke="#57606a"/>'
-            f'<text x="{x(tick):.1f}" y="{bottom + 16}" text-anchor="middle" fill="#57606a">{tick:g} ms</text>'
+            f'<text x="{x(tick):.1f}" y="{bottom + 16}" text-anchor="{anchor}" fill="#57606a">{tick:g} ms</text>'
         )
     out.append(f'<line x1="{LABEL_W}" y1="{bottom}" x2="{LABEL_W + plot_w}" y2="{bottom}" stroke="#57606a"/>')
     for bar in picture.bars:
@@ -144,7 +145,8 @@ def render_timeline(picture: Timeline, prefix: str, link: str) -> str:
         dashes = f' stroke-dasharray="{dash}"' if dash else ""
         out.append(
             f"<g>{_title(f'{mark.number}: {mark.label}')}{number}{band}"
-            f'<line x1="{left:.1f}" y1="{HEAD_H - 4}" x2="{left:.1f}" y2="{bottom}" stroke="{colour}" stroke-width="2"{dashes}/></g>'
+            f'<line class="fault" x1="{left:.1f}" y1="{HEAD_H - 4}" x2="{left:.1f}" y2="{bottom}" stroke="{colour}" '
+            f'stroke-width="2"{dashes}/></g>'
         )
     extra = _fault_legend({mark.kind for mark in picture.marks})
     if picture.highlighted is not None:
