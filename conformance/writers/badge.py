@@ -12,13 +12,18 @@ from retryproof.conformance.events import RunFinished
 COLOURS = {"conformant": "brightgreen", "blocked": "red", "partial": "lightgrey"}
 
 
+def tone(run: RunFinished) -> str:
+    """conformant, blocked (a MUST scenario blocks) or partial: the badges' colour."""
+    verdict = run.verdict
+    return "conformant" if verdict.conformant else "blocked" if verdict.blocking else "partial"
+
+
 def render_badge(run: RunFinished) -> str:
     verdict = run.verdict
-    tone = "conformant" if verdict.conformant else "blocked" if verdict.blocking else "partial"
     document = {
         "schemaVersion": 1,
         "label": "retryproof",
         "message": "conformant" if verdict.conformant else "not conformant",
-        "color": COLOURS[tone],
+        "color": COLOURS[tone(run)],
     }
     return json.dumps(document) + "\n"

@@ -137,6 +137,16 @@ def failing_anchor(scenario_id: str) -> str:
     return f"{anchor(scenario_id)}-t-failing"
 
 
+def evidence_anchor(result: ScenarioResult) -> str:
+    """Where report.html shows a failed scenario best (``retryproof compare`` and the
+    kill matrix link there): the outlined call on its timeline, or its evidence when
+    it has no timeline (a report that predates them)."""
+    picture = timeline.timeline(result)
+    if picture is not None and picture.highlighted is not None:
+        return failing_anchor(result.entry.id)
+    return anchor(result.entry.id)
+
+
 def _calls_anchor(scenario_id: str) -> str:
     return f"{anchor(scenario_id)}-call"
 

@@ -1,5 +1,6 @@
-"""Inline SVG for report.html: a scenario's timeline and restart strip (what they say
-is decided in ``writers/timeline.py``), and the checklist badge.
+"""SVG pictures: for report.html, a scenario's timeline and restart strip (what they
+say is decided in ``writers/timeline.py``); for a README, badge.svg (the verdict and the
+seven checklist answers).
 
 No script, no external resource, no web font: the page's Content-Security-Policy
 allows none. Every outcome has a pattern besides its colour and every fault a line
@@ -13,6 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from retryproof.conformance.events import RunFinished
+from retryproof.conformance.writers.badge import tone
 from retryproof.conformance.writers.escape import html_text, one_line, visible_lines
 from retryproof.conformance.writers.timeline import OUTCOMES, Bar, Outcome, Strip, Timeline
 
@@ -259,4 +262,44 @@ def render_strip(picture: Strip, prefix: str) -> str:
     return (
         f'<figure class="picture" id="{prefix}">{svg}<figcaption>After each restart (R1, R2, …), what each key '
         f"answered first:<ol>{columns}</ol></figcaption></figure>"
+    )
+
+
+#: A checklist answer on the badge: (glyph, fill).
+ANSWER_MARKS = {
+    "yes": ("✓", "#1a7f37"),
+    "yes (with warnings)": ("✓!", "#9a6700"),
+    "no": ("✗", "#cf222e"),
+    "unverified": ("?", "#6e7781"),
+    "not applicable": ("–", "#8c959f"),
+}
+#: The verdict's fill on the badge, by ``writers/badge.py``'s tone.
+TONE_FILLS = {"conformant": "#1a7f37", "blocked": "#cf222e", "partial": "#6e7781"}
+
+
+def render_checklist_badge(run: RunFinished) -> str:
+    """badge.svg: a README-sized picture of the verdict and the seven checklist answers,
+    each a cell with its question number, a glyph and a colour (the glyph carries the
+    answer without colour), and the question and answer on hover."""
+    verdict = run.verdict
+    message = "conformant" if verdict.conformant else "not conformant"
+    segments = [("retryproof", "#555", "retryproof"), (message, TONE_FILLS[tone(run)], verdict.headline)]
+    for answer in verdict.checklist:
+        glyph, fill = ANSWER_MARKS.get(answer.answer, ("?", "#6e7781"))
+        segments.append((f"{answer.question}{glyph}", fill, f"{answer.question} {answer.text} {answer.answer}"))
+    out, x = [], 0.0
+    for text, fill, hover in segments:
+        width = 10 + 6.6 * len(text)
+        out.append(
+            f'<g>{_title(hover)}<rect x="{x:.1f}" width="{width:.1f}" height="20" fill="{fill}"/>'
+            f'<text x="{x + width / 2:.1f}" y="14" text-anchor="middle">{_x(text)}</text></g>'
+        )
+        x += width
+    answers = "; ".join(f"{answer.question} {answer.answer}" for answer in verdict.checklist)
+    label = f"retryproof: {message}; {answers}"
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{x:.0f}" height="20" viewBox="0 0 {x:.0f} 20" role="img" '
+        f'aria-label="{_x(label)}">'
+        f"<title>{_x(label)}</title>"
+        f'<g fill="#fff" font-family="Verdana,DejaVu Sans,sans-serif" font-size="11">{"".join(out)}</g></svg>\n'
     )
