@@ -1,5 +1,6 @@
-"""Timelines: the history's times and lanes in report.json, and the pictures report.html
-draws from them, judged in real headless Chromium against report.json.
+"""Pictures for reviewers: the history's times and lanes in report.json, the timelines
+report.html draws from them (judged in real headless Chromium against report.json), the
+comparison and kill-matrix grids, and badge.svg.
 
 Known timing comes from ``fake_harness.py serial-delay``: one write_task at a time, each
 taking ``SERIAL_DELAY_S``, so eight pipelined calls are all in flight together and answer
@@ -22,11 +23,14 @@ import jsonschema
 import pytest
 from kit import once_per_session
 
-from retryproof.conformance.catalogue import entry
+from retryproof.conformance.catalogue import catalogue, entry
+from retryproof.conformance.commands import selftest
+from retryproof.conformance.commands.compare import Column, _scenario_cell, load_columns, write_comparison
 from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
 from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers import timeline
 from retryproof.conformance.writers.html import render_html
+from retryproof.conformance.writers.svg import render_checklist_badge
 from retryproof.spec import schema
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
@@ -59,6 +63,7 @@ def certify(out, mode):
     assert done.returncode in (0, 1), done.stderr
     report = json.loads((out / "report.json").read_text())
     return {
+        "out": str(out),
         "report": report,
         "dom": headless_chromium.dump_dom(str(out / "report.html")),
         "html": (out / "report.html").read_text(),
@@ -364,3 +369,75 @@ def test_reports_without_times_still_validate_and_draw_no_timeline():
     assert validator.is_valid(old | {"start_ms": 1.0, "end_ms": 4.0, "lane": 2, "connection": 1})
     assert not validator.is_valid(old | {"start_ms": 1.0})  # a start without its end
     assert not validator.is_valid(old | {"lane": -1})
+
+
+def test_the_comparison_grid_tones_its_cells_and_links_a_failure_to_its_timeline(serial, double, tmp_path):
+    out = tmp_path / "compare"
+    write_comparison(load_columns([f"{serial['out']}/report.json", f"{double['out']}/report.json"]), str(out))
+    page = (out / "comparison.html").read_text()
+    row = page.split("<th>RESTART-REUSE (MUST)</th>")[1].split("</tr>")[0]
+    cells = re.findall(r'<td class="([^"]+)"[^>]*>(.*?)</td>', row)
+    assert cells[0] == ("pass", "pass")
+    link = re.fullmatch(r'<a href="([^"#]+)#([^"]+)">FAIL</a>', cells[1][1])
+    assert cells[1][0] == "fail" and link, cells
+    assert link.group(2) == "s-RESTART-REUSE-t-failing"
+    assert f'id="{link.group(2)}"' in (out / link.group(1)).read_text()  # the outlined call on the timeline
+    q4 = page.split("<th>Q4 ")[1].split("</tr>")[0]
+    assert re.findall(r'<td class="([^"]+)"', q4) == ["pass", "fail"]  # yes, no
+    assert '<td class="not-verified">unverified</td>' in page and "default-src 'none'" in page
+    pixels = headless_chromium.screenshot(str(out / "comparison.html"), str(tmp_path / "grid.png"), 1280, 2400)
+    assert pixels[(0xFF, 0xD8, 0xD3)] > 500 and pixels[(0xDA, 0xFB, 0xE1)] > 500  # fail and pass cells
+
+
+def test_a_skip_is_not_verified_or_not_covered_as_the_verdict_says(serial):
+    document = json.loads(json.dumps(serial["report"]))
+    for item in document["scenarios"]:
+        item["status"], item["reason"] = "skipped", "the runtime does not provide x"
+    document["verdict"]["blocking"] = [{"id": "A4-CONCURRENT", "why": "not verified: x"}]
+    document["verdict"]["not_covered"] = [{"id": "RESTART-REUSE", "why": "optional x"}]
+    column = Column("c", "report.json", document, "report.json", None)
+    assert (_scenario_cell(column, "A4-CONCURRENT", ".").tone, _scenario_cell(column, "A4-CONCURRENT", ".").text) == (
+        "not-verified",
+        "not verified",
+    )
+    assert _scenario_cell(column, "RESTART-REUSE", ".").tone == "not-covered"
+    assert _scenario_cell(column, "WT-CREATE", ".").tone == "none"
+
+
+def test_the_kill_matrix_grid_links_a_killed_runtime_to_its_failing_call(tmp_path):
+    runtime = next(r for r in selftest.bundled_runtimes() if r.name == "legacy-says-idempotent")
+    runs = {}
+    outcomes = selftest.run_all([runtime], seed=0, jobs=1, runs=runs)
+    ids = [item.id for item in catalogue()]
+    written = selftest.write_files(str(tmp_path), [runtime], outcomes, ids, [], 0, 1.0, 1, runs)
+    assert str(tmp_path / "legacy-says-idempotent" / "report.html") in written
+    page = (tmp_path / "kill-matrix.html").read_text()
+    cells = re.findall(r'<td class="([^"]+)"[^>]*>(.*?)</td>', page)
+    assert len(cells) == len(ids)
+    killer = cells[ids.index("LEGACY-NO-ID")]
+    assert killer[0] == "fail marked"
+    href = re.fullmatch(r'<a href="([^"#]+)#([^"]+)">FAIL</a>', killer[1])
+    assert href and href.group(2) == "s-LEGACY-NO-ID-t-failing"
+    assert f'id="{href.group(2)}"' in (tmp_path / href.group(1)).read_text()
+    assert {cell for n, cell in enumerate(cells) if ids[n] != "LEGACY-NO-ID"} == {("none", "-")}
+
+
+def test_the_checklist_badge_gives_each_answer_a_glyph_and_a_colour(tmp_path):
+    from xml.etree import ElementTree
+
+    results = tuple(ScenarioResult(item, "passed", None, 0.1, "r") for item in catalogue())
+    failed = tuple(
+        ScenarioResult(r.entry, "failed", "why", 0.1, "r") if r.entry.id == "A4-CONCURRENT" else r for r in results
+    )
+    for run, message in ((run_of(*results), "conformant"), (run_of(*failed), "not conformant")):
+        text = render_checklist_badge(run)
+        root = ElementTree.fromstring(text)  # well-formed XML, for an <img> in a README
+        labels = [element.text for element in root.iter("{http://www.w3.org/2000/svg}text")]
+        answers = {answer.question: answer.answer for answer in run.verdict.checklist}
+        glyphs = {"yes": "✓", "no": "✗", "unverified": "?", "not applicable": "–"}
+        assert labels == ["retryproof", message, *(f"{q}{glyphs[a]}" for q, a in answers.items())]
+    assert answers["Q4"] == "no"
+    badge = tmp_path / "badge.svg"
+    badge.write_text(text)
+    pixels = headless_chromium.screenshot(str(badge), str(tmp_path / "badge.png"), 500, 60)
+    assert pixels[(0xCF, 0x22, 0x2E)] > 300 and pixels[(0x1A, 0x7F, 0x37)] > 300  # the red no, the green yes
