@@ -242,6 +242,13 @@ class Context:
     def _offset(self, moment: float) -> float:
         return moment - self._began
 
+    def adopt(self, events: Iterable[HistoryEvent], began: float) -> None:
+        """Add to the history events recorded elsewhere, timed from ``began``
+        (``time.perf_counter``): FUZZ-MODEL's minimal history as its engine replayed it."""
+        shift = self._offset(began)
+        with self._calls_lock:
+            self.history.extend(_shifted(event, shift) for event in events)
+
     def _connection_number(self, connection: Connection) -> int:
         return next((n for n, known in enumerate(self.connections, 1) if known is connection), 1)
 
@@ -596,6 +603,15 @@ class Context:
         }
         task.update(fields)
         return task
+
+
+def _shifted(event: HistoryEvent, shift: float) -> HistoryEvent:
+    """The event with its times ``shift`` seconds later (untimed events as they are)."""
+    if isinstance(event, Fault):
+        if event.start_s is None or event.end_s is None:
+            return event
+        return replace(event, start_s=event.start_s + shift, end_s=event.end_s + shift)
+    return event if event.start_s is None else replace(event, start_s=event.start_s + shift)
 
 
 def _describe(call: Call) -> str:

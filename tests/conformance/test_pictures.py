@@ -441,3 +441,37 @@ def test_the_checklist_badge_gives_each_answer_a_glyph_and_a_colour(tmp_path):
     badge.write_text(text)
     pixels = headless_chromium.screenshot(str(badge), str(tmp_path / "badge.png"), 500, 60)
     assert pixels[(0xCF, 0x22, 0x2E)] > 300 and pixels[(0x1A, 0x7F, 0x37)] > 300  # the red no, the green yes
+
+
+def test_fuzz_models_minimal_history_is_timed_for_its_timeline(tmp_path):
+    """The replay of a minimal history (a crash at a failpoint, the restart, the retry
+    that creates a second task) comes back timed and laned, so FUZZ-MODEL's report
+    draws it like any scenario's history."""
+    from retryproof.adapters.process import ProcessConnection
+    from retryproof.conformance.fuzz.model import run_steps
+    from retryproof.conformance.outcome import Fault
+
+    faulty = [sys.executable, "-m", "retryproof.reference_impl", "--fault", "recovery-new-number"]
+    connection = ProcessConnection(faulty, str(tmp_path), call_timeout=10, start_timeout=30)
+    step = {"step": "crash", "failpoint": "write_task.after_task_write", "id": "fz-a", "task": 0}
+    try:
+        violation, _ = run_steps(connection, [step])
+    finally:
+        connection.kill()
+    assert violation is not None and "a second task" in str(violation)
+    events = [event.summary() for event in violation.history]
+    assert [(e["op"], e["kind"]) for e in events] == [
+        ("kill", "fault"),
+        ("start", "fault"),
+        ("write_task", "info"),  # killed by its armed failpoint
+        ("kill", "fault"),
+        ("start", "fault"),
+        ("write_task", "ok"),  # the retry created a second task
+    ]
+    starts = [e["start_ms"] for e in events]
+    assert starts == sorted(starts) and all(e["end_ms"] >= e["start_ms"] >= 0 for e in events)
+    assert isinstance(violation.history[1], Fault) and violation.history[1].failpoints
+    result = ScenarioResult(entry("FUZZ-MODEL"), "failed", str(violation), 0.1, "r", {}, tuple(events))
+    picture = timeline.timeline(result)
+    assert picture is not None and [bar.outcome for bar in picture.bars] == ["lost", "created"]
+    assert [mark.kind for mark in picture.marks] == ["kill", "start", "kill", "start"]
