@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.conformance.catalogue import Entry
 from retryproof.conformance.options import CALL_TIMEOUT_S, Shard
-from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify
+from retryproof.conformance.outcome import Call, FailureMark, Fault, FaultKind, HistoryEvent, classify
 from retryproof.conformance.schedule import Turn
 from retryproof.conformance.set_check import check_sets, task_id
 from retryproof.conformance.validation import result_problem
@@ -457,7 +457,7 @@ class Context:
         if call.result is not None:
             problem = result_problem(op, call.result)
             if problem:
-                raise ScenarioFailed(problem)
+                self._blame(call, ScenarioFailed(problem))
         return call
 
     # -- authoritative state ------------------------------------------------------
@@ -507,7 +507,11 @@ class Context:
     def check(self, condition: bool, message: str) -> None:
         """Fail the scenario with ``message`` unless ``condition`` holds."""
         if not condition:
-            raise ScenarioFailed(message)
+            with self._calls_lock:
+                last = next((event for event in reversed(self.history) if isinstance(event, Call)), None)
+            if last is None:
+                raise ScenarioFailed(message)
+            self._blame(last, ScenarioFailed(message), "before")
 
     def expect_ok(self, call: Call, what: str) -> Mapping[str, Any]:
         """The result of a success, or: a lost call makes the scenario ``error`` (nothing to judge),
@@ -549,16 +553,17 @@ class Context:
                 call, ScenarioFailed(f"{what}: expected error {' or '.join(sorted(codes))}, got {_describe(call)}")
             )
 
-    def _blame(self, call: Call, failure: Exception) -> NoReturn:
-        """Raise ``failure``, with ``call`` marked in the history as the call it is
-        about (report.html's timeline highlights it and links the reason to it). Only
-        the first failure is the scenario's: evidence gathered after it blames nothing."""
+    def _blame(self, call: Call, failure: Exception, mark: FailureMark = "about") -> NoReturn:
+        """Raise ``failure``, with ``call`` marked in the history: the call it is about,
+        or the last call ``before`` it (report.html's timeline outlines it and links the
+        reason to it). Only the first failure is the scenario's: evidence gathered after
+        it marks nothing."""
         with self._calls_lock:
-            blamed = any(isinstance(event, Call) and event.failing for event in self.history)
-            if not blamed:
+            marked = any(isinstance(event, Call) and event.failure for event in self.history)
+            if not marked:
                 index = next((n for n, event in enumerate(self.history) if event is call), None)
                 if index is not None:
-                    self.history[index] = replace(call, failing=True)
+                    self.history[index] = replace(call, failure=mark)
         raise failure
 
     def check_tasks(self, before: TaskSet, after: TaskSet, new: int) -> None:

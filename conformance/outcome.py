@@ -28,6 +28,7 @@ from retryproof.spec.protocol import Failure
 FAIL_CODES = frozenset(load_spec()["outcome_model"]["fail_codes"])
 
 CallKind = Literal["ok", "fail", "info"]
+FailureMark = Literal["about", "before"]
 #: What the kit did to a harness process: started one (a restart, or a start with
 #: failpoints armed), SIGKILLed its group, or ended it with shutdown.
 FaultKind = Literal["start", "kill", "shutdown"]
@@ -52,7 +53,9 @@ class Call:
     #: callers running at once (a pipelined batch's position, a parallel call's process).
     lane: int = 0
     connection: int = 1  # which of the scenario's harness connections (1: the first)
-    failing: bool = False  # the call a failed expectation was about
+    #: Where the scenario's failure stands to this call: "about" it (a failed expectation
+    #: on its answer), or "before": the failure named no call, and this was the last one.
+    failure: FailureMark | None = None
 
     @property
     def answered(self) -> bool:
@@ -99,8 +102,8 @@ class Call:
             record["error"] = self.code
         if self.message is not None:
             record["message"] = self.message[:300]
-        if self.failing:
-            record["failing"] = True
+        if self.failure is not None:
+            record["failure"] = self.failure
         return record
 
 

@@ -365,4 +365,5 @@ def _connection(options: Options, scratch: Scratch) -> Connection:
         call_timeout=options.call_timeout,
         start_timeout=options.start_timeout,
         work_dir=scratch.work,
+        shown=shlex.split(harness_command(options.command)),  # the evidence names no local interpreter path
     )

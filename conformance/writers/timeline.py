@@ -29,6 +29,9 @@ OUTCOMES: dict[Outcome, str] = {
     "ok": "other success (listing, diagnostics)",
 }
 
+#: How a call's ``failure`` mark reads under the picture.
+NOTES = {"about": "the call the failure is about", "before": "the last call before the failure"}
+
 #: Error codes that mean "another call holds this key right now".
 BUSY_CODES = frozenset({"in_flight", "in_progress"})
 
@@ -42,7 +45,7 @@ class Bar:
     outcome: Outcome
     label: str  # what the call was and what came of it, in a few words
     detail: str  # everything a hover should say
-    failing: bool
+    failure: str | None  # the call's ``failure`` mark: "about", "before" or None
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,9 @@ class Timeline:
     marks: tuple[Mark, ...]
     start_ms: float
     end_ms: float
-    #: The call a failed scenario's reason is about, or failing that its last call; None
-    #: when the scenario did not fail.
+    #: The call a failed scenario's reason is about, or the last call before a failure
+    #: that names none; None when the history marks no call (a pass, an error the
+    #: harness caused before any judgement, a report that predates the marks).
     highlighted: Bar | None
     highlight_note: str
 
@@ -134,7 +138,7 @@ def _bar(index: int, call: Mapping[str, Any]) -> Bar:
         outcome=outcome(call),
         label=f"{call['op']}: {answer}",
         detail="\n".join(detail),
-        failing=call.get("failing") is True,
+        failure=call.get("failure") if call.get("failure") in NOTES else None,
     )
 
 
@@ -178,10 +182,7 @@ def timeline(result: ScenarioResult) -> Timeline | None:
     if not bars:
         return None
     events = [*((bar.start_ms, bar.end_ms) for bar in bars), *((mark.start_ms, mark.end_ms) for mark in marks)]
-    highlighted = next((bar for bar in bars if bar.failing), None)
-    note = "the call the failure is about"
-    if highlighted is None and result.status in ("failed", "error"):
-        highlighted, note = bars[-1], "the last call before the failure"
+    highlighted = next((bar for bar in bars if bar.failure), None)
     return Timeline(
         lanes=tuple(Lane(number, _lane_label(number, lanes[number])) for number in sorted(lanes)),
         bars=tuple(bars),
@@ -189,7 +190,7 @@ def timeline(result: ScenarioResult) -> Timeline | None:
         start_ms=min(start for start, _ in events),
         end_ms=max(end for _, end in events),
         highlighted=highlighted,
-        highlight_note=note,
+        highlight_note="" if highlighted is None else NOTES[str(highlighted.failure)],
     )
 
 

@@ -225,18 +225,22 @@ def test_the_timeline_in_chromium_draws_the_history_of_report_json(serial):
 def test_the_failing_call_is_outlined_and_linked_from_the_failure_line(double):
     report, found = double["report"], pictures(double["dom"])
     calls = scenario(report, "RESTART-REUSE")["calls"]
-    failing = [n for n, call in enumerate(calls, 1) if call.get("failing")]
+    failing = [n for n, call in enumerate(calls, 1) if call.get("failure")]
     assert len(failing) == 1 and calls[failing[0] - 1]["disposition"] == "created"  # the retry that created again
+    assert calls[failing[0] - 1]["failure"] == "about"
     tag, attributes = found.ids["s-RESTART-REUSE-t-failing"]
     assert tag == "a" and int(attributes["data-call"]) == failing[0]
     assert attributes["href"] == f"#s-RESTART-REUSE-call-{failing[0]}"
     assert found.ids[f"s-RESTART-REUSE-call-{failing[0]}"][0] == "tr"  # the bar's row exists
     assert found.links.count("#s-RESTART-REUSE-t-failing") == 2  # from the failures list and the reason
     assert "Outlined: the call the failure is about, call" in double["html"]
-    # A4 fails on a count over a whole round, about no one call: the last call is outlined, and said to be.
+    # A4 fails on a count over a whole round, about no one call: the last call made before
+    # the judgement is outlined, and said to be; the listing gathered after the failure is not.
     tag, attributes = found.ids["s-A4-CONCURRENT-t-failing"]
     a4 = scenario(report, "A4-CONCURRENT")["calls"]
-    assert int(attributes["data-call"]) == len(a4) and not any(call.get("failing") for call in a4)
+    [before] = [n for n, call in enumerate(a4, 1) if call.get("failure")]
+    assert a4[before - 1]["failure"] == "before" and int(attributes["data-call"]) == before
+    assert before < len(a4) and a4[-1]["op"] == "list_tasks"  # the runner's "at failure" listing came after
     assert "the last call before the failure" in double["html"]
     created = [bar for bar in found.bars["s-A4-CONCURRENT-t"].values() if bar["data-outcome"] == "created"]
     assert len(created) == 8  # every caller of the first round created: the picture says so
@@ -260,7 +264,7 @@ def hostile_calls():
             "client_submission_id": HOSTILE,
             "error": HOSTILE,
             "message": HOSTILE,
-            "failing": True,
+            "failure": "about",
         },
         {"op": "kill", "kind": "fault", "process": 1, "start_ms": 5.0, "end_ms": 5.5, "message": HOSTILE},
         {"op": HOSTILE, "kind": "fault", "process": 2, "start_ms": 6.0, "end_ms": 8.0, "message": HOSTILE},
@@ -308,7 +312,7 @@ def test_a_1280px_screenshot_shows_every_column_of_a_failing_rows_calls(tmp_path
         "conflict_reason": "digest_mismatch",
         "error": "invalid_submission_id",
         "message": "x" * 80 + " " + "the message goes on and on " * 8,
-        "failing": True,
+        "failure": "about",
     }
     result = ScenarioResult(entry("WT-CREATE"), "failed", "why", 0.1, "r", {}, (call,) * 3)
     text = render_html(run_of(result))
