@@ -136,7 +136,7 @@ def render_timeline(picture: Timeline, prefix: str, link: str) -> str:
             middle = HEAD_H + lanes[mark.lane] * LANE_H + LANE_H / 2
             out.append(
                 f"<g>{_title(f'{mark.number}: {mark.label}')}{number}"
-                f'<path d="M{left:.1f},{middle - 6:.1f} l5,6 l-5,6 l-5,-6 z" fill="#1b1f24" stroke="#fff"/></g>'
+                f'<path class="listed" d="M{left:.1f},{middle - 6:.1f} l5,6 l-5,6 l-5,-6 z" fill="#1b1f24" stroke="#fff"/></g>'
             )
             continue
         colour, dash = FAULT_LINES.get(mark.kind, OTHER_FAULT)

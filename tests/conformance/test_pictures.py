@@ -89,6 +89,7 @@ class Pictures(HTMLParser):
         self.figure = None
         self.bars: dict[str, dict[int, dict]] = {}
         self.lines: dict[str, list[float]] = {}
+        self.listed: dict[str, list[float]] = {}  # the diamonds where an effect first shows
         self.texts: dict[str, list[str]] = {}
         self.ids: dict[str, tuple[str, dict]] = {}
         self.links: list[str] = []
@@ -106,6 +107,7 @@ class Pictures(HTMLParser):
         if tag == "figure":
             self.figure = attributes.get("id")
             self.bars[self.figure], self.lines[self.figure], self.texts[self.figure] = {}, [], []
+            self.listed[self.figure] = []
         elif tag == "a" and "data-call" in attributes and self.figure:
             self._bar = {key: attributes[key] for key in ("data-lane", "data-outcome")} | {"id": attributes.get("id")}
             self.bars[self.figure][int(attributes["data-call"])] = self._bar
@@ -113,6 +115,8 @@ class Pictures(HTMLParser):
             self._bar.update(x=float(attributes["x"]), width=float(attributes["width"]))
         elif tag == "line" and self.figure and attributes.get("class") == "fault":
             self.lines[self.figure].append(float(attributes["x1"]))
+        elif tag == "path" and self.figure and attributes.get("class") == "listed":
+            self.listed[self.figure].append(float(attributes["d"][1:].split(",")[0]))
         elif tag == "text" and self.figure:
             self._in_text = True
 
@@ -206,6 +210,15 @@ def test_the_timeline_in_chromium_draws_the_history_of_report_json(serial):
         assert len(lines) == len(faults)
         for fault, x in zip(faults, lines, strict=True):
             assert x == pytest.approx(min(origin.values()) + k * fault["start_ms"], abs=1.0)
+        # A diamond at the end of each listing that held more tasks than any before it.
+        growth, most = [], 0
+        for call in calls:
+            if call.get("listed", 0) > most:
+                growth.append(call["end_ms"])
+                most = call["listed"]
+        diamonds = found.listed[f"s-{scenario_id}-t"]
+        assert diamonds == pytest.approx([min(origin.values()) + k * end for end in growth], abs=1.0)
+        assert len(diamonds) == (5 if scenario_id == "A4-CONCURRENT" else 1)  # a new task per round; one task
     # A4: each round's bars overlap pairwise and end, left to right, in the order of report.json.
     calls = scenario(serial["report"], "A4-CONCURRENT")["calls"]
     bars = found.bars["s-A4-CONCURRENT-t"]
