@@ -84,13 +84,14 @@ def _text(value: Any, limit: int | None = None) -> str:
 
 
 def _cell(value: Any, limit: int | None = CELL_LIMIT) -> str:
-    """A ``<td>``: id lists wrapped; a cell cut at ``limit`` or holding a word longer
-    than ``LONG_WORD`` shows an elided value with the whole one in its title."""
+    """A ``<td>``: id lists wrapped; a cell cut at ``limit``, or in a table with a limit
+    holding a word longer than ``LONG_WORD``, shows an elided value with the whole one
+    in its title."""
     if isinstance(value, IdList):
         return "<td>" + "<br>".join(html.escape(", ".join(line)) for line in value.lines()) + "</td>"
     whole = one_line("" if value is None else value)
     shown = one_line(whole, limit)
-    if any(len(word) > LONG_WORD for word in shown.split()):
+    if limit is not None and any(len(word) > LONG_WORD for word in shown.split()):
         shown = " ".join(
             word if len(word) <= LONG_WORD else f"{word[: LONG_WORD // 2]}…{word[-(LONG_WORD // 2 - 4) :]}"
             for word in shown.split(" ")
@@ -168,7 +169,7 @@ def render_html(run: RunFinished) -> str:
         f"<small>{html.escape(content.tally(run.results).line())} · exit code {verdict.exit_code}</small></div>",
         *_failures(run),
         "<h2>Environment</h2>",
-        _table(("", ""), content.environment(run)),
+        _table(("", ""), content.environment(run), None),  # whole: a reviewer copies these
         "<h2>The seven checklist questions</h2>",
         _table(("", "question", "answer", "scenarios behind the answer"), content.checklist_rows(run), None),
         *_scenario_table(run.results),
