@@ -92,13 +92,19 @@ def outcome(call: Mapping[str, Any]) -> Outcome:
     disposition = call.get("disposition")
     if disposition in ("created", "reused", "conflict"):
         return disposition
-    if call.get("error") in BUSY_CODES:
+    if isinstance(call.get("error"), str) and call["error"] in BUSY_CODES:
         return "in_flight"
     if call.get("error") is not None:
         return "error"
     if call["kind"] == "info":
         return "lost"
     return "ok"
+
+
+def _number(value: Any, default: int) -> int:
+    """An integer field of a call (lane, connection, process), or ``default`` where a
+    report (a merged shard's, say) holds something else: a picture never raises."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def _timed(call: Mapping[str, Any]) -> bool:
@@ -132,7 +138,7 @@ def _bar(index: int, call: Mapping[str, Any]) -> Bar:
         detail.append(str(call["message"]))
     return Bar(
         index=index,
-        lane=int(call.get("lane", 0)),
+        lane=_number(call.get("lane"), 0),
         start_ms=float(call["start_ms"]),
         end_ms=max(float(call["end_ms"]), float(call["start_ms"])),
         outcome=outcome(call),
@@ -173,7 +179,7 @@ def timeline(result: ScenarioResult) -> Timeline | None:
             continue
         bar = _bar(index, call)
         bars.append(bar)
-        lanes.setdefault(bar.lane, set()).add(int(call.get("connection", 1)))
+        lanes.setdefault(bar.lane, set()).add(_number(call.get("connection"), 1))
         listed = call.get("listed")
         if isinstance(listed, int) and listed > most_listed:
             label = f"effect listed: {listed} task(s), {listed - most_listed} more than any earlier listing"
@@ -219,14 +225,16 @@ STRIP_RESTARTS = 2
 def strip(result: ScenarioResult) -> Strip | None:
     calls = result.calls
     restarts = [
-        call for call in calls if call["kind"] == "fault" and call["op"] == "start" and call.get("process", 0) > 1
+        call
+        for call in calls
+        if call["kind"] == "fault" and call["op"] == "start" and _number(call.get("process"), 0) > 1
     ]
     if len(restarts) < STRIP_RESTARTS:
         return None
     writes = [
         call
         for call in calls
-        if call["op"] == "write_task" and call["kind"] != "fault" and call.get("client_submission_id") is not None
+        if call["op"] == "write_task" and call["kind"] != "fault" and isinstance(call.get("client_submission_id"), str)
     ]
     keys = list(dict.fromkeys(call["client_submission_id"] for call in writes))
     if not keys:
@@ -234,10 +242,12 @@ def strip(result: ScenarioResult) -> Strip | None:
     columns: list[str] = []
     rows: dict[str, list[StripCell]] = {key: [] for key in keys}
     ended = {
-        call.get("process"): fault_label(call) for call in calls if call["kind"] == "fault" and call["op"] != "start"
+        _number(call.get("process"), 0): fault_label(call)
+        for call in calls
+        if call["kind"] == "fault" and call["op"] != "start"
     }
     for number, restart in enumerate(restarts, 1):
-        process = restart["process"]
+        process = _number(restart.get("process"), 0)
         at = f" at {restart['start_ms']:.0f} ms" if _timed(restart) else ""
         columns.append(f"restart {number}{at}, after {ended.get(process - 1, 'a crash')}")
         for key in keys:

@@ -492,3 +492,15 @@ def test_fuzz_models_minimal_history_is_timed_for_its_timeline(tmp_path):
     picture = timeline.timeline(result)
     assert picture is not None and [bar.outcome for bar in picture.bars] == ["lost", "created"]
     assert [mark.kind for mark in picture.marks] == ["kill", "start", "kill", "start"]
+
+
+def test_a_report_with_odd_values_still_draws(tmp_path):
+    """A merged shard's report is checked against the schema, which leaves most call
+    fields open: values of other types are drawn as text or left out, never a crash."""
+    odd = [["x"]]
+    calls = tuple(call | {"lane": "1", "connection": odd, "process": odd, "error": odd} for call in hostile_calls())
+    calls += tuple({"op": "start", "kind": "fault", "process": n, "start_ms": 20, "end_ms": 21} for n in (5, 6))
+    calls += (calls[-3] | {"process": 6},)  # a key's call from the last start
+    result = ScenarioResult(entry("KILL-NEMESIS"), "failed", "why", 0.1, "r", {}, calls)
+    assert timeline.timeline(result) is not None and timeline.strip(result) is not None
+    assert render_html(run_of(result)).count("<svg") == 2
