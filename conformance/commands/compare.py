@@ -142,6 +142,7 @@ ANSWER_TONES: dict[str, Tone] = {
     "no": "fail",
     "unverified": "not-verified",
     "not applicable": "na",
+    "unanswered": "not-covered",
 }
 
 

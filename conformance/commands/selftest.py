@@ -37,13 +37,14 @@ from tabulate import tabulate
 from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.events import RunFinished
+from retryproof.conformance.file_names import file_stem
 from retryproof.conformance.options import REFERENCE_COMMAND, Options, available_cpus
 from retryproof.conformance.schedule import in_order
 from retryproof.conformance.writers.content import STATUS_CELLS
-from retryproof.conformance.writers.escape import file_stem
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
 from retryproof.conformance.writers.grid import STATUS_TONES, GridCell, render_grid
 from retryproof.conformance.writers.html import evidence_anchor, render_html
+from retryproof.spec.protocol import Hello
 
 REFERENCE = "reference"
 
@@ -254,7 +255,7 @@ def run_all(
 
     jobs = jobs or available_cpus()
 
-    def handshake(runtime: Runtime) -> tuple[Options, Mapping[str, Any] | str]:
+    def handshake(runtime: Runtime) -> tuple[Options, Hello | str]:
         options = runtime_options(runtime, seed, runtime.killed_by)
         try:
             return options, probe(options)

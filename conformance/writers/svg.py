@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 
 from retryproof.conformance.events import RunFinished
-from retryproof.conformance.writers.badge import tone
+from retryproof.conformance.writers.badge import message, tone
 from retryproof.conformance.writers.escape import html_text, one_line, visible_lines
 from retryproof.conformance.writers.timeline import OUTCOMES, Bar, Outcome, Strip, Timeline
 
@@ -272,6 +272,7 @@ ANSWER_MARKS = {
     "no": ("✗", "#cf222e"),
     "unverified": ("?", "#6e7781"),
     "not applicable": ("–", "#8c959f"),
+    "unanswered": ("○", "#8c959f"),
 }
 #: The verdict's fill on the badge, by ``writers/badge.py``'s tone.
 TONE_FILLS = {"conformant": "#1a7f37", "blocked": "#cf222e", "partial": "#6e7781"}
@@ -282,8 +283,7 @@ def render_checklist_badge(run: RunFinished) -> str:
     each a cell with its question number, a glyph and a colour (the glyph carries the
     answer without colour), and the question and answer on hover."""
     verdict = run.verdict
-    message = "conformant" if verdict.conformant else "not conformant"
-    segments = [("retryproof", "#555", "retryproof"), (message, TONE_FILLS[tone(run)], verdict.headline)]
+    segments = [("retryproof", "#555", "retryproof"), (message(run), TONE_FILLS[tone(run)], verdict.headline)]
     for answer in verdict.checklist:
         glyph, fill = ANSWER_MARKS.get(answer.answer, ("?", "#6e7781"))
         segments.append((f"{answer.question}{glyph}", fill, f"{answer.question} {answer.text} {answer.answer}"))
@@ -296,7 +296,7 @@ def render_checklist_badge(run: RunFinished) -> str:
         )
         x += width
     answers = "; ".join(f"{answer.question} {answer.answer}" for answer in verdict.checklist)
-    label = f"retryproof: {message}; {answers}"
+    label = f"retryproof: {message(run)}; {answers}"
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{x:.0f}" height="20" viewBox="0 0 {x:.0f} 20" role="img" '
         f'aria-label="{_x(label)}">'
