@@ -39,7 +39,7 @@ MAX_TIMEOUT_S = 86400.0
 #: The ``--format`` names, in the order messages list them: the names only, so that
 #: checking a ``--format`` loads no renderer. ``writers/files.FORMATS`` holds a file and
 #: a renderer for each (tests/conformance/test_options.py keeps the two equal).
-REPORT_FORMATS = ("json", "md", "junit", "html", "badge")
+REPORT_FORMATS = ("json", "md", "junit", "html", "badge", "svg")
 
 
 def available_cpus() -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import platform
 import shlex
 import shutil
-import sys
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from typing import Any
 
 from retryproof.adapters.connection import HarnessStartError
 from retryproof.adapters.process_groups import Scratch
+from retryproof.adapters.targets import shown
 from retryproof.conformance import __version__
 from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.context import (
@@ -141,13 +141,8 @@ def _binding_format() -> str:
 
 
 def harness_command(command: Sequence[str]) -> str:
-    """The harness (or a binding's server) command line as a user would type it: the
-    kit's own interpreter (the bundled reference runtime, a hosted --python class, a
-    binding's ``{python}``) is named ``python``, not by its path on this machine."""
-    words = [
-        "python" if index == 0 and word in (sys.executable, "{python}") else word for index, word in enumerate(command)
-    ]
-    return shlex.join(words)
+    """The harness command line as a user would type it (``targets.shown``)."""
+    return shlex.join(shown(command))
 
 
 class Run:

@@ -40,6 +40,7 @@ from retryproof.conformance.fuzz.model import (
 )
 from retryproof.conformance.fuzz.profiles import choose_profile
 from retryproof.conformance.options import CALL_TIMEOUT_S
+from retryproof.conformance.outcome import HistoryEvent
 
 _ids = st.sampled_from(SUBMISSION_IDS)
 _task_indexes = st.integers(0, len(TASKS) - 1)
@@ -64,6 +65,10 @@ class FuzzOutcome:
     flaky: bool = False
     steps: list[dict[str, Any]] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    #: The minimal history's calls and faults as its last replay ran them, timed from
+    #: ``history_began`` (``time.perf_counter``); empty when it did not fail again.
+    history: tuple[HistoryEvent, ...] = ()
+    history_began: float = 0.0
     hypothesis_report: list[str] = field(default_factory=list)  # what Hypothesis printed
 
     @property
@@ -151,6 +156,7 @@ def run_fuzz(
             shrink_budget_s,
         )
         outcome.violation, outcome.questions = str(violation), violation.questions
+        outcome.history, outcome.history_began = violation.history, violation.began
     outcome.seconds = time.monotonic() - started
     return outcome
 

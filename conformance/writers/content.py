@@ -55,6 +55,7 @@ class Table:
     headers: Sequence[str]
     rows: Sequence[Sequence[Any]]
     whole: bool = False  # evidence a reviewer must see uncut
+    calls: bool = False  # the scenario's calls: row n is call n, bar n of its timeline
 
 
 @dataclass(frozen=True)
@@ -251,8 +252,8 @@ def evidence_blocks(result: ScenarioResult, black_box: bool = False) -> list[Blo
                 dispositions[call["disposition"]] = dispositions.get(call["disposition"], 0) + 1
         if dispositions:
             blocks.append(Fact("dispositions", ", ".join(f"{name}={count}" for name, count in dispositions.items())))
-        calls = [[_call_cell(call, column) for column in CALL_COLUMNS] for call in result.calls]
-        blocks.append(Table("calls", CALL_COLUMNS, calls))
+        calls = [[n, *(_call_cell(call, column) for column in CALL_COLUMNS)] for n, call in enumerate(result.calls, 1)]
+        blocks.append(Table("calls", ("#", *CALL_COLUMNS), calls, calls=True))
     if broken(result):
         blocks.append(Code("reproduce", result.reproduce))
         if result.stderr:

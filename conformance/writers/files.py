@@ -1,4 +1,4 @@
-"""The report files (report.json, report.md, junit.xml, report.html, badge.json), written when the run ends,
+"""The report files (report.json, report.md, junit.xml, report.html, badge.json, badge.svg), written when the run ends,
 and the replay file of each scenario whose evidence carries one.
 
 A report directory belongs to one run at a time (``prepare_directory`` takes an
@@ -23,6 +23,7 @@ from retryproof.conformance.writers.document import report_document
 from retryproof.conformance.writers.html import render_html
 from retryproof.conformance.writers.junit import render_junit
 from retryproof.conformance.writers.markdown import render_markdown
+from retryproof.conformance.writers.svg import render_checklist_badge
 
 #: --format name -> (file name, renderer)
 FORMATS: dict[str, tuple[str, Callable[[RunFinished], str]]] = {
@@ -31,6 +32,7 @@ FORMATS: dict[str, tuple[str, Callable[[RunFinished], str]]] = {
     "junit": ("junit.xml", render_junit),
     "html": ("report.html", render_html),
     "badge": ("badge.json", render_badge),
+    "svg": ("badge.svg", render_checklist_badge),
 }
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import sys
+from concurrent.futures import Future
 
 import pytest
 from kit import by_id, certify
@@ -81,10 +82,12 @@ class _Stub:
         return reply() if callable(reply) else reply
 
     def submit(self, op, args):
-        return op
+        pending = Future()  # as Connection.submit returns; answered when waited for
+        pending.set_result(op)
+        return pending
 
-    def wait(self, op, timeout=None):
-        return self.call(op)
+    def wait(self, pending, timeout=None):
+        return self.call(pending.result())
 
     def exit_statuses(self):
         return [None]  # one process, running

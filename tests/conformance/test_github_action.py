@@ -75,7 +75,7 @@ def test_inputs_become_options_only_when_set(tmp_path):
         "--out",
         "reports-out",
         "--format",
-        "md,json,junit,html,badge",
+        "md,json,junit,html,badge,svg",
         "--harness",
         "node harness.js --fast",
         "--skip",

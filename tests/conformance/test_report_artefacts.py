@@ -231,7 +231,7 @@ def test_report_md_has_counts_requirements_environment_and_a_digest_column(liar)
     for label in ("kit version", "spec version", "protocol", "Python", "OS", "harness command", "seed", "started"):
         assert f"| {label} " in environment, label
     assert "fake\\_harness.py liar" in environment
-    header = next(line for line in text.splitlines() if line.startswith("| op "))
+    header = next(line for line in text.splitlines() if line.startswith("| # "))
     assert "request\\_digest" in header
     assert re.search(r"\| write\\_task +\| 1 +\| rp-wt-create-\S+ +\| sha256:[0-9a-f]{12}… ", text)
     document = json.loads((liar / "report.json").read_text())
