@@ -24,7 +24,7 @@ from retryproof.adapters.connection import HarnessStartError
 from retryproof.adapters.process_groups import Scratch
 from retryproof.adapters.targets import target_of
 from retryproof.conformance import replay_file
-from retryproof.conformance.errors import KitError, load_user_file
+from retryproof.conformance.errors import KitError, load_user_file, strict_json
 from retryproof.conformance.fuzz import (
     HarnessSilent,
     ModelViolation,
@@ -40,7 +40,7 @@ _STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore 
 
 def load_replay(path: str) -> dict[str, Any]:
     """The replay document at ``path``, or a ``KitError`` saying what is wrong."""
-    document = load_user_file(path, "replay file", json.load, "JSON", _FILE_HINT)
+    document = load_user_file(path, "replay file", strict_json, "JSON", _FILE_HINT)
     if not isinstance(document, dict) or document.get("format") != replay_file.FORMAT:
         raise KitError(f"{path} is not a replay file", f'expected an object with "format": "{replay_file.FORMAT}"')
     steps = document.get("steps")
@@ -54,7 +54,7 @@ def load_replay(path: str) -> dict[str, Any]:
 
 
 def main(args) -> int:
-    recorded = load_user_file(args.file, "replay file", json.load, "JSON", _FILE_HINT)
+    recorded = load_user_file(args.file, "replay file", strict_json, "JSON", _FILE_HINT)
     if isinstance(recorded, dict) and recorded.get("format") == replay_file.SCENARIO_FORMAT:
         return _rerun_scenario(args, recorded)
     document = load_replay(args.file)

@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from retryproof.conformance import replay_file
-from retryproof.conformance.context import Context, ScenarioFailed
+from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import converge, expect_identity, tally
 
@@ -115,7 +115,11 @@ def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]]) -> tuple[floa
             if submission_id in owned:
                 listed.setdefault(submission_id, time.perf_counter() - began)
         time.sleep(POLL_S)
-    ctx.collect(batch)
+    calls = ctx.collect(batch)
+    if not any(call.answered for call in calls):
+        # A runtime that answers nothing cannot be judged on what kills do to it; every
+        # other scenario calls that error, and a liveness failure would blame the kills.
+        raise Unjudgeable(f"none of the {KEYS} calibration calls, before any kill, got an answer ({calls[0].message})")
     given = os.environ.get(WINDOWS_ENV)
     if given:
         effect_ms, answer_ms = (float(part) for part in given.split(","))
