@@ -102,6 +102,11 @@ def main() -> int:
     for run in runs:
         for scenario, found in run["scenarios"].items():
             table[(run["wire"], run["service"], scenario)].append(found)
+    for run in runs:  # name every unexpected verdict, so it can be replayed
+        expected = "passed" if run["service"] == "fixed" else "failed"
+        for scenario, (status, _, _) in run["scenarios"].items():
+            if status != expected:
+                print(f"unexpected: {run['wire']} {run['service']} {scenario} seed {run['seed']}: {status}")
     rows, wrong = [], 0
     for (wire, service, scenario), found in sorted(table.items()):
         expected = "passed" if service == "fixed" else "failed"

@@ -39,7 +39,7 @@ LEASE_S = 1.0
 #: The claim -> effect window (where a caller who leaves cancels the call), and the
 #: effect -> done one (where a cut once the effect is listed lands).
 WORK_S = 0.3
-SETTLE_S = 0.15
+SETTLE_S = 0.3
 LOCK = threading.Lock()
 
 
