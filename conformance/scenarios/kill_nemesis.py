@@ -5,10 +5,11 @@ A first batch of fresh keys, not killed, measures two windows while the listing 
 polled: from sending to the moment the effects show in the listing (the runtime's
 claim -> effect window, where a key is claimed and nothing is made yet) and from
 there to the answers (effect -> answer, where the effect is made and its record not
-yet finished). Each round then sends write_task for a seeded subset of keys,
-pipelined, and SIGKILLs the runtime's process group, the rounds taking the windows in
-turn: at a seeded fraction of the time before the effects show, or the moment the
-round's first effect is listed; then starts it again on the same state. The kills
+yet finished). Each round then sends write_task for keys, pipelined, and SIGKILLs the
+runtime's process group, the rounds taking the windows in turn: a seeded subset of
+eight shared keys killed at a seeded fraction of the time before the effects show, or
+fresh keys killed the moment the first of their effects is listed; then starts it
+again on the same state. The kills
 land where the defects live, not at random points of the answer time, so the same
 seed gives the same verdict however loaded the machine is. Afterwards every
 key is retried until it answers with its effect, within the runtime's recovery bound
@@ -46,37 +47,46 @@ def kill_nemesis(ctx: Context) -> None:
     measured = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]
     effect_ms, answer_ms = _windows(ctx, measured)
     work = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]
+    fresh: list[tuple[str, dict[str, Any]]] = []
     schedule: list[dict[str, Any]] = []
     for round_number in range(ROUNDS):
-        chosen = sorted(ctx.rng.sample(range(KEYS), ctx.rng.randint(2, KEYS)))
+        count = ctx.rng.randint(2, KEYS)
         fraction = round(ctx.rng.uniform(0.1, 0.9), 3)
-        # Even rounds kill at a seeded fraction of the time before the effects show;
-        # odd rounds the moment the round's first effect is listed (its record is not
-        # finished yet, whatever the machine's load).
+        # Even rounds send a seeded subset of the shared keys (a key may be killed in
+        # several rounds) and kill at a seeded fraction of the time before the effects
+        # show; odd rounds send fresh keys, which have work to do, and kill the moment
+        # the first of their effects is listed (its record is not finished yet,
+        # whatever the machine's load).
         before_effect = round_number % 2 == 0
-        batch = ctx.submit_all([("write_task", ctx.write_task_args(*work[index])) for index in chosen])
+        if before_effect:
+            chosen = sorted(ctx.rng.sample(range(KEYS), count))
+            sent = [work[index] for index in chosen]
+        else:
+            sent = [(ctx.submission_id(), ctx.task()) for _ in range(count)]
+            fresh += sent
+        batch = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in sent])
         if before_effect:
             time.sleep(fraction * effect_ms / 1000)
         else:
-            _first_effect(ctx, [work[index][0] for index in chosen], batch.began, answer_ms)
+            _first_effect(ctx, [submission_id for submission_id, _ in sent], batch.began, answer_ms)
         killed_ms = round((time.perf_counter() - batch.began) * 1000, 1)
         ctx.kill()
         calls = ctx.collect(batch)
         ctx.start()
-        step: dict[str, Any] = {"keys": chosen}
         if before_effect:
-            step.update(window="claim -> effect", fraction=fraction)
+            step: dict[str, Any] = {"keys": chosen, "window": "claim -> effect", "fraction": fraction}
         else:
-            step.update(window="effect -> answer", at="the first effect listed")
+            step = {"fresh_keys": count, "window": "effect -> answer", "at": "the first effect listed"}
         schedule.append({**step, "kill_after_ms": killed_ms, "answers": tally(calls)})
     windows = f"{effect_ms:g},{answer_ms:g}"
     ctx.note("schedule", {"effect_ms": effect_ms, "answer_ms": answer_ms, "rounds": schedule})
     ctx.reproduce_env[WINDOWS_ENV] = windows
     try:
         bound = ctx.conn.recovery_s + ctx.call_timeout
-        finals = {submission_id: converge(ctx, submission_id, task, bound) for submission_id, task in measured + work}
+        keys = measured + work + fresh
+        finals = {submission_id: converge(ctx, submission_id, task, bound) for submission_id, task in keys}
         after = ctx.tasks("after")
-        ctx.check_tasks(before, after, new=2 * KEYS)
+        ctx.check_tasks(before, after, new=len(keys))
         for submission_id, final in finals.items():
             expect_identity(ctx, final, after, submission_id, f"the answer for {submission_id} after the kills")
     except ScenarioFailed:
@@ -88,8 +98,8 @@ def kill_nemesis(ctx: Context) -> None:
 
 
 def _first_effect(ctx: Context, keys: list[str], began: float, answer_ms: float) -> None:
-    """Return once the listing holds an effect of one of ``keys``, or past twice the
-    measured answer time (the batch was answered or lost by then)."""
+    """Return once the listing holds an effect of one of ``keys`` (fresh ones), or
+    past twice the measured answer time (the batch was answered or lost by then)."""
     deadline = began + 2 * answer_ms / 1000
     wanted = set(keys)
     while time.perf_counter() < deadline:
