@@ -14,6 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Union
 
+from retryproof.spec.digest import TASK_FIELDS
 from retryproof.spec.protocol import Failure, Success
 
 
@@ -58,6 +59,13 @@ class Connection(ABC):
     #: Idempotency-Key draft's 409) instead of waiting for the holder: true only
     #: through a binding; A4 then retries those calls and judges the retries.
     settles_in_flight: bool = False
+    #: The write-task fields the runtime's task model has: a harness has all ten; a
+    #: bound tool has the fields its binding maps, and the kit's tasks hold only those.
+    task_model: tuple[str, ...] = TASK_FIELDS
+    #: Whether requests equal under write-task-v1's normalization (line endings,
+    #: Unicode composition, null for absent) are one request to the runtime: a
+    #: harness's are; a bound tool's only when the binding claims write-task-v1.
+    normalizes: bool = True
 
     @abstractmethod
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
@@ -128,6 +136,11 @@ class Connection(ABC):
 
     def protocol_noise(self) -> list[str]:
         """Lines the harness wrote that answered no call in flight, oldest first."""
+        return []
+
+    def judged_by_listing(self) -> list[dict[str, Any]]:
+        """The answers this connection classified from the authoritative listing
+        (a binding whose service does not say "replayed"), oldest first."""
         return []
 
     @abstractmethod

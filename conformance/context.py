@@ -23,6 +23,7 @@ from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent,
 from retryproof.conformance.schedule import Turn
 from retryproof.conformance.set_check import check_sets, task_id
 from retryproof.conformance.validation import result_problem
+from retryproof.spec.digest import TASK_FIELDS
 
 
 class ScenarioFailed(Exception):
@@ -224,7 +225,13 @@ class Context:
         survivors = [entry for connection in self.connections for entry in connection.survivors()]
         noise = [line for connection in self.connections for line in connection.protocol_noise()]
         missed = next((c.missed_deadline for c in self.connections if c.missed_deadline), None)
-        for key, value in (("survivors", survivors), ("protocol_noise", noise), ("missed_deadline", missed)):
+        by_listing = [entry for connection in self.connections for entry in connection.judged_by_listing()]
+        for key, value in (
+            ("survivors", survivors),
+            ("protocol_noise", noise),
+            ("missed_deadline", missed),
+            ("judged_by_listing", by_listing),
+        ):
             if value:
                 self.evidence[key] = value
 
@@ -241,15 +248,18 @@ class Context:
         connection: Connection | None = None,
         timeout: float | None = None,
         args_json: str | None = None,
+        schema_checked: bool = True,
     ) -> Call:
         """One call, recorded and classified; a success is validated against the op's
-        result schema (a violation fails the scenario). ``args_json`` sends the args as
-        that exact JSON text (``args`` then only describes the call in evidence)."""
+        result schema (a violation fails the scenario), unless not ``schema_checked``:
+        a scenario that sends what must be refused judges a success itself, in words
+        about what the runtime did. ``args_json`` sends the args as that exact JSON text
+        (``args`` then only describes the call in evidence)."""
         connection = connection or self.conn
         args = dict(args or {})
         began = time.perf_counter()
         reply = connection.call(op, args, timeout, args_json=args_json)
-        return self._record(op, args, reply, time.perf_counter() - began, connection)
+        return self._record(op, args, reply, time.perf_counter() - began, connection, schema_checked)
 
     def concurrently(
         self, requests: Sequence[tuple[str, Mapping[str, Any]]], *, connection: Connection | None = None
@@ -371,12 +381,20 @@ class Context:
             args["invocation"] = dict(invocation)
         return args
 
-    def _record(self, op: str, args: Mapping[str, Any], reply, elapsed: float, connection: Connection) -> Call:
+    def _record(
+        self,
+        op: str,
+        args: Mapping[str, Any],
+        reply,
+        elapsed: float,
+        connection: Connection,
+        schema_checked: bool = True,
+    ) -> Call:
         process = len(connection.exit_statuses())
         call = classify(op, args, reply, elapsed, process)
         with self._calls_lock:
             self.history.append(call)
-        if call.result is not None:
+        if call.result is not None and schema_checked:
             problem = result_problem(op, call.result)
             if problem:
                 raise ScenarioFailed(problem)
@@ -384,13 +402,16 @@ class Context:
 
     # -- authoritative state ------------------------------------------------------
 
-    def tasks(self, label: str | None = None, *, connection: Connection | None = None) -> TaskSet:
-        """The tasks in durable state (``list_tasks``); recorded under ``label``."""
+    def tasks(
+        self, label: str | None = None, *, connection: Connection | None = None, schema_checked: bool = True
+    ) -> TaskSet:
+        """The tasks in durable state (``list_tasks``); recorded under ``label``. Not
+        ``schema_checked``: tasks under keys the schema refuses are listed too."""
         fresh = not any(
             isinstance(event, Call) and (event.op in STATE_CHANGING_OPS or event.op == "list_tasks")
             for event in self.history
         )
-        call = self.call("list_tasks", connection=connection)
+        call = self.call("list_tasks", connection=connection, schema_checked=schema_checked)
         snapshot = TaskSet(tuple(self.expect_ok(call, "list_tasks").get("tasks", ())))
         if fresh:
             self.check(
@@ -491,8 +512,14 @@ class Context:
         suffix = "".join(self.rng.choice(string.ascii_lowercase + string.digits) for _ in range(10))
         return f"rp-{self.entry.id.lower()}-{suffix}"
 
+    @property
+    def task_model(self) -> tuple[str, ...]:
+        """The write-task fields the runtime's tasks have (``Connection.task_model``)."""
+        return self.conn.task_model
+
     def task(self, **fields: Any) -> dict[str, Any]:
-        """A plausible task with seeded contents; ``fields`` override."""
+        """A plausible task with seeded contents; ``fields`` override. It holds only
+        the runtime's task model: a bound tool with three fields gets those three."""
         word = lambda: "".join(self.rng.choice(string.ascii_lowercase) for _ in range(self.rng.randint(3, 9)))  # noqa: E731
         task: dict[str, Any] = {
             "sender": self.rng.choice(["PM", "ADMIN", "QA"]),
@@ -503,8 +530,15 @@ class Context:
             "thread_key": f"thread-{self.rng.randrange(10**6)}",
             "references": [f"REF-{self.rng.randrange(1000)}" for _ in range(self.rng.randint(0, 2))],
         }
+        model = self.task_model
+        if len(model) < len(TASK_FIELDS):
+            # A tool that takes these must see them; the full model keeps its seven
+            # drawn fields, so a harness run replays as before.
+            extra = {"parent": f"TASK-{self.rng.randrange(10**6)}", "risk_level": self.rng.choice(["low", "high"])}
+            extra["depends_on"] = [f"TASK-{self.rng.randrange(10**6)}"]
+            task.update({name: value for name, value in extra.items() if name in model})
         task.update(fields)
-        return task
+        return {name: value for name, value in task.items() if name in model}
 
 
 def _describe(call: Call) -> str:
