@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retryproof.adapters.connection import Connection, HarnessStartError
 from retryproof.adapters.process import ProcessConnection, Scratch
@@ -48,6 +48,9 @@ from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
 from retryproof.spec import SPEC_VERSION
 from retryproof.spec.protocol import PROTOCOL
+
+if TYPE_CHECKING:
+    from retryproof.adapters.binding import Binding
 
 #: The harness stderr kept per failed scenario in reports.
 STDERR_EVIDENCE_CHARS = 8000
@@ -289,7 +292,7 @@ def run_one(
         return finish("error", refused)
     if function is None:
         return finish("error", "not implemented in this version of the kit")
-    missing = _missing_needs(item, hello, options)
+    missing = missing_needs(item, hello, options.binding)
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
     scratch = Scratch(f"retryproof-{item.id.lower()}-")
@@ -324,7 +327,9 @@ def run_one(
         scratch.remove()
 
 
-def _missing_needs(item: Entry, hello: Mapping[str, Any], options: Options) -> list[str]:
+def missing_needs(item: Entry, hello: Mapping[str, Any], binding: Binding | None) -> list[str]:
+    """The needs of ``item`` the runtime does not meet (``capability``,
+    ``failpoint:NAME``, ``protocol:PART``, ...); empty when the scenario can run."""
     capabilities = set(hello.get("capabilities") or ())
     failpoints = set(hello.get("failpoints") or ())
     missing = [need for need in item.capabilities if need not in capabilities]
@@ -334,8 +339,8 @@ def _missing_needs(item: Entry, hello: Mapping[str, Any], options: Options) -> l
         performed = set(hello.get("tamper_actions", item.tamper_actions))
         missing += [f"tamper:{action}" for action in item.tamper_actions if action not in performed]
     missing += [f"tool:{tool}" for tool in item.tools if shutil.which(tool) is None]
-    if options.binding is not None:  # a harness speaks every part of the protocol
-        offered = options.binding.protocol_parts
+    if binding is not None:  # a harness speaks every part of the protocol
+        offered = binding.protocol_parts
         missing += [f"protocol:{part}" for part in item.protocol_parts if part not in offered]
     return missing
 

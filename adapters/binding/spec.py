@@ -98,6 +98,16 @@ class Binding:
         return tuple(name for name in TASK_FIELDS if name in self.task_fields)
 
     @property
+    def capabilities(self) -> tuple[str, ...]:
+        """What the synthesized ``hello`` declares: write_task and what it offers."""
+        return ("write_task", *self.offers)
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether the service compares requests by the write-task-v1 digest (claimed)."""
+        return "write-task-v1" in self.claims
+
+    @property
     def says_reused(self) -> bool:
         """Whether an answer says "replayed" itself; otherwise the kit tells reuse
         from creation by the authoritative listing (``answers.Ledger``)."""
