@@ -12,7 +12,7 @@ import sys
 import pytest
 from kit import by_id, certify
 
-from retryproof.adapters.connection import Lost
+from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance.cli import main as cli
 from retryproof.conformance.fuzz.model import Driver, HarnessSilent, ModelViolation
 from retryproof.conformance.fuzz.profiles import CI, DEV, ENV_VAR, fuzz_settings
@@ -70,6 +70,10 @@ class _Stub:
     alive = True
     hello = {"capabilities": ["write_task"], "failpoints": []}
     missed_deadline = None
+    # What a harness connection says of itself (adapters.connection.Connection's defaults).
+    task_model = Connection.task_model
+    normalizes = Connection.normalizes
+    settles_in_flight = Connection.settles_in_flight
 
     def __init__(self, **replies):
         self.replies = replies
