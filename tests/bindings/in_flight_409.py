@@ -6,7 +6,6 @@ RETRYPROOF_STATE_DIR, RETRYPROOF_PORT."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import keyed_store as store
@@ -17,10 +16,10 @@ PENDING: set[str] = set()
 
 class Handler(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
-        task = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        key = self.headers.get("Idempotency-Key")
-        if not store.valid_key(key):
-            return self.answer(400, {"error": "bad idempotency key"})
+        posted = store.keyed_post(self)
+        if posted is None:
+            return
+        task, key = posted
         with store.LOCK:
             first = store.find(key)
             if first is None and key in PENDING:

@@ -45,6 +45,17 @@ def add(key: str | None, fields: dict[str, Any]) -> dict[str, Any]:
     return effect
 
 
+def keyed_post(handler: Any) -> tuple[Any, str | None] | None:
+    """A POST's JSON body and its ``Idempotency-Key``; None once a malformed key was
+    answered 400 (``handler`` is a ``json_service.JsonHandler``)."""
+    body = json.loads(handler.rfile.read(int(handler.headers.get("Content-Length") or 0)))
+    key = handler.headers.get("Idempotency-Key")
+    if not valid_key(key):
+        handler.answer(400, {"error": "bad idempotency key"})
+        return None
+    return body, key
+
+
 def valid_key(key: str | None) -> bool:
     """The key syntax of the retryproof contract (no key at all is the legacy path)."""
     return key is None or re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}", key) is not None

@@ -7,7 +7,6 @@ skipped): CONFLICT-DIGEST and FUZZ-MODEL must fail it. RETRYPROOF_STATE_DIR, RET
 
 from __future__ import annotations
 
-import json
 import sys
 
 import keyed_store as store
@@ -19,10 +18,10 @@ REPLAYS_ANY_BODY = sys.argv[1:] == ["--defect", "replays-any-body"]
 
 class Handler(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        key = self.headers.get("Idempotency-Key")
-        if not store.valid_key(key):
-            return self.answer(400, {"error": "bad idempotency key"})
+        posted = store.keyed_post(self)
+        if posted is None:
+            return
+        body, key = posted
         if body.get("project") != "demo" or not all(isinstance(body.get(name), str) for name in FIELDS):
             return self.answer(400, {"error": "project demo and three strings, please"})
         fields = {name: body[name] for name in FIELDS}
