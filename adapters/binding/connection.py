@@ -81,6 +81,11 @@ class BindingConnection(Connection):
     ):
         self.binding = binding
         self.recovery_s = binding.recovery_s
+        self.task_model = binding.task_model
+        self.normalizes = binding.normalizes
+        # Without a reused rule, created answers are told apart by the listing.
+        self._ledger = None if binding.says_reused else answers.Ledger.of(state_dir)
+        self._by_listing: list[dict[str, Any]] = []
         self.state_dir = state_dir
         self.call_timeout = call_timeout
         self.start_timeout = start_timeout
@@ -114,6 +119,7 @@ class BindingConnection(Connection):
         env.pop(PORT_ENV, None)
         if port is not None:
             env[PORT_ENV] = str(port)
+        env.update(binding.start_env(port, self.state_dir))
         command = binding.start_command(port, self.state_dir)
         # As the binding writes it: reports carry no interpreter path, port or state dir.
         shown = shlex.join(binding.command)
@@ -121,7 +127,9 @@ class BindingConnection(Connection):
         stdio = binding.transport == "mcp" and not binding.over_http
         # Registered like a harness's group, so an interrupted run (SIGINT, SIGTERM, exit)
         # SIGKILLs the server too (process.end_everything).
-        popen = start_group(command, stdin=subprocess.PIPE if stdio else subprocess.DEVNULL, env=env)
+        popen = start_group(
+            command, stdin=subprocess.PIPE if stdio else subprocess.DEVNULL, env=env, cwd=binding.directory
+        )
         server = _Server(popen, port, binding.base_url(port))
         self._servers.append(server)
         streams = [popen.stderr] if stdio else [popen.stderr, popen.stdout]
@@ -133,7 +141,7 @@ class BindingConnection(Connection):
             self.kill()
             raise HarnessStartError(f"the server was not ready: {exc.reason}", self.stderr_text()) from None
         implementation = {"name": binding.name, "version": binding.version, "language": binding.target}
-        self.hello = greeting(implementation, ["write_task", *binding.offers], [])
+        self.hello = greeting(implementation, list(binding.capabilities), [])
         return self.hello
 
     def _ready(self, server: _Server, stdio: bool, deadline: float) -> None:
@@ -197,6 +205,9 @@ class BindingConnection(Connection):
 
     def stderr_text(self) -> str:
         return self._stderr.text()
+
+    def judged_by_listing(self) -> list[dict[str, Any]]:
+        return list(self._by_listing)
 
     # -- calls -------------------------------------------------------------------
 
@@ -270,6 +281,12 @@ class BindingConnection(Connection):
         arguments = answers.call_arguments(binding, task)
         if isinstance(arguments, str):
             return Lost(arguments)
+        listed_before: set[str] = set()
+        if self._ledger is not None and not drop:
+            before = self._listing(server)
+            if isinstance(before, Failure):
+                return Lost(f"the kit could not read the listing before the call: {before.message}")
+            listed_before = {item["task_id"] for item in before}
         kind, name = binding.key
         timeout = self.call_timeout
         if binding.transport == "http":
@@ -316,7 +333,11 @@ class BindingConnection(Connection):
                 return answers.unmapped(
                     f"{rule.means}, but {binding.task_id} names no effect in the answer: {answers.describe(answer)}"
                 )
-            return Success(0, answers.id_path_result(rule.means, task_id, key, digest))
+            means = rule.means
+            if self._ledger is not None and means == "created":
+                means = self._ledger.judge(task_id, listed_before)
+                self._by_listing.append({"client_submission_id": key, "task_id": task_id, "judged": means})
+            return Success(0, answers.id_path_result(means, task_id, key, digest))
         return self._conflict(server, key, task_id, digest, answer)
 
     def _conflict(self, server: _Server, key: str | None, task_id: str | None, digest: str, answer: Any) -> Reply:
@@ -364,9 +385,11 @@ class BindingConnection(Connection):
 
     def _run_listing_command(self, command: tuple[str, ...], port: int | None) -> dict[str, Any] | Failure:
         words = self.binding.fill(command, port, self.state_dir)
-        env = {**os.environ, STATE_DIR_ENV: self.state_dir}
+        env = {**os.environ, STATE_DIR_ENV: self.state_dir, **self.binding.start_env(port, self.state_dir)}
         try:
-            done = subprocess.run(words, env=env, capture_output=True, timeout=self.call_timeout, check=False)
+            done = subprocess.run(
+                words, env=env, capture_output=True, timeout=self.call_timeout, check=False, cwd=self.binding.directory
+            )
         except subprocess.TimeoutExpired:
             raise Gone(f"the listing command did not end within {self.call_timeout:g}s") from None
         except OSError as exc:
