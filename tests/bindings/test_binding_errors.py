@@ -114,3 +114,11 @@ def test_a_server_that_never_listens_is_a_start_error_with_its_stderr(tmp_path):
     done = run_cli("run", "--binding", str(path), "--out", str(tmp_path / "out"))
     assert done.returncode == 2, done.stderr
     assert "exited with status 0 before accepting" in done.stderr and "no port for me" in done.stderr
+
+
+def test_start_env_is_filled_and_commands_run_beside_the_binding_file(tmp_path):
+    document = shipped("reference-http")
+    document["start"]["env"] = {"ORDERS_DB": "{state_dir}/orders.db", "PORT_TOO": "{port}"}
+    binding = parse(document, str(tmp_path / "service.yaml"))
+    assert binding.start_env(8080, "/state") == {"ORDERS_DB": "/state/orders.db", "PORT_TOO": "8080"}
+    assert binding.directory == str(tmp_path)
