@@ -534,8 +534,11 @@ class Context:
         if len(model) < len(TASK_FIELDS):
             # A tool that takes these must see them; the full model keeps its seven
             # drawn fields, so a harness run replays as before.
-            extra = {"parent": f"TASK-{self.rng.randrange(10**6)}", "risk_level": self.rng.choice(["low", "high"])}
-            extra["depends_on"] = [f"TASK-{self.rng.randrange(10**6)}"]
+            extra: dict[str, Any] = {
+                "parent": f"TASK-{self.rng.randrange(10**6)}",
+                "risk_level": self.rng.choice(["low", "high"]),
+                "depends_on": [f"TASK-{self.rng.randrange(10**6)}"],
+            }
             task.update({name: value for name, value in extra.items() if name in model})
         task.update(fields)
         return {name: value for name, value in task.items() if name in model}
