@@ -130,6 +130,29 @@ def test_fuzz_model_stops_at_the_first_missed_deadline():
     assert silent.ops == ["list_tasks", "write_task"]  # nothing after the silence
 
 
+def test_fuzz_model_settles_in_flight_by_retrying_and_judges_only_one_that_never_settles():
+    """Over a binding an in_flight answer (the IETF draft's 409) wrote nothing: the
+    driver retries it, as A4 does, and judges the retry; one that is still in flight
+    when the bound (the call timeout) has passed is a rejection of the same request."""
+    step = {"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "same", "burst": 1}
+    busy = Failure(1, "in_flight", "a request with this key is in flight")
+    replies = iter([busy, busy])
+    settling = _Stub(write_task=lambda: next(replies, Failure(1, "io_error", "EIO")), list_tasks=_no_tasks)
+    settling.settles_in_flight = True
+    Driver(settling, "h", call_timeout=5).apply(step)
+    assert settling.ops.count("write_task") == 3  # two retries, the second judged (info: no violation)
+    stuck = _Stub(write_task=busy, list_tasks=_no_tasks)
+    stuck.settles_in_flight = True
+    with pytest.raises(ModelViolation, match="the same request was rejected: error in_flight"):
+        Driver(stuck, "h", call_timeout=0.3).apply(step)
+    assert stuck.ops.count("write_task") > 2
+    # A harness has no in_flight to settle (it must wait for the holder): judged at once.
+    harness = _Stub(write_task=busy, list_tasks=_no_tasks)
+    with pytest.raises(ModelViolation, match="rejected"):
+        Driver(harness, "h", call_timeout=5).apply(step)
+    assert harness.ops.count("write_task") == 1
+
+
 def test_every_success_is_checked_against_its_schema():
     step = {"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "same", "burst": 1}
     with pytest.raises(ModelViolation, match="violates its schema"):
