@@ -4,11 +4,14 @@ structured content. A key reused with another payload, a key whose first call is
 still running (it does not wait), and a malformed key each have their own message;
 only a pattern on the text tells them apart. The tool takes its own names (summary,
 details, owner, urgency) and its key as the argument ``request_key``; a resource
-lists the effects. ``python mcp_plain_text_errors.py`` serves stdio."""
+lists the effects. ``python mcp_plain_text_errors.py`` serves stdio; with ``--defect
+replays-any-payload`` a reused key answers its first task whatever the payload, and
+CONFLICT-DIGEST must fail it."""
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import anyio
@@ -17,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 PENDING: set[str] = set()
+REPLAYS_ANY_PAYLOAD = sys.argv[1:] == ["--defect", "replays-any-payload"]
 server = MCPServer("plain-text-errors")
 
 
@@ -34,7 +38,7 @@ async def create_task(
             raise ToolError("this request key is still being processed; retry later")
         PENDING.update([request_key] if first is None and request_key else [])
     if first is not None:
-        if first["fields"] != fields:
+        if first["fields"] != fields and not REPLAYS_ANY_PAYLOAD:
             raise ToolError("this request key was already used for a different task")
         return {"task": first["id"], "existing": True}
     await anyio.sleep(0.05)  # the work: a concurrent duplicate arrives while it runs
