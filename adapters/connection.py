@@ -17,6 +17,11 @@ from typing import Any, Union
 from retryproof.spec.digest import TASK_FIELDS
 from retryproof.spec.protocol import Failure, Success
 
+#: Seconds a connection waits for one response, and for its start (handshake, readiness),
+#: unless told otherwise.
+CALL_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 10.0
+
 
 @dataclass(frozen=True)
 class Lost:

@@ -224,8 +224,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-#: The module that starts and registers every harness process group and scratch directory.
-_PROCESS_ADAPTER = "retryproof.adapters.process"
+#: The module that starts and registers every child process group and scratch directory.
+_PROCESS_ADAPTER = "retryproof.adapters.process_groups"
 
 
 class _Interrupted(KeyboardInterrupt):

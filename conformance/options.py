@@ -19,6 +19,7 @@ from retryproof.conformance.errors import KitError
 
 if TYPE_CHECKING:
     from retryproof.adapters.binding import Binding
+    from retryproof.adapters.targets import Target
 
 #: Seconds to wait for one response, and for a harness's handshake.
 CALL_TIMEOUT_S = 10.0
@@ -69,6 +70,13 @@ class Options:
     shard: Shard | None = None
     #: An MCP server or HTTP API reached through a binding file instead of a harness.
     binding: Binding | None = None
+
+    @property
+    def way_in(self) -> Target:
+        """The ``Target`` every connection of the run is made through."""
+        from retryproof.adapters.targets import target_of
+
+        return target_of(self.command, self.binding)
 
 
 def _at_least(text: str, least: int) -> int:

@@ -213,7 +213,7 @@ def _end_harnesses_on_sigterm(config: pytest.Config) -> None:
     session as interrupted, as for Ctrl-C."""
     import signal
 
-    from retryproof.adapters.process import interrupt
+    from retryproof.adapters.process_groups import interrupt
 
     def restore() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -18,8 +18,8 @@ from dataclasses import fields, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from retryproof.adapters.connection import Connection, HarnessStartError
-from retryproof.adapters.process import ProcessConnection, Scratch
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.process_groups import Scratch
 from retryproof.conformance import __version__
 from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.context import (
@@ -89,16 +89,16 @@ def select(only: Sequence[str], skip: Sequence[str], shard: Shard | None = None)
 def probe(options: Options) -> Mapping[str, Any]:
     """Start the harness once on a scratch directory for its ``hello``; a harness that
     cannot do that is a reason the kit cannot run (exit 2)."""
+    target = options.way_in
     with Scratch("retryproof-probe-") as scratch:
-        connection = _connection(options, scratch)
+        connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
         try:
             hello = connection.start()
         except HarnessStartError as exc:
             stderr = exc.stderr.strip()[-2000:]
-            what = f"the server of binding {options.binding.source}" if options.binding else "the harness"
-            fix = "check start.command in the binding" if options.binding else "check the --harness command line"
             raise KitError(
-                f"{what} failed its handshake: {exc.message}", f"its stderr:\n{stderr}" if stderr else fix
+                f"{target.what} failed its handshake: {exc.message}",
+                f"its stderr:\n{stderr}" if stderr else target.start_fix,
             ) from None
         finally:
             connection.kill()
@@ -131,7 +131,7 @@ def run_info(options: Options, hello: Mapping[str, Any]) -> RunInfo:
         only=options.only,
         skip=options.skip,
         shard=options.shard,
-        black_box=options.binding is not None,
+        black_box=options.way_in.black_box,
     )
 
 
@@ -298,7 +298,7 @@ def run_one(
     scratch = Scratch(f"retryproof-{item.id.lower()}-")
     context = Context(
         item,
-        lambda: _connection(options, scratch),
+        options.way_in.connector(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout),
         hello,
         options.seed,
         options.concurrency,
@@ -355,19 +355,3 @@ def _collect_after_failure(context: Context) -> None:
             context.receipt(submission_id, f"{submission_id} at failure")
     except (ScenarioFailed, Unjudgeable):
         pass  # evidence gathering must not replace the failure being reported
-
-
-def _connection(options: Options, scratch: Scratch) -> Connection:
-    if options.binding is not None:
-        from retryproof.adapters.binding import BindingConnection
-
-        return BindingConnection(
-            options.binding, scratch.state, call_timeout=options.call_timeout, start_timeout=options.start_timeout
-        )
-    return ProcessConnection(
-        options.command,
-        scratch.state,
-        call_timeout=options.call_timeout,
-        start_timeout=options.start_timeout,
-        work_dir=scratch.work,
-    )

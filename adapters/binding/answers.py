@@ -2,7 +2,7 @@
 protocol results the kit judges, built from what the service said and from its
 authoritative listing.
 
-An answer is a plain mapping of its parts (``spec.ANSWER_ROOTS``): ``status``,
+An answer is a plain mapping of its parts (its wire's ``Transport.answer_roots``): ``status``,
 ``header`` (names lowercased), ``body`` for http; ``result``, ``text``, ``isError``,
 ``error`` for mcp. What no rule maps is ``info`` (an error code outside the spec's
 fail codes), never a pass. A binding whose answers do not say "replayed" has its
@@ -17,8 +17,8 @@ import weakref
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from retryproof.adapters.binding.spec import ALL_FIELDS, Binding, Rule
-from retryproof.adapters.binding.transports import parse_json
+from retryproof.adapters.binding.binding_file import ALL_FIELDS, Binding, Rule
+from retryproof.adapters.binding.transports.base import parse_json
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
 from retryproof.spec.protocol import Failure
 

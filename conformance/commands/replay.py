@@ -15,8 +15,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from retryproof.adapters.connection import Connection, HarnessStartError
-from retryproof.adapters.process import ProcessConnection, Scratch
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.process_groups import Scratch
+from retryproof.adapters.targets import target_of
 from retryproof.conformance import replay_file
 from retryproof.conformance.errors import KitError, load_user_file
 from retryproof.conformance.fuzz import (
@@ -57,11 +58,7 @@ def main(args) -> int:
         f"replaying {len(document['steps'])} step(s) from {args.file} (seed {document.get('seed')}); recorded violation: {document.get('violation')}"
     )
     with Scratch("retryproof-replay-") as scratch:
-        connection: Connection = ProcessConnection(command, scratch.state, work_dir=scratch.work)
-        if binding is not None:
-            from retryproof.adapters.binding import BindingConnection
-
-            connection = BindingConnection(binding, scratch.state)
+        connection = target_of(command, binding).connect(scratch)
         try:
             hello = connection.start()
         except HarnessStartError as exc:

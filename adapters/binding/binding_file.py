@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from retryproof.adapters.binding.transports import Transport, wire
 from retryproof.spec import validator
 from retryproof.spec.digest import TASK_FIELDS
 
@@ -25,12 +26,9 @@ from retryproof.spec.digest import TASK_FIELDS
 ALL_FIELDS = {name: name for name in TASK_FIELDS}
 
 FORMAT = "retryproof-binding/1"
-#: The parts of one answer a path may start with, per transport.
-ANSWER_ROOTS = {
-    "http": ("status", "header", "body"),
-    "mcp": ("result", "text", "isError", "error"),
-    "command": ("body",),
-}
+#: The parts of a listing command's answer (its JSON output); a transport's answers
+#: have the parts its ``Transport.answer_roots`` names.
+COMMAND_ROOTS = ("body",)
 #: What an answer rule may say the call did.
 MEANINGS = ("created", "reused", "conflict", "in_flight", "invalid_key", "invalid_request")
 #: Paths whose value is never a string, whatever the service does: a text pattern
@@ -68,7 +66,8 @@ class Binding:
     source: str
     name: str
     version: str
-    transport: str  # mcp | http
+    transport: str  # a key of transports.TRANSPORTS
+    wire: type[Transport]  # the transport's wire for this binding (with a url or without)
     command: tuple[str, ...]
     url: str | None
     tool: str | None
@@ -114,11 +113,6 @@ class Binding:
         return any(rule.means == "reused" for rule in self.rules)
 
     @property
-    def over_http(self) -> bool:
-        """Whether the server listens on RETRYPROOF_PORT (http, mcp over streamable HTTP)."""
-        return self.url is not None
-
-    @property
     def protocol_parts(self) -> tuple[str, ...]:
         """The ``protocol:`` needs of the catalogue a binding meets: only a claimed
         write-task-v1 comparison (framing, digests and invocation data stay the harness's)."""
@@ -126,11 +120,7 @@ class Binding:
 
     @property
     def target(self) -> str:
-        return (
-            "mcp over streamable HTTP"
-            if self.transport == "mcp" and self.url
-            else ("mcp over stdio" if self.transport == "mcp" else "http")
-        )
+        return self.wire.label
 
     def start_command(self, port: int | None, state_dir: str) -> list[str]:
         return self.fill(self.command, port, state_dir)
@@ -164,24 +154,21 @@ def parse(document: Any, source: str) -> Binding:
     command = _words(start["command"], "start.command")
     if "command" in listing:
         listing = {**listing, "command": _words(listing["command"], "listing.command")}
-    if transport == "http":
-        if url is None:
-            raise BindingError("start.url", "an http binding needs the url the service listens on")
-        for key in ("method", "path"):
-            if key not in call:
-                raise BindingError(f"call.{key}", "an http call needs a method and a path")
-        _only(call, "call", ("tool",), transport)
-        _only(call["key"], "call.key", ("argument", "meta"), transport)
-        _only(listing, "listing", ("tool", "resource"), transport)
-    else:
-        if "tool" not in call:
-            raise BindingError("call.tool", "an mcp call needs the tool name")
-        _only(call, "call", ("method", "path"), transport)
-        _only(call["key"], "call.key", ("header",), transport)
-        _only(listing, "listing", ("get",), transport)
-    _check_path(answers["task_id"], "answers.task_id", transport)
+    chosen = wire(transport, url)
+    if chosen is None:
+        needs = "needs the url the service listens on" if url is None else "speaks on stdin and stdout: it has no url"
+        raise BindingError("start.url", f"an {transport} binding {needs}")
+    call_keys, missing_call_key = chosen.call_needs
+    for key in call_keys:
+        if key not in call:
+            raise BindingError(f"call.{key}", missing_call_key)
+    sections = {"call": call, "call.key": call["key"], "listing": listing}
+    for where, foreign in chosen.foreign.items():
+        _only(sections[where], where, foreign, transport)
+    roots = {transport: chosen.answer_roots, "command": COMMAND_ROOTS}
+    _check_path(answers["task_id"], "answers.task_id", transport, roots)
     rules = tuple(
-        Rule(_conditions(rule["when"], f"answers.outcomes[{index}].when", transport), rule["means"])
+        Rule(_conditions(rule["when"], f"answers.outcomes[{index}].when", transport, roots), rule["means"])
         for index, rule in enumerate(answers["outcomes"])
     )
     if "created" not in {rule.means for rule in rules}:
@@ -191,7 +178,7 @@ def parse(document: Any, source: str) -> Binding:
             "name the answer of a call that succeeded (for example status 201, or 200 and 201 both when the service does not say whether it replayed)",
         )
     listing_kind = "command" if "command" in listing else transport
-    _check_path(listing["items"], "listing.items", listing_kind)
+    _check_path(listing["items"], "listing.items", listing_kind, roots)
     if "resource" in listing and listing["items"].split(".")[0] != "text":
         raise BindingError(
             "listing.items", "a resource listing is read as the JSON text of the resource: start with text"
@@ -206,6 +193,7 @@ def parse(document: Any, source: str) -> Binding:
         name=document["name"],
         version=version,
         transport=transport,
+        wire=chosen,
         command=command,
         url=url,
         tool=call.get("tool"),
@@ -226,17 +214,19 @@ def parse(document: Any, source: str) -> Binding:
     )
 
 
-def _conditions(when: Mapping[str, Any], where: str, transport: str) -> dict[str, tuple[Any, ...] | re.Pattern[str]]:
+def _conditions(
+    when: Mapping[str, Any], where: str, transport: str, roots: Mapping[str, tuple[str, ...]]
+) -> dict[str, tuple[Any, ...] | re.Pattern[str]]:
     """A rule's ``when``, each value as the tuple of scalars it accepts or a compiled
     pattern; a pattern that does not compile, or sits on a path that never holds a
     string, is refused here."""
     conditions: dict[str, tuple[Any, ...] | re.Pattern[str]] = {}
     for path, expected in when.items():
-        _check_path(path, f"{where}.{path}", transport)
+        _check_path(path, f"{where}.{path}", transport, roots)
         if not isinstance(expected, dict):
             conditions[path] = tuple(expected) if isinstance(expected, list) else (expected,)
             continue
-        if path in NEVER_TEXT[transport] or (transport == "mcp" and path.startswith("error.code.")):
+        if path in NEVER_TEXT.get(transport, ()):
             raise BindingError(
                 f"{where}.{path}.pattern",
                 f"{path} is never a string in an answer of {transport}, so no pattern can match it",
@@ -315,9 +305,9 @@ def _only(section: Mapping[str, Any], where: str, foreign: Sequence[str], transp
             raise BindingError(f"{where}.{key}", f"does not apply to transport {transport}")
 
 
-def _check_path(path: str, where: str, kind: str) -> None:
+def _check_path(path: str, where: str, kind: str, answer_roots: Mapping[str, tuple[str, ...]]) -> None:
     root = path.split(".")[0]
-    roots = ANSWER_ROOTS[kind]
+    roots = answer_roots[kind]
     if root not in roots:
         raise BindingError(
             where,
