@@ -16,8 +16,7 @@ PENDING: set[str] = set()
 
 class Handler(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
-        posted = store.keyed_post(self)
-        if posted is None:
+        if (posted := store.keyed_post(self)) is None:
             return
         task, key = posted
         with store.LOCK:

@@ -18,8 +18,7 @@ REPLAYS_ANY_BODY = sys.argv[1:] == ["--defect", "replays-any-body"]
 
 class Handler(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
-        posted = store.keyed_post(self)
-        if posted is None:
+        if (posted := store.keyed_post(self)) is None:
             return
         body, key = posted
         if body.get("project") != "demo" or not all(isinstance(body.get(name), str) for name in FIELDS):
