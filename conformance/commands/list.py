@@ -53,6 +53,7 @@ def _for_binding(path: str, implemented) -> int:
     from retryproof.conformance.options import load_binding
     from retryproof.conformance.runner import missing_needs
     from retryproof.spec.digest import TASK_FIELDS
+    from retryproof.spec.protocol import Hello
 
     binding = load_binding(path)
     model = binding.task_model
@@ -71,7 +72,7 @@ def _for_binding(path: str, implemented) -> int:
         else "reuse: judged by the listing (no rule means reused): an answer naming an effect listed before the "
         "call is reused, a new one created; each such answer is in the report's evidence (judged_by_listing)"
     )
-    hello = {"capabilities": list(binding.capabilities), "failpoints": []}
+    hello = Hello.read({"capabilities": list(binding.capabilities), "failpoints": []})
     rows = []
     for item in catalogue():
         missing = missing_needs(item, hello, binding)

@@ -17,9 +17,10 @@ from typing import Any
 
 from retryproof import spec
 from retryproof.conformance.errors import KitError, load_user_file
-from retryproof.conformance.events import STATUSES, ScenarioResult
+from retryproof.conformance.events import ScenarioResult
+from retryproof.conformance.records import STATUSES, Verdict
 from retryproof.conformance.validation import schema_message
-from retryproof.conformance.verdict import Verdict, judge
+from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers.document import scenario_result
 
 #: Problems printed at most; a report broken everywhere needs no thousand lines.
@@ -92,7 +93,10 @@ def _ids(items: Iterable[Any]) -> str:
 def _verdict_problems(document: dict[str, Any], results: list[ScenarioResult]) -> list[str]:
     # The baseline's entries are exactly the scenarios marked xfail or xpass.
     verdict: Verdict = judge(
-        results, {result.entry.id for result in results if result.baseline}, document.get("black_box", False)
+        results,
+        {result.entry.id for result in results if result.baseline},
+        document.get("black_box", False),
+        document["capabilities"],
     )
     stated = document["verdict"]
     problems = [
@@ -105,6 +109,11 @@ def _verdict_problems(document: dict[str, Any], results: list[ScenarioResult]) -
             problems.append(
                 f"verdict/{key}: lists {_ids(stated[key])}, but the scenario statuses give {_ids(getattr(verdict, key))}"
             )
+    if "tool_paths" in stated and stated["tool_paths"] != dict(verdict.tool_paths):
+        problems.append(
+            f"verdict/tool_paths: says {json.dumps(stated['tool_paths'])}, but the capabilities and the scenario "
+            f"statuses give {json.dumps(dict(verdict.tool_paths))}"
+        )
     derived = {answer.question: answer.answer for answer in verdict.checklist}
     for item in document["checklist"]:
         if item["id"] in derived and item["answer"] != derived[item["id"]]:
