@@ -548,6 +548,12 @@ def run_steps(
     cannot take raise ``StepError`` before any runs."""
     driver = Driver(connection, namespace, call_timeout)
     validate_steps(steps, driver.hello)
+    for index, step in enumerate(steps):
+        if step["step"] == "submit" and step.get("variant_kind", "same") not in driver.equal_variants:
+            raise StepError(
+                f"step {index} (submit): variant_kind: {step['variant_kind']} is another request to this runtime, "
+                "which does not compare by write-task-v1; expected one of " + ", ".join(driver.equal_variants)
+            )
     try:
         for step in steps:
             driver.apply(step)

@@ -14,7 +14,7 @@ from kit import by_id, certify
 
 from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance.cli import main as cli
-from retryproof.conformance.fuzz.model import Driver, HarnessSilent, ModelViolation
+from retryproof.conformance.fuzz.model import Driver, HarnessSilent, ModelViolation, StepError, run_steps
 from retryproof.conformance.fuzz.profiles import CI, DEV, ENV_VAR, fuzz_settings
 from retryproof.spec.protocol import Failure, Success
 
@@ -151,6 +151,15 @@ def test_fuzz_model_settles_in_flight_by_retrying_and_judges_only_one_that_never
     with pytest.raises(ModelViolation, match="rejected"):
         Driver(harness, "h", call_timeout=5).apply(step)
     assert harness.ops.count("write_task") == 1
+
+
+def test_a_replay_sends_no_normalization_variant_to_a_runtime_that_does_not_compare_by_write_task_v1():
+    steps = [{"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "nfd", "burst": 1}]
+    own_bytes = _Stub(list_tasks=_no_tasks)
+    own_bytes.normalizes = False
+    with pytest.raises(StepError, match="step 0 \\(submit\\): variant_kind: nfd is another request"):
+        run_steps(own_bytes, steps)
+    assert own_bytes.ops == ["list_tasks"]  # refused before any step ran
 
 
 def test_every_success_is_checked_against_its_schema():
