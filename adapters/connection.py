@@ -143,9 +143,10 @@ class Connection(ABC):
         """Lines the harness wrote that answered no call in flight, oldest first."""
         return []
 
-    def judged_by_listing(self) -> list[dict[str, Any]]:
-        """The answers this connection classified from the authoritative listing
-        (a binding whose service does not say "replayed"), oldest first."""
+    def exchanges(self) -> list[dict[str, Any]]:
+        """The runtime's own answers to the calls this connection translated (a
+        binding: status, headers, body, and the outcome rule that read each), oldest
+        first; a harness answers in the protocol itself, so its calls record all."""
         return []
 
     @abstractmethod

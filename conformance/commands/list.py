@@ -70,7 +70,7 @@ def _for_binding(path: str, implemented) -> int:
         "reuse: said by the answer (a rule means reused)"
         if binding.says_reused
         else "reuse: judged by the listing (no rule means reused): an answer naming an effect listed before the "
-        "call is reused, a new one created; each such answer is in the report's evidence (judged_by_listing)"
+        "call is reused, a new one created; each such answer is marked in the report's evidence (exchanges: judged_by_listing)"
     )
     hello = Hello.read({"capabilities": list(binding.capabilities), "failpoints": []})
     rows = []
