@@ -208,7 +208,7 @@ class Run:
         finished = RunFinished(
             self.info,
             tuple(self.results),
-            judge(self.results, self.options.baseline, self.info.black_box),
+            judge(self.results, self.options.baseline, self.info.black_box, self.info.capabilities),
             time.perf_counter() - self.began,
         )
         self._emit(finished)

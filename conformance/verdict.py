@@ -20,6 +20,18 @@ def optional_capabilities() -> frozenset[str]:
     return frozenset(load_spec()["verdict"]["optional_capabilities"])
 
 
+@functools.cache
+def tool_paths() -> tuple[str, ...]:
+    """The side-effecting tool paths a runtime may offer, in the spec's order (write_task, approval)."""
+    return tuple(load_spec()["verdict"]["tool_paths"])
+
+
+@functools.cache
+def checklist_tool_path() -> str:
+    """The tool path the seven checklist questions ask about (VERDICT-R18)."""
+    return str(load_spec()["verdict"]["checklist_tool_path"])
+
+
 def _harness_hook(need: str) -> bool:
     """Test hooks only a harness can offer (VERDICT-R15): a binding reaches a server as
     its callers do, so it has no failpoints, no tamper or diagnose ops and no raw
@@ -39,7 +51,7 @@ def needs_a_harness(result: ScenarioResult) -> bool:
 class Answer:
     question: str  # Q1..Q7
     text: str
-    answer: str  # yes | yes (with warnings) | no | unverified | not applicable
+    answer: str  # yes | yes (with warnings) | no | unverified | not applicable | unanswered
     scenarios: tuple[tuple[str, str], ...]  # (id, status) of every scenario behind it
 
 
@@ -58,17 +70,37 @@ class Verdict:
     stale_baseline: tuple[str, ...]  # baseline entries that passed
     checklist: tuple[Answer, ...]
     exit_code: int
+    #: (path, certified | not certified | not offered) for each of ``tool_paths()`` (VERDICT-R17).
+    tool_paths: tuple[tuple[str, str], ...]
     black_box: bool = False  # the runtime was reached through a binding, not a harness
 
     @property
+    def certified(self) -> tuple[str, ...]:
+        return tuple(path for path, state in self.tool_paths if state == "certified")
+
+    @property
+    def not_offered(self) -> tuple[str, ...]:
+        return tuple(path for path, state in self.tool_paths if state == "not offered")
+
+    @property
+    def scope(self) -> str:
+        """What a certificate covers when it lacks a tool path (VERDICT-R17): ``approval
+        only: write_task not offered, not certified``; empty when it covers every one,
+        or certifies nothing."""
+        if not (self.certified and self.not_offered):
+            return ""
+        return f"{', '.join(self.certified)} only: {', '.join(self.not_offered)} not offered, not certified"
+
+    @property
     def headline(self) -> str:
-        if self.complete and self.conformant and self.black_box:
-            return (
-                f"CONFORMANT (black-box: {len(self.needs_harness)} MUST scenarios need test hooks only a harness "
-                "offers and were not verified)"
-            )
+        if self.complete and self.conformant:
+            notes = [self.scope] if self.scope else []
+            if self.black_box:
+                hooks = f"{len(self.needs_harness)} MUST scenarios need test hooks only a harness offers"
+                notes.insert(0, f"black-box: {hooks} and were not verified")
+            return "CONFORMANT" + (f" ({'; '.join(notes)})" if notes else "")
         if self.complete:
-            return "CONFORMANT" if self.conformant else "NOT CONFORMANT"
+            return "NOT CONFORMANT"
         partial = f"partial run: {self.selected} of {self.catalogued} catalogue scenarios selected"
         if self.blocking:
             return f"NOT CONFORMANT ({partial})"
@@ -76,11 +108,14 @@ class Verdict:
 
 
 def applies(result: ScenarioResult) -> bool:
-    """Whether a scenario applies to the runtime: it does, unless it was skipped for
-    optional features the runtime does not declare, and for nothing else. A missing
+    """Whether a scenario applies to the runtime: it does, unless it was skipped for a
+    tool path the runtime does not offer (whatever else it misses), or for optional
+    features the runtime does not declare and for nothing else. A missing
     failpoint belongs to the feature its name is namespaced under (``approval.*`` to
     ``approval``): a runtime without approval cannot offer approval failpoints either."""
     missing = set(result.evidence.get("missing", ()))
+    if result.status == "skipped" and missing & set(tool_paths()):
+        return False  # VERDICT-R16: the whole path is not offered, whatever else is missing
     absent = missing & optional_capabilities()
     if result.status != "skipped" or not absent:
         return True
@@ -98,10 +133,17 @@ def _blocking_reason(result: ScenarioResult) -> str | None:
     return None
 
 
-def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = (), black_box: bool = False) -> Verdict:
+def judge(
+    results: Sequence[ScenarioResult],
+    baseline: Iterable[str] = (),
+    black_box: bool = False,
+    capabilities: Iterable[str] | None = None,
+) -> Verdict:
     """``black_box``: the run reached the runtime through a binding, where a MUST
-    scenario skipped for harness hooks alone is listed apart instead of blocking."""
+    scenario skipped for harness hooks alone is listed apart instead of blocking.
+    ``capabilities``: what the runtime declared in hello (None: every tool path)."""
     baseline = set(baseline)
+    offered = set(tool_paths()) if capabilities is None else set(capabilities) & set(tool_paths())
     blocking: list[tuple[str, str]] = []
     warnings: list[tuple[str, str]] = []
     not_covered: list[tuple[str, str]] = []
@@ -122,8 +164,9 @@ def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = (), black
     selected = {result.entry.id for result in results}
     catalogued = {item.id for item in catalogue()}
     complete = selected == catalogued
+    conformant = complete and not blocking
     return Verdict(
-        conformant=complete and not blocking,
+        conformant=conformant,
         complete=complete,
         selected=len(selected),
         catalogued=len(catalogued),
@@ -133,9 +176,13 @@ def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = (), black
         needs_harness=tuple(needs_harness),
         expected_failures=expected,
         stale_baseline=stale,
-        checklist=answer_checklist(results),
+        checklist=answer_checklist(results, checklist_tool_path() in offered),
         exit_code=1 if unexpected or stale else 0,
         black_box=black_box,
+        tool_paths=tuple(
+            (path, "not offered" if path not in offered else "certified" if conformant else "not certified")
+            for path in tool_paths()
+        ),
     )
 
 
@@ -148,11 +195,14 @@ def questions(result: ScenarioResult) -> tuple[str, ...]:
     return tuple(named) if named else result.entry.checklist
 
 
-def answer_checklist(results: Sequence[ScenarioResult]) -> tuple[Answer, ...]:
+def answer_checklist(results: Sequence[ScenarioResult], offered: bool = True) -> tuple[Answer, ...]:
     """Each of the seven questions, answered from the scenarios behind it (``verdict.
     checklist`` of the spec): no beats unverified beats yes. Only MUST scenarios can
     answer no, as only they decide the verdict; a failed or errored SHOULD scenario
-    turns yes into "yes (with warnings)", so a conformant run never answers no."""
+    turns yes into "yes (with warnings)", so a conformant run never answers no.
+    ``offered``: whether the runtime offers the tool path the questions ask about; when
+    it does not, an approval scenario that passed answers no question about task
+    creation, so nothing better than "unanswered" is said (VERDICT-R18)."""
     answers = []
     for question, text in checklist_questions().items():
         behind = [result for result in results if question in questions(result)]
@@ -160,6 +210,8 @@ def answer_checklist(results: Sequence[ScenarioResult]) -> tuple[Answer, ...]:
         broken = {result.entry.level for result in behind if result.status in ("failed", "error")}
         if "MUST" in broken:
             answer = "no"
+        elif not offered:
+            answer = "unanswered"
         elif not judged:
             answer = "not applicable" if behind else "unverified"
         elif any(result.status == "skipped" and result.entry.level == "MUST" for result in judged) or not any(

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SCHEMA_URN", "SPEC_VERSION", "load_spec", "load_vectors", "schema", "validator"]
 
-SPEC_VERSION = "2.0.0"
+SPEC_VERSION = "3.0.0"
 
 
 # The files beside this module. pip installs a package as files (from a wheel, or

@@ -184,7 +184,9 @@ def merged_run(paths: Sequence[str]) -> tuple[RunFinished, int]:
     baseline = frozenset(result.entry.id for result in results if result.baseline)
     # The shards ran side by side: the longest is the wall time of the whole.
     duration = max(document["duration_s"] for document in documents)
-    return RunFinished(info, tuple(results), judge(results, baseline, info.black_box), duration), count
+    return RunFinished(
+        info, tuple(results), judge(results, baseline, info.black_box, info.capabilities), duration
+    ), count
 
 
 def replay(finished: RunFinished, sinks: Sequence[Sink]) -> None:

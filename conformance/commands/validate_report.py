@@ -92,7 +92,10 @@ def _ids(items: Iterable[Any]) -> str:
 def _verdict_problems(document: dict[str, Any], results: list[ScenarioResult]) -> list[str]:
     # The baseline's entries are exactly the scenarios marked xfail or xpass.
     verdict: Verdict = judge(
-        results, {result.entry.id for result in results if result.baseline}, document.get("black_box", False)
+        results,
+        {result.entry.id for result in results if result.baseline},
+        document.get("black_box", False),
+        document["capabilities"],
     )
     stated = document["verdict"]
     problems = [
@@ -105,6 +108,11 @@ def _verdict_problems(document: dict[str, Any], results: list[ScenarioResult]) -
             problems.append(
                 f"verdict/{key}: lists {_ids(stated[key])}, but the scenario statuses give {_ids(getattr(verdict, key))}"
             )
+    if "tool_paths" in stated and stated["tool_paths"] != dict(verdict.tool_paths):
+        problems.append(
+            f"verdict/tool_paths: says {json.dumps(stated['tool_paths'])}, but the capabilities and the scenario "
+            f"statuses give {json.dumps(dict(verdict.tool_paths))}"
+        )
     derived = {answer.question: answer.answer for answer in verdict.checklist}
     for item in document["checklist"]:
         if item["id"] in derived and item["answer"] != derived[item["id"]]:

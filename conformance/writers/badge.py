@@ -18,7 +18,10 @@ def render_badge(run: RunFinished) -> str:
     document = {
         "schemaVersion": 1,
         "label": "retryproof",
-        "message": "conformant" if verdict.conformant else "not conformant",
+        # A certificate that lacks a tool path says which it covers (VERDICT-R17).
+        "message": (f"conformant ({', '.join(verdict.certified)} only)" if verdict.scope else "conformant")
+        if verdict.conformant
+        else "not conformant",
         "color": COLOURS[tone],
     }
     return json.dumps(document) + "\n"

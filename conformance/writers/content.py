@@ -114,6 +114,12 @@ def tally(results: Sequence[ScenarioResult]) -> Tally:
     )
 
 
+def tool_paths_line(run: RunFinished) -> str:
+    """Which tool paths the verdict certifies (VERDICT-R17), so that a certificate for
+    approval flows is never read as one for task creation."""
+    return "Tool paths: " + " · ".join(f"{path} {state}" for path, state in run.verdict.tool_paths)
+
+
 def failures(run: RunFinished) -> list[ScenarioResult]:
     """Scenarios that failed or ended in error, MUST first (they decide the verdict)."""
     return sorted((result for result in run.results if broken(result)), key=lambda r: r.entry.level != "MUST")

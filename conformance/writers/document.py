@@ -84,6 +84,7 @@ def report_document(run: RunFinished) -> dict[str, Any]:
             "warnings": [{"id": scenario_id, "why": why} for scenario_id, why in verdict.warnings],
             "not_covered": [{"id": scenario_id, "why": why} for scenario_id, why in verdict.not_covered],
             "needs_harness": [{"id": scenario_id, "why": why} for scenario_id, why in verdict.needs_harness],
+            "tool_paths": dict(verdict.tool_paths),
             "expected_failures": list(verdict.expected_failures),
             "stale_baseline": list(verdict.stale_baseline),
         },

@@ -91,7 +91,8 @@ def render_html(run: RunFinished) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>retryproof report: {name}</h1>",
         f'<div class="banner {tone}" id="verdict">Verdict: {_text(verdict.headline)}'
-        f"<small>{html.escape(content.tally(run.results).line())} · exit code {verdict.exit_code}</small></div>",
+        f"<small>{html.escape(content.tally(run.results).line())} · exit code {verdict.exit_code}</small>"
+        f'<small id="tool-paths">{html.escape(content.tool_paths_line(run))}</small></div>',
         *_failures(run),
         "<h2>Environment</h2>",
         _table(("", ""), content.environment(run)),
@@ -135,7 +136,7 @@ def _failures(run: RunFinished) -> list[str]:
         out.append("</ul>")
     verdict = run.verdict
     if verdict.not_covered:
-        out += ["<h2>Not covered (optional capability not declared)</h2>", "<ul>"]
+        out += ["<h2>Not covered (a tool path or optional capability not offered)</h2>", "<ul>"]
         out += [f"<li>{html.escape(sid)}: {_text(why, 300)}</li>" for sid, why in verdict.not_covered] + ["</ul>"]
     baseline = content.baseline_line(run)
     if baseline:

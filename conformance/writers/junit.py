@@ -22,6 +22,7 @@ def render_junit(run: RunFinished) -> str:
         ("seed", run.info.seed),
         ("spec_version", run.info.spec_version),
         ("verdict", run.verdict.headline),
+        ("tool_paths", ", ".join(f"{path} {state}" for path, state in run.verdict.tool_paths)),
     ):
         ET.SubElement(properties, "property", name=name, value=xml_text(value))
     blocking = dict(run.verdict.blocking)

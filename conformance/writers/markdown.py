@@ -39,6 +39,8 @@ def verdict_lines(run: RunFinished) -> list[str]:
         "",
         content.tally(run.results).line(),
         "",
+        md_inline(content.tool_paths_line(run)),
+        "",
     ]
 
 
@@ -74,7 +76,7 @@ def render_markdown(run: RunFinished) -> str:
         *failure_lines(run),
     ]
     if verdict.not_covered:
-        out += ["Not covered (optional capability not declared):", ""]
+        out += ["Not covered (a tool path or optional capability not offered):", ""]
         out += [f"- `{scenario_id}`: {md_inline(why, 300)}" for scenario_id, why in verdict.not_covered] + [""]
     baseline = content.baseline_line(run)
     if baseline:
