@@ -17,6 +17,10 @@ from collections.abc import Callable, Iterator
 from retryproof.conformance import __version__
 from retryproof.conformance.errors import KitError
 
+TYPE_CHECKING = False  # not typing's: importing typing would be paid by 'retryproof digest'
+if TYPE_CHECKING:
+    from retryproof.conformance.options import Option
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad argument like every other user error: an
@@ -26,83 +30,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\nhint: see '{self.prog} --help'\n")
 
 
-def _format_argument(parser: argparse.ArgumentParser) -> None:
-    """``--format``: the report files a run (or a merge of shards) writes."""
-    from retryproof.conformance.options import report_formats
-
-    parser.add_argument(
-        "--format",
-        type=report_formats,
-        default=["md", "json", "junit"],
-        metavar="FMTS",
-        help="md,json,junit,html,badge",
-    )
+def _add_option(parser: argparse._ActionsContainer, option: Option) -> None:
+    parser.add_argument(f"--{option.name}", default=option.default, **option.parser_arguments())
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> None:
-    from retryproof.conformance.options import (
-        CALL_TIMEOUT_S,
-        CONCURRENCY,
-        START_TIMEOUT_S,
-        available_cpus,
-        given,
-        id_list,
-        job_count,
-        racing_callers,
-        scenario_ids,
-        seconds,
-        shard_spec,
-    )
+    """``run``'s options, from the one table the pytest plugin renders too."""
+    from retryproof.conformance.options import RUN_OPTIONS
 
-    target = run.add_mutually_exclusive_group()
-    target.add_argument(
-        "--harness", type=given, metavar="CMD", help="harness command line (default: the bundled reference runtime)"
+    run.description = (
+        "The runtime under test is the bundled reference unless --harness, --python or --binding names one."
     )
-    target.add_argument(
-        "--python", type=given, metavar="MODULE:FACTORY", help="host a Python runtime class in a harness subprocess"
-    )
-    target.add_argument(
-        "--binding",
-        type=given,
-        metavar="FILE",
-        help="an MCP server or HTTP API described by a binding file (spec/README.md)",
-    )
-    run.add_argument("--only", type=scenario_ids, metavar="IDS", help="comma-separated scenario ids to run")
-    run.add_argument(
-        "--skip", type=id_list, metavar="IDS", default=[], help="comma-separated scenario ids to leave out"
-    )
-    run.add_argument(
-        "--out", type=given, metavar="DIR", help="report directory (default: reports/<implementation name>/)"
-    )
-    _format_argument(run)
-    run.add_argument("--seed", type=int, metavar="N", help="seed for every random choice (default: random, printed)")
-    run.add_argument(
-        "--concurrency",
-        type=racing_callers,
-        default=CONCURRENCY,
-        metavar="N",
-        help="callers in the A4 scenarios, at least 2 (one caller cannot race)",
-    )
-    run.add_argument("--baseline", metavar="FILE", help="expected failures; a listed failure that passes is reported")
-    run.add_argument(
-        "--call-timeout", type=seconds, default=CALL_TIMEOUT_S, metavar="S", help="seconds to wait for one response"
-    )
-    run.add_argument(
-        "--start-timeout", type=seconds, default=START_TIMEOUT_S, metavar="S", help="seconds to wait for the handshake"
-    )
-    run.add_argument(
-        "--jobs",
-        type=job_count,
-        default=available_cpus(),
-        metavar="N",
-        help="scenarios run at once (default: the CPUs this process may use); reports and verdict do not depend on it",
-    )
-    run.add_argument(
-        "--shard",
-        type=shard_spec,
-        metavar="K/N",
-        help="run the K-th of N deterministic parts of the selection (CI matrices); join them with 'retryproof merge'",
-    )
+    targets = run.add_mutually_exclusive_group()
+    for option in RUN_OPTIONS:
+        _add_option(targets if option.target else run, option)
 
 
 def _validate_report_arguments(validate: argparse.ArgumentParser) -> None:
@@ -149,11 +90,11 @@ def _diff_arguments(diff: argparse.ArgumentParser) -> None:
 
 
 def _merge_arguments(merge: argparse.ArgumentParser) -> None:
-    from retryproof.conformance.options import given
+    from retryproof.conformance.options import RUN_OPTIONS, given
 
     merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="the report.json of every shard")
     merge.add_argument("--out", type=given, metavar="DIR", required=True, help="where the merged reports are written")
-    _format_argument(merge)
+    _add_option(merge, next(option for option in RUN_OPTIONS if option.name == "format"))
 
 
 def _compare_arguments(compare: argparse.ArgumentParser) -> None:

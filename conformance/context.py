@@ -18,11 +18,13 @@ from typing import Any, NoReturn
 
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.conformance.catalogue import Entry
-from retryproof.conformance.options import CALL_TIMEOUT_S, Shard
+from retryproof.conformance.options import CALL_TIMEOUT_S
 from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify
+from retryproof.conformance.records import Shard
 from retryproof.conformance.schedule import Turn
 from retryproof.conformance.set_check import check_sets, task_id
 from retryproof.conformance.validation import result_problem
+from retryproof.spec.protocol import Hello
 
 
 class ScenarioFailed(Exception):
@@ -92,7 +94,7 @@ class Context:
         self,
         entry: Entry,
         connect: ConnectionFactory,
-        hello: Mapping[str, Any],
+        hello: Hello,
         seed: int,
         concurrency: int,
         call_timeout: float = CALL_TIMEOUT_S,
@@ -127,10 +129,10 @@ class Context:
     # -- what the runtime declares ------------------------------------------------
 
     def has(self, capability: str) -> bool:
-        return capability in (self.hello.get("capabilities") or ())
+        return capability in self.hello.capabilities
 
     def has_failpoint(self, name: str) -> bool:
-        return name in (self.hello.get("failpoints") or ())
+        return name in self.hello.failpoints
 
     # -- processes ----------------------------------------------------------------
 

@@ -39,15 +39,15 @@ from retryproof.conformance.events import (
     ScenarioResult,
     ScenarioStarted,
     Sink,
-    Status,
 )
-from retryproof.conformance.options import Options, Shard
-from retryproof.conformance.scenarios import registry
-from retryproof.conformance.schedule import SOLO, Turn, in_order
+from retryproof.conformance.options import Options
+from retryproof.conformance.records import Shard, Status
+from retryproof.conformance.scenarios import Scenario, registry
+from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
 from retryproof.spec import SPEC_VERSION
-from retryproof.spec.protocol import PROTOCOL
+from retryproof.spec.protocol import PROTOCOL, Hello
 
 #: The harness stderr kept per failed scenario in reports.
 STDERR_EVIDENCE_CHARS = 8000
@@ -83,7 +83,7 @@ def select(only: Sequence[str], skip: Sequence[str], shard: Shard | None = None)
     return [item for item in selected if item.id in mine or item.id in SPLIT_ACROSS_SHARDS]
 
 
-def probe(options: Options) -> Mapping[str, Any]:
+def probe(options: Options) -> Hello:
     """Start the harness once on a scratch directory for its ``hello``; a harness that
     cannot do that is a reason the kit cannot run (exit 2)."""
     target = options.way_in
@@ -105,19 +105,19 @@ def probe(options: Options) -> Mapping[str, Any]:
             f"the harness failed its handshake: {problem}",
             "see spec/schemas/harness-response.json ($defs/hello_result)",
         )
-    return hello
+    return Hello.read(hello)
 
 
-def run_info(options: Options, hello: Mapping[str, Any]) -> RunInfo:
+def run_info(options: Options, hello: Hello) -> RunInfo:
     """What every report says about the run, as it starts."""
     return RunInfo(
         kit_version=__version__,
         spec_version=SPEC_VERSION,
         protocol=PROTOCOL,
-        implementation=dict(hello.get("implementation", {})),
+        implementation=dict(hello.implementation),
         target=options.target,
-        capabilities=tuple(hello.get("capabilities", ())),
-        failpoints=tuple(hello.get("failpoints", ())),
+        capabilities=hello.listed("capabilities"),
+        failpoints=hello.listed("failpoints"),
         seed=options.seed,
         concurrency=options.concurrency,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -148,7 +148,7 @@ class Run:
     def __init__(
         self,
         options: Options,
-        hello: Mapping[str, Any],
+        hello: Hello,
         sinks: Sequence[Sink],
         total: int,
         began: float | None = None,
@@ -159,7 +159,7 @@ class Run:
         self.total = total
         self.info = run_info(options, hello)
         self.results: list[ScenarioResult] = []
-        self.functions = registry()
+        self.scenarios = registry()
         self.began = time.perf_counter() if began is None else began  # a perf_counter reading
         #: The scenarios the harness lost to a missed deadline, (id, that deadline); every job's.
         self.silent: list[tuple[str, str]] = []
@@ -181,7 +181,7 @@ class Run:
                 f"({', '.join(scenario for scenario, _ in silent)}; first: {silent[0][1]})"
             )
         result = against_baseline(
-            run_one(item, self.functions.get(item.id), self.options, self.hello, refused, turn), self.options.baseline
+            run_one(item, self.scenarios.get(item.id), self.options, self.hello, refused, turn), self.options.baseline
         )
         if result.evidence.get("missed_deadline") and result.status == "error":
             self.silent.append((item.id, str(result.evidence["missed_deadline"])))
@@ -194,10 +194,12 @@ class Run:
         return self._finished(result)
 
     def runs_alone(self, item: Entry) -> bool:
-        return getattr(self.functions.get(item.id), "runs_alone", False)
+        bound = self.scenarios.get(item.id)
+        return bound is not None and bound.alone
 
     def runs_long(self, item: Entry) -> bool:
-        return getattr(self.functions.get(item.id), "runs_long", False)
+        bound = self.scenarios.get(item.id)
+        return bound is not None and bound.long
 
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         self.results.append(result)
@@ -219,7 +221,7 @@ class Run:
             sink.handle(event)
 
 
-def run(options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink]) -> RunFinished:
+def run(options: Options, hello: Hello, sinks: Sequence[Sink]) -> RunFinished:
     """The selected scenarios on ``options.jobs`` threads, their events in catalogue order."""
     entries = select(options.only, options.skip, options.shard)
     session = Run(options, hello, sinks, len(entries))
@@ -265,9 +267,9 @@ def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str,
 
 def run_one(
     item: Entry,
-    function,
+    bound: Scenario | None,
     options: Options,
-    hello: Mapping[str, Any],
+    hello: Hello,
     refused: str | None = None,
     turn: Turn = SOLO,
 ) -> ScenarioResult:
@@ -287,7 +289,7 @@ def run_one(
 
     if refused:
         return finish("error", refused)
-    if function is None:
+    if bound is None:
         return finish("error", "not implemented in this version of the kit")
     missing = _missing_needs(item, hello, options)
     if missing:
@@ -301,10 +303,10 @@ def run_one(
         options.concurrency,
         options.call_timeout,
         options.shard,
-        turn if getattr(function, "runs_alone", False) else None,
+        turn if bound.alone else None,
     )
     try:
-        function(context)
+        bound.run(context)
         return finish("passed", None, context)
     except ScenarioFailed as exc:
         _collect_after_failure(context)
@@ -313,7 +315,7 @@ def run_one(
         return finish("not_applicable", str(exc), context)
     except Skipped as exc:
         return finish("skipped", str(exc), context)
-    except Unjudgeable as exc:
+    except (Unjudgeable, NoTurn) as exc:  # NoTurn: its alone part did not come in time
         return finish("error", str(exc), context)
     except Exception as exc:  # a bug in a scenario must cost that scenario, not the run
         return finish(
@@ -324,15 +326,11 @@ def run_one(
         scratch.remove()
 
 
-def _missing_needs(item: Entry, hello: Mapping[str, Any], options: Options) -> list[str]:
-    capabilities = set(hello.get("capabilities") or ())
-    failpoints = set(hello.get("failpoints") or ())
-    missing = [need for need in item.capabilities if need not in capabilities]
-    missing += [f"failpoint:{name}" for name in item.failpoints if name not in failpoints]
-    if "tamper" in capabilities:
-        # Without a tamper_actions list, the tamper capability means every action.
-        performed = set(hello.get("tamper_actions", item.tamper_actions))
-        missing += [f"tamper:{action}" for action in item.tamper_actions if action not in performed]
+def _missing_needs(item: Entry, hello: Hello, options: Options) -> list[str]:
+    missing = [need for need in item.capabilities if need not in hello.capabilities]
+    missing += [f"failpoint:{name}" for name in item.failpoints if name not in hello.failpoints]
+    if "tamper" in hello.capabilities:  # else the tamper capability is missing already
+        missing += [f"tamper:{action}" for action in item.tamper_actions if not hello.performs(action)]
     missing += [f"tool:{tool}" for tool in item.tools if shutil.which(tool) is None]
     if options.binding is not None:  # a harness speaks every part of the protocol
         offered = options.binding.protocol_parts

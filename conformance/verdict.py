@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from retryproof.conformance.catalogue import catalogue, checklist_questions
 from retryproof.conformance.events import ScenarioResult
+from retryproof.conformance.records import Answer, Verdict
 from retryproof.spec import load_spec
 
 
@@ -45,66 +45,6 @@ def needs_a_harness(result: ScenarioResult) -> bool:
     such as an approval probe for a server without approval, is not covered instead.)"""
     missing = set(result.evidence.get("missing", ())) - optional_capabilities()
     return result.status == "skipped" and applies(result) and bool(missing) and all(map(_harness_hook, missing))
-
-
-@dataclass(frozen=True)
-class Answer:
-    question: str  # Q1..Q7
-    text: str
-    answer: str  # yes | yes (with warnings) | no | unverified | not applicable | unanswered
-    scenarios: tuple[tuple[str, str], ...]  # (id, status) of every scenario behind it
-
-
-@dataclass(frozen=True)
-class Verdict:
-    conformant: bool  # only a complete run can be
-    complete: bool  # every catalogue scenario was selected
-    selected: int
-    catalogued: int
-    blocking: tuple[tuple[str, str], ...]  # (id, why) of MUST scenarios that keep it from conformant
-    warnings: tuple[tuple[str, str], ...]  # SHOULD scenarios that failed or ended in error
-    not_covered: tuple[tuple[str, str], ...]  # MUST scenarios for an optional feature the runtime lacks
-    #: Through a binding (black_box): MUST scenarios that need a harness hook (VERDICT-R15).
-    needs_harness: tuple[tuple[str, str], ...]
-    expected_failures: tuple[str, ...]  # blocking scenarios listed in the baseline
-    stale_baseline: tuple[str, ...]  # baseline entries that passed
-    checklist: tuple[Answer, ...]
-    exit_code: int
-    #: (path, certified | not certified | not offered) for each of ``tool_paths()`` (VERDICT-R17).
-    tool_paths: tuple[tuple[str, str], ...]
-    black_box: bool = False  # the runtime was reached through a binding, not a harness
-
-    @property
-    def certified(self) -> tuple[str, ...]:
-        return tuple(path for path, state in self.tool_paths if state == "certified")
-
-    @property
-    def not_offered(self) -> tuple[str, ...]:
-        return tuple(path for path, state in self.tool_paths if state == "not offered")
-
-    @property
-    def scope(self) -> str:
-        """What a certificate covers when it lacks a tool path (VERDICT-R17): ``approval
-        only: write_task not offered, not certified``; empty when it covers every one,
-        or certifies nothing."""
-        if not (self.certified and self.not_offered):
-            return ""
-        return f"{', '.join(self.certified)} only: {', '.join(self.not_offered)} not offered, not certified"
-
-    @property
-    def headline(self) -> str:
-        if self.complete and self.conformant:
-            notes = [self.scope] if self.scope else []
-            if self.black_box:
-                hooks = f"{len(self.needs_harness)} MUST scenarios need test hooks only a harness offers"
-                notes.insert(0, f"black-box: {hooks} and were not verified")
-            return "CONFORMANT" + (f" ({'; '.join(notes)})" if notes else "")
-        if self.complete:
-            return "NOT CONFORMANT"
-        partial = f"partial run: {self.selected} of {self.catalogued} catalogue scenarios selected"
-        if self.blocking:
-            return f"NOT CONFORMANT ({partial})"
-        return f"PARTIAL ({partial}; none of them blocks, conformance is not established)"
 
 
 def applies(result: ScenarioResult) -> bool:

@@ -35,7 +35,7 @@ def _read_text(*parts: str) -> str:
 def load_spec() -> dict[str, Any]:
     """The normative spec, ``spec/retryproof.yaml``. YAML is imported here, not at
     module level: a harness that only needs the digest never pays for it. libyaml's
-    safe loader, where PyYAML was built with it, reads the spec seven times faster
+    safe loader, where PyYAML was built with it, reads the spec several times faster
     than the pure-Python one, and every kit command starts by reading it."""
     import yaml
 

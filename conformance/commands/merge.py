@@ -28,7 +28,7 @@ from retryproof.conformance.events import (
     ScenarioStarted,
     Sink,
 )
-from retryproof.conformance.options import Shard
+from retryproof.conformance.records import Shard
 from retryproof.conformance.runner import SPLIT_ACROSS_SHARDS, select
 from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers.document import scenario_result

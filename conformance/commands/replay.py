@@ -27,6 +27,7 @@ from retryproof.conformance.fuzz import (
     run_steps,
     validate_steps,
 )
+from retryproof.spec.protocol import Hello
 
 _STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore that step, or take the file again from replays/ beside the report"
 
@@ -68,7 +69,7 @@ def main(args) -> int:
             ) from None
         try:
             if args.harness is None:
-                _recorded_from_reference(args.file, document, hello)
+                _recorded_from_reference(args.file, document, Hello.read(hello))
             violation, log = run_steps(connection, document["steps"])
         except StepError as exc:  # raised before any step: one this harness cannot take
             raise KitError(
@@ -92,11 +93,11 @@ def main(args) -> int:
     return 0
 
 
-def _recorded_from_reference(path: str, document: Mapping[str, Any], hello: Mapping[str, Any]) -> None:
+def _recorded_from_reference(path: str, document: Mapping[str, Any], hello: Hello) -> None:
     """Without --harness the replay runs on the bundled reference: refuse a file that
     records another implementation (its name, when it records one, must match)."""
     recorded = document.get("implementation") or {}
-    reference = hello.get("implementation") or {}
+    reference = hello.implementation
     if isinstance(recorded, Mapping) and recorded.get("name") and recorded.get("name") != reference.get("name"):
         name = json.dumps(recorded.get("name"), ensure_ascii=False)[:200]
         raise KitError(

@@ -26,7 +26,6 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +37,7 @@ from retryproof.conformance.options import REFERENCE_COMMAND, Options, available
 from retryproof.conformance.schedule import in_order
 from retryproof.conformance.writers.content import STATUS_CELLS
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
+from retryproof.spec.protocol import Hello
 
 REFERENCE = "reference"
 
@@ -198,7 +198,7 @@ def run_all(runtimes: list[Runtime], seed: int, jobs: int | None = None) -> dict
 
     jobs = jobs or available_cpus()
 
-    def handshake(runtime: Runtime) -> tuple[Options, Mapping[str, Any] | str]:
+    def handshake(runtime: Runtime) -> tuple[Options, Hello | str]:
         options = runtime_options(runtime, seed, runtime.killed_by)
         try:
             return options, probe(options)

@@ -17,9 +17,10 @@ from typing import Any
 
 from retryproof import spec
 from retryproof.conformance.errors import KitError, load_user_file
-from retryproof.conformance.events import STATUSES, ScenarioResult
+from retryproof.conformance.events import ScenarioResult
+from retryproof.conformance.records import STATUSES, Verdict
 from retryproof.conformance.validation import schema_message
-from retryproof.conformance.verdict import Verdict, judge
+from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers.document import scenario_result
 
 #: Problems printed at most; a report broken everywhere needs no thousand lines.

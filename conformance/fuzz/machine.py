@@ -221,7 +221,7 @@ class _FuzzMachine(RuleBasedStateMachine):
         used = [i for i in SUBMISSION_IDS if not self.driver.fresh(i)]
         self._do(step="conflict", id=data.draw(st.sampled_from(used), label="id"))
 
-    @precondition(lambda self: "legacy" in self.driver.capabilities)
+    @precondition(lambda self: "legacy" in self.driver.hello.capabilities)
     @rule()
     def legacy(self) -> None:
         self._do(step="legacy")

@@ -34,7 +34,7 @@ from retryproof.conformance.validation import result_problem
 from retryproof.conformance.variants import VARIANT_KINDS, VariantKind, variant
 from retryproof.spec import load_spec
 from retryproof.spec.digest import request_digest
-from retryproof.spec.protocol import Failure, Success
+from retryproof.spec.protocol import Failure, Hello, Success
 
 SUBMISSION_IDS = ("fz-a", "fz-b", "fz-c", "fz-d")
 # Two tasks share a subject and a body, so fuzzy matching on either merges two
@@ -121,7 +121,7 @@ def step_language() -> dict[str, dict[str, StepField]]:
     }
 
 
-def validate_steps(steps: Sequence[Any], hello: Mapping[str, Any] | None = None) -> None:
+def validate_steps(steps: Sequence[Any], hello: Hello | None = None) -> None:
     """Raise ``StepError`` naming the first step (by index) and field that the step
     language does not allow; with ``hello``, also a step the harness cannot take (a
     legacy call without ``legacy``, a crash at a failpoint it does not declare)."""
@@ -150,9 +150,9 @@ def validate_steps(steps: Sequence[Any], hello: Mapping[str, Any] | None = None)
                 raise StepError(f"{where}: {name}: missing; expected {spec_field.expected}")
         if hello is None:
             continue
-        if kind == "legacy" and "legacy" not in (hello.get("capabilities") or ()):
+        if kind == "legacy" and "legacy" not in hello.capabilities:
             raise StepError(f"{where}: a legacy call, but this harness does not declare the legacy capability")
-        if kind == "crash" and step["failpoint"] not in (hello.get("failpoints") or ()):
+        if kind == "crash" and step["failpoint"] not in hello.failpoints:
             raise StepError(f"{where}: failpoint: this harness does not declare {step['failpoint']}")
 
 
@@ -243,7 +243,7 @@ class Driver:
         self.call_timeout = call_timeout
         if not connection.alive:
             _restart(connection)
-        self.hello = dict(connection.hello or {})
+        self.hello = Hello.read(connection.hello or {})
         self.model = Model()
         self._digests: dict[str, str] = {}
         self.log: list[str] = []
@@ -255,12 +255,8 @@ class Driver:
     # -- what the harness offers ---------------------------------------------------
 
     @property
-    def capabilities(self) -> set[str]:
-        return set(self.hello.get("capabilities") or ())
-
-    @property
     def crash_failpoints(self) -> list[str]:
-        return sorted(name for name in self.hello.get("failpoints") or () if name.startswith(CRASH_FAILPOINT_PREFIX))
+        return sorted(name for name in self.hello.failpoints if name.startswith(CRASH_FAILPOINT_PREFIX))
 
     # -- steps ---------------------------------------------------------------------
 

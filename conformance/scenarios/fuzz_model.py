@@ -60,7 +60,7 @@ def fuzz_model(ctx: Context) -> None:
     # The failure answers no to the questions its minimal history exercises, not to
     # every question FUZZ-MODEL can touch (verdict.answer_checklist reads this).
     ctx.note("checklist_questions", list(outcome.questions))
-    document = outcome.replay_document(ctx.hello.get("implementation"))
+    document = outcome.replay_document(ctx.hello.implementation)
     ctx.note("replay", document)
     ctx.note("minimal_history", outcome.log)
     path = f"replays/{replay_file.file_name(document)}"

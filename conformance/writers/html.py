@@ -14,7 +14,8 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from retryproof.conformance.events import STATUSES, RunFinished, ScenarioResult
+from retryproof.conformance.events import RunFinished, ScenarioResult
+from retryproof.conformance.records import STATUSES
 from retryproof.conformance.writers import content
 from retryproof.conformance.writers.content import Code, Fact, IdList, Table
 from retryproof.conformance.writers.escape import html_text, one_line, visible_lines

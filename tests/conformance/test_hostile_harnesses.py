@@ -328,7 +328,7 @@ def test_an_interrupt_while_racing_callers_start_leaves_none_waiting(monkeypatch
 
     from retryproof.conformance.catalogue import entry
     from retryproof.conformance.context import Context
-    from retryproof.spec.protocol import Success
+    from retryproof.spec.protocol import Hello, Success
 
     class Answering:
         def call(self, op, args=None, timeout=None, *, args_json=None):
@@ -337,7 +337,7 @@ def test_an_interrupt_while_racing_callers_start_leaves_none_waiting(monkeypatch
         def exit_statuses(self):
             return [None]
 
-    context = Context(entry("A4-MULTIPROCESS"), Answering, {}, 1, 8)
+    context = Context(entry("A4-MULTIPROCESS"), Answering, Hello.read({}), 1, 8)
     started = []
     real_start = threading.Thread.start
 

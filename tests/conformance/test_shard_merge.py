@@ -9,7 +9,7 @@ import json
 import pytest
 from sharded import kit
 
-from retryproof.conformance.options import Shard
+from retryproof.conformance.records import Shard
 from retryproof.conformance.runner import select
 
 

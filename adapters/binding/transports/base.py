@@ -15,13 +15,10 @@ import signal
 import subprocess
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from retryproof.adapters.loopback import await_accepting
 from retryproof.adapters.pipes import ChildPipes
-
-if TYPE_CHECKING:
-    from retryproof.adapters.binding.binding_file import Binding
 
 #: The longest answer the kit reads; a longer one is garbage, not an answer.
 MAX_ANSWER_BYTES = 4 << 20
@@ -68,6 +65,23 @@ class Server:
         return f"the server exited with status {status}"
 
 
+class BoundPath(Protocol):
+    """What a wire reads of its binding: the bound call and the listing. A
+    ``binding_file.Binding`` is one; the wires name this instead of importing it, as
+    the binding file imports them to choose its wire."""
+
+    @property
+    def tool(self) -> str | None: ...
+    @property
+    def method(self) -> str | None: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def key(self) -> tuple[str, str]: ...  # (argument | meta | header, name)
+    @property
+    def listing(self) -> Mapping[str, Any]: ...
+
+
 class Transport(ABC):
     """One wire to one started server. The class attributes are what a binding file
     of this transport may and must say; ``binding_file.parse`` checks them."""
@@ -87,7 +101,7 @@ class Transport(ABC):
     #: Whether the server ends when its caller goes away mid-call (``leave``).
     ends_when_left: ClassVar[bool] = False
 
-    def __init__(self, binding: Binding, server: Server):
+    def __init__(self, binding: BoundPath, server: Server):
         self.binding = binding
         self.server = server
 

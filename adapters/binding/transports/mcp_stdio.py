@@ -17,7 +17,7 @@ from retryproof.adapters.binding.transports.mcp import Mcp, initialize_params, j
 from retryproof.adapters.pipes import LineTooLong
 
 if TYPE_CHECKING:
-    from retryproof.adapters.binding.binding_file import Binding
+    from retryproof.adapters.binding.transports.base import BoundPath
 
 
 class McpStdio(Mcp):
@@ -26,7 +26,7 @@ class McpStdio(Mcp):
     # The SDK cancels the call and exits once its input closes.
     ends_when_left = True
 
-    def __init__(self, binding: Binding, server: Server):
+    def __init__(self, binding: BoundPath, server: Server):
         super().__init__(binding, server)
         assert server.popen.stdin is not None and server.popen.stdout is not None  # both piped
         self._stdin, self._stdout = server.popen.stdin, server.popen.stdout

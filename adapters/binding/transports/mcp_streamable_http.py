@@ -15,14 +15,14 @@ from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES, Gone, 
 from retryproof.adapters.binding.transports.mcp import MCP_PROTOCOL_VERSION, Mcp, initialize_params, jsonrpc_request
 
 if TYPE_CHECKING:
-    from retryproof.adapters.binding.binding_file import Binding
+    from retryproof.adapters.binding.transports.base import BoundPath
 
 
 class McpStreamableHttp(Mcp):
     label = "mcp over streamable HTTP"
     listens = True
 
-    def __init__(self, binding: Binding, server: Server):
+    def __init__(self, binding: BoundPath, server: Server):
         super().__init__(binding, server)
         self.url = server.base_url or ""
         self.session: str | None = None
