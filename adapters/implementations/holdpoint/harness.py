@@ -22,7 +22,15 @@ from contextlib import closing
 from importlib.metadata import version
 from typing import Any
 
-from holdpoint import DedupConflictError, HoldPoint, HoldPointError, SQLiteStore, UnknownActionError, current_action_id
+from holdpoint import (
+    DedupConflictError,
+    HoldPoint,
+    HoldPointError,
+    SQLiteStore,
+    StoreError,
+    UnknownActionError,
+    current_action_id,
+)
 
 from retryproof.adapters.implementations.approval_effects import (
     EXECUTORS,
@@ -173,7 +181,7 @@ class HoldpointRuntime(HostedRuntime):
 
     @staticmethod
     def _translated(exc: HoldPointError) -> ProtocolError:
-        if type(exc).__name__ == "StoreError":  # a transition and its audit row rolled back together
+        if isinstance(exc, StoreError):  # a transition and its audit row rolled back together
             return ProtocolError("AUDIT_WRITE_FAILED", f"holdpoint's store: {exc}")
         return ProtocolError("io_error", f"holdpoint: {type(exc).__name__}: {exc}")
 
