@@ -135,6 +135,12 @@ class Connection(ABC):
         """Lines the harness wrote that answered no call in flight, oldest first."""
         return []
 
+    def exchanges(self) -> list[dict[str, Any]]:
+        """The runtime's own answers to the calls this connection translated (a
+        binding: status, headers, body, and the outcome rule that read each), oldest
+        first; a harness answers in the protocol itself, so its calls record all."""
+        return []
+
     @abstractmethod
     def exit_statuses(self) -> list[int | None]:
         """The exit status of every process this connection ran, oldest first

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import atexit
 import os
+import select
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from retryproof.adapters.connection import HarnessStartError
@@ -153,3 +155,49 @@ def kill_group(popen: subprocess.Popen) -> None:
         os.killpg(popen.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class OutputTooLong(Exception):
+    """A child printed more than the reader's limit to stdout."""
+
+
+def run_to_end(command: Sequence[str], env: Mapping[str, str], timeout: float, limit: int) -> tuple[int, bytes, str]:
+    """Run a short-lived command (a binding's listing query) to its end: ``(status,
+    stdout, stderr's tail)``. Bounded every way a foreign command can stretch it: it gets
+    ``timeout`` seconds (``subprocess.TimeoutExpired``), stdout at most ``limit`` bytes
+    (``OutputTooLong``: ``yes`` would fill memory), stderr its last ``limit`` bytes, and
+    a process it left running holding the pipes is not waited for. Whatever it
+    started, in its group, is SIGKILLed when it ends, however it ends (``sh -c "sleep
+    4242 & ..."`` left the sleep behind), and an interrupted run ends it too."""
+    popen = start_group(command, stdin=subprocess.DEVNULL, env=dict(env))
+    assert popen.stdout is not None and popen.stderr is not None
+    out, err = bytearray(), StderrTail(limit)
+    open_fds = {popen.stdout.fileno(): out.extend, popen.stderr.fileno(): err.append}
+    deadline = time.monotonic() + timeout
+    try:
+        while open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(list(command), timeout)
+            ready, _, _ = select.select(list(open_fds), [], [], min(left, 0.05))
+            for fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    open_fds[fd](chunk)
+                else:
+                    del open_fds[fd]
+            if len(out) > limit:
+                raise OutputTooLong(f"more than {limit} bytes on stdout")
+            if not ready and popen.poll() is not None:
+                break  # the command ended and its pipes are drained; a survivor may hold them open
+        status = popen.wait(max(0.0, deadline - time.monotonic()))
+        return status, bytes(out), err.text()
+    finally:
+        kill_group(popen)
+        try:
+            popen.wait(PIPE_GRACE_S)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+            pass
+        forget_group(popen)
+        popen.stdout.close()
+        popen.stderr.close()

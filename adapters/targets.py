@@ -10,8 +10,9 @@ MCP server or an HTTP API described by a binding file is a ``BindingTarget``.
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, ClassVar
@@ -68,7 +69,12 @@ class HarnessTarget(Target):
         self, scratch: Scratch, *, call_timeout: float = CALL_TIMEOUT_S, start_timeout: float = START_TIMEOUT_S
     ) -> Connection:
         return ProcessConnection(
-            self.command, scratch.state, call_timeout=call_timeout, start_timeout=start_timeout, work_dir=scratch.work
+            self.command,
+            scratch.state,
+            call_timeout=call_timeout,
+            start_timeout=start_timeout,
+            work_dir=scratch.work,
+            shown=shown(self.command),
         )
 
 
@@ -91,6 +97,15 @@ class BindingTarget(Target):
     @property
     def what(self) -> str:
         return f"the server of binding {self.binding.source}"
+
+
+def shown(command: Sequence[str]) -> tuple[str, ...]:
+    """A command line as a user would type it, for evidence and reports: the kit's own
+    interpreter (the bundled reference runtime, a hosted Python class, a binding's
+    ``{python}``) is named ``python``, not by its path on this machine."""
+    return tuple(
+        "python" if index == 0 and word in (sys.executable, "{python}") else word for index, word in enumerate(command)
+    )
 
 
 def target_of(command: tuple[str, ...], binding: Binding | None) -> Target:

@@ -27,7 +27,8 @@ class _Parser(argparse.ArgumentParser):
     ``error:`` line, a ``hint:`` line, exit 2 (not a usage dump)."""
 
     def error(self, message: str):
-        self.exit(2, f"error: {message}\nhint: see '{self.prog} --help'\n")
+        _complain(self.prog.split()[-1], message, f"see '{self.prog} --help'", 2)
+        self.exit(2)
 
 
 def _add_option(parser: argparse._ActionsContainer, option: Option) -> None:
@@ -159,6 +160,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+#: The exit status of a kit crash: an exception no command turned into a verdict or a
+#: ``KitError`` (a bug in retryproof, or memory running out). Not 1, which says "not
+#: conformant" or "a regression", nor 2, which says the user's input was refused.
+CRASH_EXIT_CODE = 3
+
 #: The module that starts and registers every child process group and scratch directory.
 _PROCESS_ADAPTER = "retryproof.adapters.process_groups"
 
@@ -214,21 +220,50 @@ def main(argv: list[str] | None = None) -> int:
         with _interruptible():
             return module.main(args)
     except KitError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
+        _complain(args.command, exc.message, exc.hint, exc.exit_code)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         end_everything = getattr(sys.modules.get(_PROCESS_ADAPTER), "end_everything", None)
         if end_everything is not None:  # else no harness was started: see _on_signal
             end_everything()
-        print("interrupted", file=sys.stderr)
+        if not getattr(exc, "reported", False):  # a child retryproof run may have said it (matrix)
+            print("interrupted", file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:
         # The reader went away (`retryproof list | head`): stop quietly, and keep the
         # interpreter's final flush from raising again on the closed pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as exc:  # a crash (RecursionError, MemoryError too): the one place it is reported
+        # What it started is ended at exit, by the process adapter's atexit hook.
+        _complain(
+            args.command,
+            f"retryproof crashed: {type(exc).__name__}: {exc}"[:2000],
+            f"this is a bug in retryproof {__version__} (exit {CRASH_EXIT_CODE}); "
+            "please report it with the command line that caused it",
+            CRASH_EXIT_CODE,
+        )
+        return CRASH_EXIT_CODE
+
+
+#: The commands whose outcome a CI job reads from its step summary.
+_SUMMARISED = ("run", "merge")
+
+
+def _complain(command: str, message: str, hint: str | None, exit_code: int) -> None:
+    """An ``error:`` and a ``hint:`` line, each one line whatever it quotes: a message
+    naming a value from a report or a harness cannot start a line of its own in a CI
+    log (``::error::`` would be a workflow command there). A command that writes a
+    step summary says there why it reached no verdict."""
+    from retryproof.conformance.writers.escape import one_line
+
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    if hint:
+        print(f"hint: {one_line(hint)}", file=sys.stderr)
+    if command in _SUMMARISED:
+        from retryproof.conformance.writers.step_summary import append_failure
+
+        append_failure(command, message, hint, exit_code)
 
 
 if __name__ == "__main__":

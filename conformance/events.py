@@ -34,6 +34,7 @@ class RunInfo:
     skip: tuple[str, ...] = ()
     shard: Shard | None = None  # a --shard run: the part of the selection this run holds
     black_box: bool = False  # reached through a binding (an MCP server or HTTP API), not a harness
+    spec_fingerprint: str = ""  # retryproof.spec.fingerprint() of the contract run ("" for older reports)
 
 
 @dataclass(frozen=True)

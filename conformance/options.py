@@ -39,7 +39,7 @@ MAX_TIMEOUT_S = 86400.0
 #: The ``--format`` names, in the order messages list them: the names only, so that
 #: checking a ``--format`` loads no renderer. ``writers/files.FORMATS`` holds a file and
 #: a renderer for each (tests/conformance/test_options.py keeps the two equal).
-REPORT_FORMATS = ("json", "md", "junit", "html", "badge")
+REPORT_FORMATS = ("json", "md", "junit", "html", "badge", "svg")
 
 
 def available_cpus() -> int:
@@ -297,6 +297,8 @@ def harness_target(harness: str | None, python: str | None) -> tuple[tuple[str, 
 
 #: Where the bindings of the bundled reference (``--binding reference-http``) live.
 SHIPPED_BINDINGS = "retryproof.adapters"
+#: The largest binding file read.
+BINDING_MAX_BYTES = 1024 * 1024
 
 
 def load_binding(path: str) -> Binding:
@@ -315,7 +317,9 @@ def load_binding(path: str) -> Binding:
     if not os.path.exists(path) and shipped.is_file():
         path = str(shipped)
     hint = "see spec/README.md, 'Certifying an MCP server' and 'Certifying an HTTP API'"
-    document = load_user_file(path, "binding", yaml.safe_load, "YAML", hint)
+    # A binding is a page of YAML; one of many megabytes (a 50 MB name) is a mistake or
+    # an attack, and every report would carry it three times.
+    document = load_user_file(path, "binding", yaml.safe_load, "YAML", hint, limit=BINDING_MAX_BYTES)
     try:
         return parse(document, path)
     except BindingError as exc:

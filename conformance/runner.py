@@ -10,7 +10,6 @@ from __future__ import annotations
 import platform
 import shlex
 import shutil
-import sys
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from typing import Any
 
 from retryproof.adapters.connection import HarnessStartError
 from retryproof.adapters.process_groups import Scratch
+from retryproof.adapters.targets import shown
 from retryproof.conformance import __version__
 from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.context import (
@@ -46,7 +46,7 @@ from retryproof.conformance.scenarios import Scenario, registry
 from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
-from retryproof.spec import SPEC_VERSION
+from retryproof.spec import SPEC_VERSION, fingerprint
 from retryproof.spec.protocol import PROTOCOL, Hello
 
 #: The harness stderr kept per failed scenario in reports.
@@ -113,7 +113,9 @@ def run_info(options: Options, hello: Hello) -> RunInfo:
     return RunInfo(
         kit_version=__version__,
         spec_version=SPEC_VERSION,
-        protocol=PROTOCOL,
+        spec_fingerprint=fingerprint(),
+        # Through a binding the kit speaks no harness protocol: the report names the binding format.
+        protocol=PROTOCOL if options.binding is None else _binding_format(),
         implementation=dict(hello.implementation),
         target=options.target,
         capabilities=hello.listed("capabilities"),
@@ -122,7 +124,7 @@ def run_info(options: Options, hello: Hello) -> RunInfo:
         concurrency=options.concurrency,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         baseline=options.baseline_file,
-        harness_command=harness_command(options.command),
+        harness_command=harness_command(options.command if options.binding is None else options.binding.command),
         python=f"{platform.python_implementation()} {platform.python_version()}",
         platform=platform.platform(),
         only=options.only,
@@ -132,12 +134,15 @@ def run_info(options: Options, hello: Hello) -> RunInfo:
     )
 
 
+def _binding_format() -> str:
+    from retryproof.adapters.binding.binding_file import FORMAT  # loaded with the binding already
+
+    return FORMAT
+
+
 def harness_command(command: Sequence[str]) -> str:
-    """The harness command line as a user would type it: the kit's own interpreter
-    (the bundled reference runtime, a hosted --python class) is named ``python``,
-    not by its path on this machine."""
-    words = ["python" if index == 0 and word == sys.executable else word for index, word in enumerate(command)]
-    return shlex.join(words)
+    """The harness command line as a user would type it (``targets.shown``)."""
+    return shlex.join(shown(command))
 
 
 class Run:

@@ -18,6 +18,7 @@ from typing import Any
 from retryproof.adapters.binding.transports import Transport, wire
 from retryproof.spec import validator
 from retryproof.spec.digest import ARRAY_FIELDS, SCALAR_FIELDS
+from retryproof.spec.schema_messages import schema_message
 
 FORMAT = "retryproof-binding/1"
 #: The parts of a listing command's answer (its JSON output); a transport's answers
@@ -99,6 +100,7 @@ def parse(document: Any, source: str) -> Binding:
     if not isinstance(document, dict):
         raise BindingError("(top level)", "a binding is a mapping", "start from the example in spec/README.md")
     _check_schema(document)
+    _check_placeholders(document, "")
     transport = document["transport"]
     start, call, answers, listing = document["start"], document["call"], document["answers"], document["listing"]
     url = start.get("url")
@@ -188,7 +190,31 @@ def _check_schema(document: Mapping[str, Any]) -> None:
         missing = [name for name in error.validator_value if name not in error.instance]
         name = missing[0] if missing else "?"
         raise BindingError(f"{where}.{name}" if where else name, "is required", "see spec/schemas/binding.json")
-    raise BindingError(where or "(top level)", error.message[:300], "see spec/schemas/binding.json")
+    raise BindingError(
+        where or "(top level)", schema_message(error, "the binding format"), "see spec/schemas/binding.json"
+    )
+
+
+#: Where ``{python}``, ``{port}`` and ``{state_dir}`` are filled in; anywhere else one
+#: would reach the service as the literal text.
+FILLED = ("start.command", "start.url", "listing.command")
+PLACEHOLDERS = ("{python}", "{port}", "{state_dir}")
+
+
+def _check_placeholders(value: Any, where: str) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_placeholders(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_placeholders(item, f"{where}[{index}]")
+    elif isinstance(value, str) and not where.startswith(FILLED):
+        used = [placeholder for placeholder in PLACEHOLDERS if placeholder in value]
+        if used:
+            raise BindingError(
+                where,
+                f"{used[0]} is filled in only in {', '.join(FILLED)}; here it would be sent as the text {used[0]}",
+            )
 
 
 def _dotted(parts: Sequence[Any]) -> str:

@@ -31,14 +31,17 @@ from typing import Any
 from retryproof.adapters.binding import answers
 from retryproof.adapters.binding.binding_file import Binding
 from retryproof.adapters.binding.transports import Gone, Server, parse_json
+from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES
 from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection, HarnessStartError, Lost, Reply
 from retryproof.adapters.loopback import free_port
 from retryproof.adapters.process_groups import (
     PIPE_GRACE_S,
     STATE_DIR_ENV,
+    OutputTooLong,
     StderrTail,
     forget_group,
     kill_group,
+    run_to_end,
     start_group,
 )
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
@@ -47,6 +50,9 @@ from retryproof.spec.protocol import Failure, Success, greeting
 PORT_ENV = "RETRYPROOF_PORT"
 #: Ops a binding translates; every other op is answered unknown_op.
 OPS = ("write_task", "list_tasks", "read_task")
+#: The share of the call timeout a listing command gets: the rest is for the op's own
+#: answer, so a command that hangs is named as the cause, not reported as "no answer".
+LISTING_SHARE = 0.8
 #: Calls in flight at once on one connection (A4 pipelines eight, FUZZ bursts a few).
 MAX_IN_FLIGHT = 32
 
@@ -74,6 +80,7 @@ class BindingConnection(Connection):
         self._stderr = StderrTail(stderr_limit)
         self._servers: list[Server] = []
         self._survivors: list[dict[str, Any]] = []
+        self._exchanges: list[dict[str, Any]] = []
         self._pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="binding-call")
 
     # -- lifecycle ---------------------------------------------------------------
@@ -160,6 +167,9 @@ class BindingConnection(Connection):
     def survivors(self) -> list[dict[str, Any]]:
         return list(self._survivors)
 
+    def exchanges(self) -> list[dict[str, Any]]:
+        return list(self._exchanges)
+
     def stderr_text(self) -> str:
         return self._stderr.text()
 
@@ -240,8 +250,11 @@ class BindingConnection(Connection):
             return Lost(server.wire.leave(arguments, key, self.call_timeout))
         answer = server.wire.call(arguments, key, self.call_timeout)
         rule = answers.meaning(binding, answer)
+        self._exchanges.append(answers.exchange(binding, key, answer, rule))
         if rule is None:
-            return answers.unmapped(f"no outcome rule of the binding matches the answer: {answers.describe(answer)}")
+            return answers.unmapped(
+                f"no outcome rule of the binding matches the answer: {answers.describe(answer, binding)}"
+            )
         if rule.means in answers.REJECTIONS:
             return Failure(None, answers.REJECTIONS[rule.means], f"{rule.means}: {answers.describe(answer)}")
         try:
@@ -295,13 +308,16 @@ class BindingConnection(Connection):
     def _run_listing_command(self, command: tuple[str, ...], port: int | None) -> dict[str, Any] | Failure:
         words = self.binding.fill(command, port, self.state_dir)
         env = {**os.environ, STATE_DIR_ENV: self.state_dir}
+        # Within the call's own timeout, so a hung command is named as such, not "no answer".
+        timeout = self.call_timeout * LISTING_SHARE
         try:
-            done = subprocess.run(words, env=env, capture_output=True, timeout=self.call_timeout, check=False)
+            status, stdout, stderr = run_to_end(words, env, timeout, MAX_ANSWER_BYTES)
         except subprocess.TimeoutExpired:
-            raise Gone(f"the listing command did not end within {self.call_timeout:g}s") from None
-        except OSError as exc:
-            return answers.unmapped(f"cannot run the listing command {words[0]!r}: {exc.strerror or exc}")
-        if done.returncode != 0:
-            tail = done.stderr.decode("utf-8", "replace")[-500:]
-            return answers.unmapped(f"the listing command exited with status {done.returncode}: {tail}")
-        return {"body": parse_json(done.stdout)}
+            raise Gone(f"the listing command did not end within {timeout:g}s") from None
+        except OutputTooLong:
+            raise Gone(f"the listing command printed more than {MAX_ANSWER_BYTES} bytes") from None
+        except HarnessStartError as exc:
+            return answers.unmapped(f"the listing command: {exc.message}")
+        if status != 0:
+            return answers.unmapped(f"the listing command exited with status {status}: {stderr[-500:]}")
+        return {"body": parse_json(stdout)}

@@ -19,7 +19,7 @@ from retryproof.adapters.connection import HarnessStartError
 from retryproof.adapters.process_groups import Scratch
 from retryproof.adapters.targets import target_of
 from retryproof.conformance import replay_file
-from retryproof.conformance.errors import KitError, load_user_file
+from retryproof.conformance.errors import KitError, load_user_file, strict_json
 from retryproof.conformance.fuzz import (
     HarnessSilent,
     ModelViolation,
@@ -35,7 +35,11 @@ _STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore 
 def load_replay(path: str) -> dict[str, Any]:
     """The replay document at ``path``, or a ``KitError`` saying what is wrong."""
     document = load_user_file(
-        path, "replay file", json.load, "JSON", "pass the file a FUZZ-MODEL failure wrote (replays/ beside its report)"
+        path,
+        "replay file",
+        strict_json,
+        "JSON",
+        "pass the file a FUZZ-MODEL failure wrote (replays/ beside its report)",
     )
     if not isinstance(document, dict) or document.get("format") != replay_file.FORMAT:
         raise KitError(f"{path} is not a replay file", f'expected an object with "format": "{replay_file.FORMAT}"')

@@ -52,7 +52,7 @@ class ConsoleWriter:
                 line += f"  {one_line(result.reason, None if result.status in ('failed', 'error') else 160)}"
             self._print(line)
             if result.status in ("failed", "error"):
-                self._print(f"    reproduce: {result.reproduce}")
+                self._print(f"    reproduce: {one_line(result.reproduce)}")
         elif isinstance(event, RunFinished):
             verdict = event.verdict
             self._print(f"{verdict.headline}: {tally(event.results).line()} in {event.duration_s:.1f}s")

@@ -57,6 +57,7 @@ def report_document(run: RunFinished) -> dict[str, Any]:
         "report_format": REPORT_FORMAT,
         "kit": {"name": "retryproof", "version": info.kit_version},
         "spec_version": info.spec_version,
+        **({"spec_fingerprint": info.spec_fingerprint} if info.spec_fingerprint else {}),
         "protocol": info.protocol,
         "implementation": dict(info.implementation),
         "target": info.target,

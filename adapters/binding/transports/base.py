@@ -38,10 +38,17 @@ def json_bytes(value: Any) -> bytes:
 
 
 def parse_json(data: bytes) -> Any:
+    """An answer body (a line, a command's output) as JSON; text that is not JSON as
+    its start; bytes that are not UTF-8 as a sentence saying so, which every message
+    that quotes the value then shows (it used to read as a body lacking its items)."""
     try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return data[:2000].decode("utf-8", "replace")
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"(not UTF-8 text: {exc.reason} at byte {exc.start}) {data[:200]!r}"
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text[:2000]
 
 
 class Server:

@@ -5,6 +5,7 @@ request (a ping) is answered empty, so the server never waits on the kit."""
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections.abc import Mapping
@@ -18,6 +19,10 @@ from retryproof.adapters.pipes import LineTooLong
 
 if TYPE_CHECKING:
     from retryproof.adapters.binding.transports.base import BoundPath
+
+
+#: Answers under unknown ids named in a missed deadline's message.
+MAX_STRAYS_KEPT = 3
 
 
 class McpStdio(Mcp):
@@ -37,6 +42,10 @@ class McpStdio(Mcp):
         # never the reader thread that resolves answers.
         self._write_lock = threading.Lock()
         self._closed: str | None = None
+        # Answers under ids the kit never asked for: kept (the first few) so that a
+        # missed deadline says what came instead of only "no answer".
+        self._strays: list[Any] = []
+        self._stray_count = 0
 
     def ready(self, deadline: float) -> None:
         self.server.pipes.spawn(self._read, name="mcp-stdio-reader")
@@ -56,7 +65,7 @@ class McpStdio(Mcp):
         try:
             return future.result(timeout)
         except FutureTimeout:
-            raise Gone(f"no answer within {timeout:g}s") from None
+            raise Gone(f"no answer within {timeout:g}s{self._stray_note()}") from None
         finally:
             with self._lock:
                 self._pending.pop(request_id, None)
@@ -105,3 +114,16 @@ class McpStdio(Mcp):
             future = self._pending.pop(answered, None) if isinstance(answered, int) else None
         if future is not None:
             future.set_result(message)
+        elif "result" in message or "error" in message:
+            with self._lock:
+                self._stray_count += 1
+                if len(self._strays) < MAX_STRAYS_KEPT:
+                    self._strays.append(answered)
+
+    def _stray_note(self) -> str:
+        with self._lock:
+            if not self._stray_count:
+                return ""
+            ids = ", ".join(json.dumps(item)[:40] for item in self._strays)
+            more = f" and {self._stray_count - len(self._strays)} more" if self._stray_count > len(self._strays) else ""
+        return f"; the server sent {self._stray_count} answer(s) under ids never asked for ({ids}{more})"
