@@ -308,18 +308,18 @@ def test_compare_tells_a_not_verified_must_from_a_feature_not_covered(tmp_path):
         if line.startswith("| ") and " | " in line
     }
     assert rows["CRASH-AFTER-RESERVE (MUST)"] == "not verified"  # a failpoint it lacks: blocks
-    assert rows["P0-CONSUMED (MUST)"] == "skip"  # approval, an optional feature it lacks: does not
+    assert rows["P0-CONSUMED (MUST)"] == "not covered"  # approval, an optional feature it lacks: does not
 
 
 def test_an_empty_key_is_shown_as_an_empty_string_and_the_environment_has_no_blank_header():
-    from retryproof.conformance.writers.content import CALL_COLUMNS, evidence_blocks
+    from retryproof.conformance.writers.content import evidence_blocks
     from retryproof.conformance.writers.html import render_html
 
     document = sample("reference")
     scenario = next(s for s in document["scenarios"] if s["id"] == "INVALID-KEY")
     result = scenario_result(scenario)
     calls = next(block for block in evidence_blocks(result) if getattr(block, "caption", None) == "calls")
-    column = CALL_COLUMNS.index("client_submission_id")
+    column = calls.headers.index("client_submission_id")
     assert '""' in [row[column] for row in calls.rows]  # INVALID-KEY sends the empty key
     results = tuple(scenario_result(s) for s in document["scenarios"])
     info = RunInfo("0", "3.0.0", "p", {"name": "n"}, "", (), (), 1, 8, "now")
