@@ -30,6 +30,9 @@ def test_every_implementation_has_its_parts_and_targets_inside_its_folder():
         "powertools_redis",
         "django_idempotency_key",
         "express_idempotency",
+        "agent_runloop",
+        "langgraph_interrupt",
+        "holdpoint",
     }
     for implementation in implementations:
         for part in ("setup", "harness.py", "README.md"):

@@ -96,13 +96,13 @@ WIRES = ("http", "mcp-stdio", "mcp-http")
 def claim_binding(wire: str, defect: str = "") -> dict[str, Any]:
     """A binding for the claim store over ``wire``, broken by ``defect`` (claim_store.py's
     RETRYPROOF_DEFECT; empty: the fixed store). Its recovery bound is the store's lease."""
-    command = ["env", f"RETRYPROOF_DEFECT={defect}", "{python}"]
+    env = {"RETRYPROOF_DEFECT": defect}
     name = f"claim-{wire}-{defect or 'fixed'}"
     if wire == "http":
         document = http_binding("claim_http.py", name, recovery_s=1.0)
-        document["start"]["command"][:1] = command
+        document["start"]["env"] = env
         return document
-    start: dict[str, Any] = {"command": [*command, str(HERE / "claim_mcp.py"), wire.removeprefix("mcp-")]}
+    start: dict[str, Any] = {"command": ["{python}", str(HERE / "claim_mcp.py"), wire.removeprefix("mcp-")], "env": env}
     if wire == "mcp-http":
         start["url"] = "http://127.0.0.1:{port}/mcp"
     return {

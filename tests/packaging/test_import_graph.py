@@ -30,11 +30,14 @@ Graph = Mapping[str, frozenset[str]]
 
 
 def modules(root: Path, folders: tuple[str, ...]) -> dict[str, Path]:
-    """``retryproof.<folder>.<module>`` -> its file, for every module of ``folders``."""
+    """``retryproof.<folder>.<module>`` -> its file, for every module of ``folders``; a
+    hidden folder is none of ours (the matrix's ``.venv``s under adapters/implementations)."""
     found = {}
     for folder in folders:
         for path in sorted((root / folder).rglob("*.py")):
             parts = path.relative_to(root).with_suffix("").parts
+            if any(part.startswith(".") for part in parts):
+                continue
             name = ".".join(("retryproof", *(parts[:-1] if parts[-1] == "__init__" else parts)))
             found[name] = path
     return found
