@@ -241,11 +241,12 @@ class BindingConnection(Connection):
             if loss.kill:
                 self.kill()
             held.close()
+            if loss.kind == "cut" and not held.answered.is_set() and self.alive:
+                with contextlib.suppress(Gone):  # through the proxy, as the call went
+                    wire.abandon(self.call_timeout)
             reply = self.wait(pending)
         if self.alive:
             with contextlib.suppress(Gone):
-                if loss.kind == "cut" and not held.answered.is_set():
-                    wire.abandon(self.call_timeout)
                 server.wire.ready(time.monotonic() + self.call_timeout)  # the retry is a new caller
         if not isinstance(reply, Lost):  # the proxy never saw the call: nothing was lost
             return Lost(f"the kit could not interpose on the call ({held.describe()}); it answered {reply}")

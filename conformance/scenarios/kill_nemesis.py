@@ -80,7 +80,6 @@ def kill_nemesis(ctx: Context) -> None:
         schedule.append({**step, "kill_after_ms": killed_ms, "answers": tally(calls)})
     windows = f"{effect_ms:g},{answer_ms:g}"
     ctx.note("schedule", {"effect_ms": effect_ms, "answer_ms": answer_ms, "rounds": schedule})
-    ctx.reproduce_env[WINDOWS_ENV] = windows
     try:
         bound = ctx.conn.recovery_s + ctx.call_timeout
         keys = measured + work + fresh
@@ -90,6 +89,7 @@ def kill_nemesis(ctx: Context) -> None:
         for submission_id, final in finals.items():
             expect_identity(ctx, final, after, submission_id, f"the answer for {submission_id} after the kills")
     except ScenarioFailed:
+        ctx.reproduce_env[WINDOWS_ENV] = windows
         ctx.note(
             "replay",
             replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello.implementation, {WINDOWS_ENV: windows}),

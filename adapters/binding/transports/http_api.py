@@ -19,7 +19,7 @@ from retryproof.adapters.binding.transports.base import (
 )
 
 if TYPE_CHECKING:
-    from retryproof.adapters.binding.binding_file import Binding
+    from retryproof.adapters.binding.transports.base import BoundPath
 
 
 def http_exchange(
@@ -66,7 +66,7 @@ class HttpApi(Transport):
     def ready(self, deadline: float) -> None:
         self.accepting(deadline)
 
-    def __init__(self, binding: Binding, server: Server):
+    def __init__(self, binding: BoundPath, server: Server):
         super().__init__(binding, server)
         self.url = server.base_url or ""
 
