@@ -86,18 +86,22 @@ def main() -> int:
     args = parser.parse_args()
     crash_seeds = set(seeds(args.crash_points_seeds or args.seeds))
     work = []
-    for wire in args.wires.split(","):
-        for service in args.services.split(","):
-            aimed = ALL if service == "fixed" else CAUGHT_BY[service]
-            for seed in seeds(args.seeds):
+    for seed in seeds(args.seeds):  # seed by seed, so a partial run covers every service
+        for wire in args.wires.split(","):
+            for service in args.services.split(","):
+                aimed = ALL if service == "fixed" else CAUGHT_BY[service]
                 chosen = tuple(
                     s for s in aimed if s in args.scenarios.split(",") and (s != "CRASH-POINTS" or seed in crash_seeds)
                 )
                 if chosen:
                     work.append((wire, service, seed, chosen))
     began = time.perf_counter()
+    runs = []
     with ThreadPoolExecutor(args.jobs) as pool:
-        runs = list(pool.map(lambda item: one_run(*item), work))
+        for run in pool.map(lambda item: one_run(*item), work):
+            runs.append(run)  # each run as it ends, so an interrupted benchmark still says something
+            statuses = ", ".join(f"{sid} {status}" for sid, (status, _, _) in run["scenarios"].items())
+            print(f"{run['wire']} {run['service']} seed {run['seed']}: {statuses} ({run['seconds']:.0f}s)", flush=True)
     table = defaultdict(list)
     for run in runs:
         for scenario, found in run["scenarios"].items():
