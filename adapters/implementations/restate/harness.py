@@ -1,0 +1,123 @@
+"""retryproof-harness/1 for Restate, over its HTTP ingress: starts ``serve.py`` (the
+Restate server and the service of ``service.py``) and translates every op into
+requests to the ingress (``http_service``): ``POST /tasks/create`` with the task as the
+body and the client_submission_id in Restate's ``idempotency-key`` header.
+
+Run with this folder's environment (``./setup install``)::
+
+    .venv/bin/python harness.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from importlib.metadata import version
+from typing import Any
+
+from retryproof.adapters.implementations.http_service import START_TIMEOUT_S, HttpServiceRuntime
+from retryproof.adapters.loopback import free_port
+from retryproof.adapters.python_host import check_armed, handlers_for
+from retryproof.spec.protocol import parse_failpoints, serve
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PORTS = ("INGRESS_PORT", "ADMIN_PORT", "NODE_PORT", "SERVICE_PORT")
+
+
+def server_version() -> str:
+    with open(os.path.join(HERE, "node_modules", "@restatedev", "restate-server", "package.json")) as handle:
+        return json.load(handle)["version"]
+
+
+def ports(state_dir: str) -> dict[str, str]:
+    """The runtime's ports, drawn at the first start in a state directory and kept:
+    Restate records its node's address and the deployment's URI, so a restart must
+    listen where the first start did (written durably, like any state it keeps)."""
+    path = os.path.join(state_dir, "restate-ports.json")
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        pass
+    chosen = {name: str(free_port()) for name in PORTS}
+    fd, temp = tempfile.mkstemp(dir=state_dir, prefix=".tmp-")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(chosen, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+    directory = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+    return chosen
+
+
+class RestateRuntime(HttpServiceRuntime):
+    implementation = {
+        "name": "restate",
+        "version": f"server {server_version()}, sdk-python {version('restate-sdk')}",
+        "language": "python",
+    }
+    failpoints = (
+        "write_task.after_reserve",
+        "write_task.after_task_write",
+        "write_task.after_task_created",
+        "write_task.after_commit",
+    )
+    path = "/tasks/create"
+
+    def __init__(self, state_dir: str, failpoints: Mapping[str, str]):
+        self.ports = ports(state_dir)
+        command = [sys.executable, os.path.join(HERE, "serve.py")]
+        super().__init__(state_dir, failpoints, command, HERE, self.ports, int(self.ports["INGRESS_PORT"]))
+
+    def request_headers(self, task: Any, client_submission_id: str | None) -> dict[str, str]:
+        """Restate's idempotency-key header, and the key again in X-Retryproof-Key:
+        Restate does not pass its own header on to the handler, which records the key
+        with the effect so that the listing can name it. Restate never reads the copy."""
+        headers = super().request_headers(task, client_submission_id)
+        if client_submission_id is not None:
+            headers["X-Retryproof-Key"] = client_submission_id
+        return headers
+
+    def _await_service(self) -> None:
+        """The ingress listens before the service is registered; serve only once the
+        server knows it (bounded), so no call meets a 404 of a starting server."""
+        super()._await_service()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        url = f"http://127.0.0.1:{self.ports['ADMIN_PORT']}/services/tasks"
+        while time.monotonic() < deadline and self.service.poll() is None:
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    return
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.1)
+        self.service.kill()
+        raise RuntimeError("the Restate server did not list the service 'tasks'")
+
+
+def main() -> int:
+    try:
+        armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
+        check_armed(armed, RestateRuntime.failpoints)
+        runtime = RestateRuntime(os.environ["RETRYPROOF_STATE_DIR"], armed)
+    except (ValueError, KeyError, RuntimeError) as exc:
+        print(f"restate harness: {exc}", file=sys.stderr)
+        return 2
+    try:
+        serve(handlers_for(runtime))
+    finally:
+        runtime.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
