@@ -14,6 +14,8 @@ the comparison still covers every target that has a report in ``--out``.
     {"targets": [{"report": "dbos-transact",
                   "harness": "adapters/implementations/dbos_transact/.venv/bin/python adapters/implementations/dbos_transact/harness.py"}]}
 
+A target may add ``"options"``, further ``retryproof run`` arguments (a longer
+``--start-timeout`` for a harness whose library takes seconds to import, say).
 Harness command lines are relative to the repository root, where every run starts,
 so the committed reports carry no machine's paths. The matrix needs a checkout (the
 implementations' scripts are not part of an installed kit).
@@ -48,6 +50,7 @@ STOP_GRACE_S = 30
 class Target:
     report: str
     harness: str
+    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,10 @@ def discover(root: Path) -> list[Implementation]:
     for manifest in sorted((root / "adapters" / "implementations").glob("*/matrix.json")):
         try:
             document = json.loads(manifest.read_text(encoding="utf-8"))
-            targets = tuple(Target(t["report"], t["harness"]) for t in document["targets"])
+            targets = tuple(
+                Target(t["report"], t["harness"], tuple(str(o) for o in t.get("options", ())))
+                for t in document["targets"]
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise KitError(f"{manifest} is not a valid matrix.json: {exc}", "see 'retryproof matrix --help'") from None
         found.append(Implementation(manifest.parent.name, manifest.parent, targets))
@@ -114,8 +120,10 @@ def _setup(implementation: Implementation, step: str, timeout: float) -> None:
 def _run(root: Path, target: Target, out: Path, seed: int) -> bool:
     """Certify one target; False when the kit could not run it (no report written)."""
     command = [sys.executable, "-m", "retryproof.conformance.cli", "run", "--harness", target.harness]
-    command += ["--out", str(out), "--seed", str(seed), "--format", "md,json,junit,html"]
-    print(f"matrix: {target.report}: retryproof run --harness '{target.harness}'", flush=True)
+    command += ["--out", str(out), "--seed", str(seed), "--format", "md,json,junit,html", *target.options]
+    print(
+        f"matrix: {target.report}: retryproof run --harness '{target.harness}' {' '.join(target.options)}", flush=True
+    )
     try:
         status = _finished(command, RUN_TIMEOUT_S, cwd=root)
     except subprocess.TimeoutExpired:
