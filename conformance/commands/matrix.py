@@ -14,9 +14,10 @@ the comparison still covers every target that has a report in ``--out``.
     {"targets": [{"report": "dbos-transact",
                   "harness": "adapters/implementations/dbos_transact/.venv/bin/python adapters/implementations/dbos_transact/harness.py"}]}
 
-A target may add ``"options"``, further ``retryproof run`` arguments (a longer
-``--start-timeout`` for a harness whose library takes seconds to import, say).
-Harness command lines are relative to the repository root, where every run starts,
+A target names ``"binding"`` (a binding file) instead of ``"harness"`` when the
+service is certified as its users call it, and may add ``"options"``, further
+``retryproof run`` arguments (a longer ``--start-timeout`` for a harness whose
+library takes seconds to import, say). Harness command lines and binding paths are relative to the repository root, where every run starts,
 so the committed reports carry no machine's paths. The matrix needs a checkout (the
 implementations' scripts are not part of an installed kit).
 """
@@ -49,8 +50,17 @@ STOP_GRACE_S = 30
 @dataclass(frozen=True)
 class Target:
     report: str
-    harness: str
+    #: ``--harness`` or ``--binding``, and its argument.
+    way: tuple[str, str]
     options: tuple[str, ...] = ()
+
+
+def _target(entry: dict) -> Target:
+    ways = [("--harness", entry["harness"])] if "harness" in entry else []
+    ways += [("--binding", entry["binding"])] if "binding" in entry else []
+    if len(ways) != 1:
+        raise KeyError("each target names exactly one of 'harness' and 'binding'")
+    return Target(entry["report"], ways[0], tuple(str(option) for option in entry.get("options", ())))
 
 
 @dataclass(frozen=True)
@@ -75,10 +85,7 @@ def discover(root: Path) -> list[Implementation]:
     for manifest in sorted((root / "adapters" / "implementations").glob("*/matrix.json")):
         try:
             document = json.loads(manifest.read_text(encoding="utf-8"))
-            targets = tuple(
-                Target(t["report"], t["harness"], tuple(str(o) for o in t.get("options", ())))
-                for t in document["targets"]
-            )
+            targets = tuple(_target(entry) for entry in document["targets"])
         except (ValueError, KeyError, TypeError) as exc:
             raise KitError(f"{manifest} is not a valid matrix.json: {exc}", "see 'retryproof matrix --help'") from None
         found.append(Implementation(manifest.parent.name, manifest.parent, targets))
@@ -119,11 +126,10 @@ def _setup(implementation: Implementation, step: str, timeout: float) -> None:
 
 def _run(root: Path, target: Target, out: Path, seed: int) -> bool:
     """Certify one target; False when the kit could not run it (no report written)."""
-    command = [sys.executable, "-m", "retryproof.conformance.cli", "run", "--harness", target.harness]
+    way, argument = target.way
+    command = [sys.executable, "-m", "retryproof.conformance.cli", "run", way, argument]
     command += ["--out", str(out), "--seed", str(seed), "--format", "md,json,junit,html", *target.options]
-    print(
-        f"matrix: {target.report}: retryproof run --harness '{target.harness}' {' '.join(target.options)}", flush=True
-    )
+    print(f"matrix: {target.report}: retryproof run {way} '{argument}' {' '.join(target.options)}", flush=True)
     try:
         status = _finished(command, RUN_TIMEOUT_S, cwd=root)
     except subprocess.TimeoutExpired:
@@ -216,5 +222,9 @@ def _summary(columns: list[Column], missing: list[str], started: str, seed: int,
         "",
         "Each implementation's README (`adapters/implementations/<name>/README.md`) names the root cause "
         "of every failure in the library's source and an experiment that shows it without the kit.",
+        "",
+        "Not in the matrix, because they cannot run offline here: Temporal (`temporalio`'s "
+        "`WorkflowEnvironment.start_local()` downloads its dev server at run time) and Inngest (the "
+        "`inngest-cli` npm package fetches its binary in a postinstall script). None was faked.",
     ]
     return "\n".join(lines) + "\n"

@@ -78,7 +78,7 @@ def main() -> None:
     for round_ in range(ROUNDS):
         barrier = threading.Barrier(8)
 
-        def call(index: int, key: str = f"order-2-{round_}") -> None:
+        def call(index: int, key: str = f"order-2-{round_}", barrier: threading.Barrier = barrier) -> None:
             barrier.wait()
             try:
                 create(f"concurrent-{index}", key)

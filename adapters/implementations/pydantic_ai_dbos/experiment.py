@@ -13,7 +13,6 @@ Run: .venv/bin/python experiment.py   (this folder's environment, see ./setup)
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -66,7 +65,9 @@ def effects() -> list[str]:
 
 
 def start() -> None:
-    DBOS(config={"name": "experiment", "system_database_url": f"sqlite:///{FOLDER}/dbos.sqlite", "log_level": "WARNING"})
+    DBOS(
+        config={"name": "experiment", "system_database_url": f"sqlite:///{FOLDER}/dbos.sqlite", "log_level": "WARNING"}
+    )
     DBOS.launch()
 
 
