@@ -16,6 +16,11 @@ from typing import Any, Union
 
 from retryproof.spec.protocol import Failure, Success
 
+#: Seconds a connection waits for one response, and for its start (handshake, readiness),
+#: unless told otherwise.
+CALL_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 10.0
+
 
 @dataclass(frozen=True)
 class Lost:
@@ -128,6 +133,12 @@ class Connection(ABC):
 
     def protocol_noise(self) -> list[str]:
         """Lines the harness wrote that answered no call in flight, oldest first."""
+        return []
+
+    def exchanges(self) -> list[dict[str, Any]]:
+        """The runtime's own answers to the calls this connection translated (a
+        binding: status, headers, body, and the outcome rule that read each), oldest
+        first; a harness answers in the protocol itself, so its calls record all."""
         return []
 
     @abstractmethod

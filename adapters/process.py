@@ -9,31 +9,35 @@ threads wait in ``poll`` beside a wake-up pipe (``pipes.ChildPipes``), so a stop
 closing its end: a process that escaped the group (``setsid``) and still holds a pipe
 is named in ``survivors()``, never waited on. A connection that missed a deadline gets
 nothing more (``missed_deadline``): a silent harness costs one timeout, not one per call.
-
-Every live harness process group and every scratch directory is also kept in a
-module registry, so ``end_everything`` (the CLI's SIGINT/SIGTERM handler) can end
-them all whatever thread started them.
+The groups and scratch directories are ``process_groups``'s, shared with the binding's
+servers, so an interrupted run ends them all.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import queue
 import shlex
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
+from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection, HarnessStartError, Lost, Reply
 from retryproof.adapters.pipes import ChildPipes, LineTooLong
+from retryproof.adapters.process_groups import (
+    PIPE_GRACE_S,
+    STATE_DIR_ENV,
+    Scratch,
+    StderrTail,
+    forget_group,
+    kill_group,
+    start_group,
+)
 from retryproof.spec.protocol import (
     PROTOCOL,
     Failure,
@@ -44,79 +48,9 @@ from retryproof.spec.protocol import (
     format_failpoints,
 )
 
-STATE_DIR_ENV = "RETRYPROOF_STATE_DIR"
 FAILPOINTS_ENV = "RETRYPROOF_FAILPOINTS"
-#: How long a stop waits for a pipe's end of file once the harness's group is gone; a
-#: pipe still open after that is held by a process that escaped the group.
-PIPE_GRACE_S = 1.0
 #: Noise lines kept for the evidence per connection.
 NOISE_LIMIT = 50
-
-
-# -- the registry of what must end when the kit is interrupted -----------------------
-
-_registry_lock = threading.RLock()  # reentrant: the signal handler runs on the main thread
-_live_groups: dict[int, subprocess.Popen] = {}
-_scratch_dirs: set[str] = set()
-_ending = False
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM reached the kit; ``signum`` says which (exit 128 + signum)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def end_everything() -> None:
-    """SIGKILL every live harness process group, remove every scratch directory, and
-    refuse every later start: what an interrupted run leaves behind is nothing."""
-    global _ending
-    with _registry_lock:
-        _ending = True
-        groups = list(_live_groups.values())
-        folders = list(_scratch_dirs)
-        _scratch_dirs.clear()
-    for popen in groups:
-        kill_group(popen)
-    for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-atexit.register(end_everything)  # a run that ends any other way leaves nothing either
-
-
-def interrupt(signum: int, frame: object) -> None:
-    """A signal handler for SIGINT and SIGTERM: end everything at once, then unwind the
-    main thread as ``Interrupted`` (a ``KeyboardInterrupt``, as pytest expects too)."""
-    end_everything()
-    raise Interrupted(signum)
-
-
-class Scratch:
-    """A scenario's scratch space: ``state`` (RETRYPROOF_STATE_DIR, empty) and ``work``
-    (the harness's working directory), removed together by ``remove``."""
-
-    def __init__(self, prefix: str):
-        self.root = tempfile.mkdtemp(prefix=prefix)
-        with _registry_lock:
-            _scratch_dirs.add(self.root)
-        self.state = os.path.join(self.root, "state")
-        self.work = os.path.join(self.root, "work")
-        os.mkdir(self.state)
-        os.mkdir(self.work)
-
-    def remove(self) -> None:
-        with _registry_lock:
-            _scratch_dirs.discard(self.root)
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def __enter__(self) -> Scratch:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.remove()
 
 
 def anchored(command: Sequence[str], base: str) -> list[str]:
@@ -141,29 +75,6 @@ def encode_request(request: Request) -> bytes:
         return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
     except UnicodeEncodeError:
         return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii") + b"\n"
-
-
-class StderrTail:
-    """A bounded tail of everything the harness wrote to stderr, across restarts."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self._data = bytearray()
-        self._dropped = 0
-        self._lock = threading.Lock()
-
-    def append(self, chunk: bytes) -> None:
-        with self._lock:
-            self._data += chunk
-            excess = len(self._data) - self.limit
-            if excess > 0:
-                del self._data[:excess]
-                self._dropped += excess
-
-    def text(self) -> str:
-        with self._lock:
-            head = f"[... {self._dropped} earlier bytes dropped]\n" if self._dropped else ""
-            return head + self._data.decode("utf-8", errors="replace")
 
 
 class _Process:
@@ -208,8 +119,8 @@ class ProcessConnection(Connection):
         command: Sequence[str],
         state_dir: str,
         *,
-        call_timeout: float = 10.0,
-        start_timeout: float = 10.0,
+        call_timeout: float = CALL_TIMEOUT_S,
+        start_timeout: float = START_TIMEOUT_S,
         max_line_bytes: int = 1 << 20,
         stderr_limit: int = 64 << 10,
         stop_timeout: float = 5.0,
@@ -268,8 +179,9 @@ class ProcessConnection(Connection):
         popen = start_group(self.command, stdin=subprocess.PIPE, env=env, cwd=self.work_dir)
         process = _Process(popen)
         self._processes.append(process)
-        for target in (self._read_stdout, self._read_stderr, self._write_stdin):
+        for target in (self._read_stdout, self._write_stdin):
             process.pipes.spawn(target, process, name=f"harness-{target.__name__}")
+        process.pipes.spawn(self._stderr.follow, process.pipes, process.stderr, name="harness-stderr")
         reply = self.call("hello", {"protocol": PROTOCOL}, timeout=self.start_timeout)
         problem = _exited_before_hello(process, reply) or _handshake_problem(reply)
         if problem:
@@ -486,41 +398,6 @@ class ProcessConnection(Connection):
         for future in flight:
             if not future.done():
                 future.set_result(Lost(reason))
-
-    def _read_stderr(self, process: _Process) -> None:
-        for chunk in process.pipes.chunks(process.stderr):
-            self._stderr.append(chunk)
-
-
-def start_group(command: Sequence[str], **options: Any) -> subprocess.Popen:
-    """Start ``command`` in a process group of its own (so killpg ends whatever it
-    starts), stdout and stderr piped, registered so that an interrupted run ends it
-    (``end_everything``). The registry lock spans start and registration: an interrupt
-    cannot fall between them."""
-    with _registry_lock:
-        if _ending:
-            raise HarnessStartError("not started: the kit is shutting down")
-        try:
-            popen = subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **options
-            )
-        except OSError as exc:
-            raise HarnessStartError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
-        _live_groups[popen.pid] = popen
-    return popen
-
-
-def forget_group(popen: subprocess.Popen) -> None:
-    """A reaped group leaves the registry."""
-    with _registry_lock:
-        _live_groups.pop(popen.pid, None)
-
-
-def kill_group(popen: subprocess.Popen) -> None:
-    try:
-        os.killpg(popen.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _exited_before_hello(process: _Process, reply: Reply) -> str | None:

@@ -308,6 +308,7 @@ def main() -> int:
     parser.add_argument("--dir", help="where the scratch state directories go (default: the temp directory)")
     parser.add_argument("--serve-sqlite", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--staged", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", help="print the figures (ms, counts) as one JSON object")
     options = parser.parse_args()
     if options.serve_sqlite:
         serve_sqlite(options.staged)
@@ -375,6 +376,10 @@ def main() -> int:
         for connection in connections:
             connection.kill()
         shutil.rmtree(scratch, ignore_errors=True)
+    if options.json:
+        figures = {row[0]: row[1:] for row in rows}
+        print(json.dumps({"rows_ms": figures, "syncs": syncs, "create_ms": {k: v * 1e3 for k, v in create.items()}}))
+        return 0
     table = [
         [
             name,

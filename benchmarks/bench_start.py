@@ -119,6 +119,7 @@ def without_bytecode() -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--json", action="store_true", help="print the medians (seconds) as one JSON object")
     args = parser.parse_args()
     script = os.path.join(os.path.dirname(sys.executable), "retryproof")
     kit = [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "retryproof.conformance.cli"]
@@ -143,6 +144,9 @@ def main() -> int:
             for name, (_, measure) in cases.items():
                 samples[name].append(measure())
     medians = {name: statistics.median(values) for name, values in samples.items()}
+    if args.json:
+        print(json.dumps(medians))
+        return 0
     rows = [
         (name, f"{medians[name] * 1000:.0f}", f"{medians[name] / medians[floor]:.2f}x")
         for name, (floor, _) in cases.items()

@@ -82,3 +82,9 @@ def checklist_questions() -> dict[str, str]:
 def requirement_texts() -> dict[str, str]:
     """Requirement id -> its text, so a report can quote what a failed scenario checks."""
     return {item["id"]: " ".join(str(item["text"]).split()) for item in load_spec()["requirements"]}
+
+
+@cache
+def requirement_questions() -> dict[str, frozenset[str]]:
+    """Requirement id -> the checklist questions it answers."""
+    return {item["id"]: frozenset(item.get("checklist", ())) for item in load_spec()["requirements"]}

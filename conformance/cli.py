@@ -17,92 +17,34 @@ from collections.abc import Callable, Iterator
 from retryproof.conformance import __version__
 from retryproof.conformance.errors import KitError
 
+TYPE_CHECKING = False  # not typing's: importing typing would be paid by 'retryproof digest'
+if TYPE_CHECKING:
+    from retryproof.conformance.options import Option
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad argument like every other user error: an
     ``error:`` line, a ``hint:`` line, exit 2 (not a usage dump)."""
 
     def error(self, message: str):
-        self.exit(2, f"error: {message}\nhint: see '{self.prog} --help'\n")
+        _complain(self.prog.split()[-1], message, f"see '{self.prog} --help'", 2)
+        self.exit(2)
 
 
-def _format_argument(parser: argparse.ArgumentParser) -> None:
-    """``--format``: the report files a run (or a merge of shards) writes."""
-    from retryproof.conformance.options import report_formats
-
-    parser.add_argument(
-        "--format",
-        type=report_formats,
-        default=["md", "json", "junit"],
-        metavar="FMTS",
-        help="md,json,junit,html,badge",
-    )
+def _add_option(parser: argparse._ActionsContainer, option: Option) -> None:
+    parser.add_argument(f"--{option.name}", default=option.default, **option.parser_arguments())
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> None:
-    from retryproof.conformance.options import (
-        CALL_TIMEOUT_S,
-        CONCURRENCY,
-        START_TIMEOUT_S,
-        available_cpus,
-        given,
-        id_list,
-        job_count,
-        racing_callers,
-        scenario_ids,
-        seconds,
-        shard_spec,
-    )
+    """``run``'s options, from the one table the pytest plugin renders too."""
+    from retryproof.conformance.options import RUN_OPTIONS
 
-    target = run.add_mutually_exclusive_group()
-    target.add_argument(
-        "--harness", type=given, metavar="CMD", help="harness command line (default: the bundled reference runtime)"
+    run.description = (
+        "The runtime under test is the bundled reference unless --harness, --python or --binding names one."
     )
-    target.add_argument(
-        "--python", type=given, metavar="MODULE:FACTORY", help="host a Python runtime class in a harness subprocess"
-    )
-    target.add_argument(
-        "--binding",
-        type=given,
-        metavar="FILE",
-        help="an MCP server or HTTP API described by a binding file (spec/README.md)",
-    )
-    run.add_argument("--only", type=scenario_ids, metavar="IDS", help="comma-separated scenario ids to run")
-    run.add_argument(
-        "--skip", type=id_list, metavar="IDS", default=[], help="comma-separated scenario ids to leave out"
-    )
-    run.add_argument(
-        "--out", type=given, metavar="DIR", help="report directory (default: reports/<implementation name>/)"
-    )
-    _format_argument(run)
-    run.add_argument("--seed", type=int, metavar="N", help="seed for every random choice (default: random, printed)")
-    run.add_argument(
-        "--concurrency",
-        type=racing_callers,
-        default=CONCURRENCY,
-        metavar="N",
-        help="callers in the A4 scenarios, at least 2 (one caller cannot race)",
-    )
-    run.add_argument("--baseline", metavar="FILE", help="expected failures; a listed failure that passes is reported")
-    run.add_argument(
-        "--call-timeout", type=seconds, default=CALL_TIMEOUT_S, metavar="S", help="seconds to wait for one response"
-    )
-    run.add_argument(
-        "--start-timeout", type=seconds, default=START_TIMEOUT_S, metavar="S", help="seconds to wait for the handshake"
-    )
-    run.add_argument(
-        "--jobs",
-        type=job_count,
-        default=available_cpus(),
-        metavar="N",
-        help="scenarios run at once (default: the CPUs this process may use); reports and verdict do not depend on it",
-    )
-    run.add_argument(
-        "--shard",
-        type=shard_spec,
-        metavar="K/N",
-        help="run the K-th of N deterministic parts of the selection (CI matrices); join them with 'retryproof merge'",
-    )
+    targets = run.add_mutually_exclusive_group()
+    for option in RUN_OPTIONS:
+        _add_option(targets if option.target else run, option)
 
 
 def _validate_report_arguments(validate: argparse.ArgumentParser) -> None:
@@ -149,11 +91,11 @@ def _diff_arguments(diff: argparse.ArgumentParser) -> None:
 
 
 def _merge_arguments(merge: argparse.ArgumentParser) -> None:
-    from retryproof.conformance.options import given
+    from retryproof.conformance.options import RUN_OPTIONS, given
 
     merge.add_argument("reports", nargs="+", metavar="REPORT.json", help="the report.json of every shard")
     merge.add_argument("--out", type=given, metavar="DIR", required=True, help="where the merged reports are written")
-    _format_argument(merge)
+    _add_option(merge, next(option for option in RUN_OPTIONS if option.name == "format"))
 
 
 def _compare_arguments(compare: argparse.ArgumentParser) -> None:
@@ -218,8 +160,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-#: The module that starts and registers every harness process group and scratch directory.
-_PROCESS_ADAPTER = "retryproof.adapters.process"
+#: The exit status of a kit crash: an exception no command turned into a verdict or a
+#: ``KitError`` (a bug in retryproof, or memory running out). Not 1, which says "not
+#: conformant" or "a regression", nor 2, which says the user's input was refused.
+CRASH_EXIT_CODE = 3
+
+#: The module that starts and registers every child process group and scratch directory.
+_PROCESS_ADAPTER = "retryproof.adapters.process_groups"
 
 
 class _Interrupted(KeyboardInterrupt):
@@ -273,21 +220,50 @@ def main(argv: list[str] | None = None) -> int:
         with _interruptible():
             return module.main(args)
     except KitError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"hint: {exc.hint}", file=sys.stderr)
+        _complain(args.command, exc.message, exc.hint, exc.exit_code)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         end_everything = getattr(sys.modules.get(_PROCESS_ADAPTER), "end_everything", None)
         if end_everything is not None:  # else no harness was started: see _on_signal
             end_everything()
-        print("interrupted", file=sys.stderr)
+        if not getattr(exc, "reported", False):  # a child retryproof run may have said it (matrix)
+            print("interrupted", file=sys.stderr)
         return 128 + getattr(exc, "signum", signal.SIGINT)
     except BrokenPipeError:
         # The reader went away (`retryproof list | head`): stop quietly, and keep the
         # interpreter's final flush from raising again on the closed pipe.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except Exception as exc:  # a crash (RecursionError, MemoryError too): the one place it is reported
+        # What it started is ended at exit, by the process adapter's atexit hook.
+        _complain(
+            args.command,
+            f"retryproof crashed: {type(exc).__name__}: {exc}"[:2000],
+            f"this is a bug in retryproof {__version__} (exit {CRASH_EXIT_CODE}); "
+            "please report it with the command line that caused it",
+            CRASH_EXIT_CODE,
+        )
+        return CRASH_EXIT_CODE
+
+
+#: The commands whose outcome a CI job reads from its step summary.
+_SUMMARISED = ("run", "merge")
+
+
+def _complain(command: str, message: str, hint: str | None, exit_code: int) -> None:
+    """An ``error:`` and a ``hint:`` line, each one line whatever it quotes: a message
+    naming a value from a report or a harness cannot start a line of its own in a CI
+    log (``::error::`` would be a workflow command there). A command that writes a
+    step summary says there why it reached no verdict."""
+    from retryproof.conformance.writers.escape import one_line
+
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    if hint:
+        print(f"hint: {one_line(hint)}", file=sys.stderr)
+    if command in _SUMMARISED:
+        from retryproof.conformance.writers.step_summary import append_failure
+
+        append_failure(command, message, hint, exit_code)
 
 
 if __name__ == "__main__":

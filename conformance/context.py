@@ -13,16 +13,18 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent import futures
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.conformance.catalogue import Entry
-from retryproof.conformance.options import CALL_TIMEOUT_S, Shard
-from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify
+from retryproof.conformance.options import CALL_TIMEOUT_S
+from retryproof.conformance.outcome import Call, FailureMark, Fault, FaultKind, HistoryEvent, classify
+from retryproof.conformance.records import Shard
 from retryproof.conformance.schedule import Turn
 from retryproof.conformance.set_check import check_sets, task_id
 from retryproof.conformance.validation import result_problem
+from retryproof.spec.protocol import Hello
 
 
 class ScenarioFailed(Exception):
@@ -83,6 +85,10 @@ class Batch:
     connection: Connection
     began: float
     pending: tuple[tuple[str, dict[str, Any], futures.Future], ...]
+    #: When each call was sent and when its answer arrived (None: not yet), by
+    #: ``time.perf_counter``, so each call of the batch has its own bar in a timeline.
+    sent: tuple[float, ...] = ()
+    answered: list[float | None] = field(default_factory=list)
 
 
 class Context:
@@ -92,7 +98,7 @@ class Context:
         self,
         entry: Entry,
         connect: ConnectionFactory,
-        hello: Mapping[str, Any],
+        hello: Hello,
         seed: int,
         concurrency: int,
         call_timeout: float = CALL_TIMEOUT_S,
@@ -118,6 +124,8 @@ class Context:
         self.evidence: dict[str, Any] = {}
         #: Every call and every fault the kit caused, in order (the report's calls).
         self.history: list[HistoryEvent] = []
+        #: The history's times are offsets from this moment (the scenario's start).
+        self._began = time.perf_counter()
         self.connections: list[Connection] = []
         self._connect = connect
         self._calls_lock = threading.Lock()
@@ -127,10 +135,10 @@ class Context:
     # -- what the runtime declares ------------------------------------------------
 
     def has(self, capability: str) -> bool:
-        return capability in (self.hello.get("capabilities") or ())
+        return capability in self.hello.capabilities
 
     def has_failpoint(self, name: str) -> bool:
-        return name in (self.hello.get("failpoints") or ())
+        return name in self.hello.failpoints
 
     # -- processes ----------------------------------------------------------------
 
@@ -164,12 +172,13 @@ class Context:
         if not self.connections:
             self.connections.append(self._connect())
         restart = bool(self.conn.exit_statuses())
+        began = time.perf_counter()
         try:
             self.conn.start(failpoints)
         except HarnessStartError as exc:
             raise Unjudgeable(f"the harness did not start: {exc.message}") from None
         if restart or failpoints:
-            self._fault("start", self.conn, failpoints)
+            self._fault("start", self.conn, began, failpoints)
         return self.conn
 
     def spawn(self, count: int) -> list[Connection]:
@@ -197,8 +206,9 @@ class Context:
     def kill(self, connection: Connection | None = None) -> None:
         """SIGKILL the process group of the main (or given) connection."""
         connection = connection or self.conn
-        self._fault("kill", connection)
+        began = time.perf_counter()
         connection.kill()
+        self._fault("kill", connection, began)
 
     def restart(self, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> Connection:
         """End the main process (SIGKILL, or ``shutdown`` when graceful) and start it
@@ -207,24 +217,59 @@ class Context:
         return self.start(failpoints)
 
     def stop(self) -> None:
-        self._fault("shutdown", self.conn)
+        began = time.perf_counter()
         self.conn.stop()
+        self._fault("shutdown", self.conn, began)
 
-    def _fault(self, kind: FaultKind, connection: Connection, failpoints: Mapping[str, str] | None = None) -> None:
-        """Record a fault event in the history, beside the calls it interrupts."""
+    def _fault(
+        self,
+        kind: FaultKind,
+        connection: Connection,
+        began: float,
+        failpoints: Mapping[str, str] | None = None,
+    ) -> None:
+        """Record a fault event in the history, beside the calls it interrupts, timed
+        from ``began`` (before the kit acted) to now (it is done)."""
+        fault = Fault(
+            kind,
+            len(connection.exit_statuses()),
+            dict(failpoints or {}),
+            self._offset(began),
+            self._offset(time.perf_counter()),
+            self._connection_number(connection),
+        )
         with self._calls_lock:
-            self.history.append(Fault(kind, len(connection.exit_statuses()), dict(failpoints or {})))
+            self.history.append(fault)
+
+    def _offset(self, moment: float) -> float:
+        return moment - self._began
+
+    def adopt(self, events: Iterable[HistoryEvent], began: float) -> None:
+        """Add to the history events recorded elsewhere, timed from ``began``
+        (``time.perf_counter``): FUZZ-MODEL's minimal history as its engine replayed it."""
+        shift = self._offset(began)
+        with self._calls_lock:
+            self.history.extend(_shifted(event, shift) for event in events)
+
+    def _connection_number(self, connection: Connection) -> int:
+        return next((n for n, known in enumerate(self.connections, 1) if known is connection), 1)
 
     def close(self) -> None:
         """End every process the scenario started, and put in the evidence what the
         harnesses left behind: processes that outlived them, protocol noise, the first
-        missed deadline. Safe to call more than once."""
+        missed deadline, and a binding's raw exchanges. Safe to call more than once."""
         for connection in self.connections:
             connection.kill()
         survivors = [entry for connection in self.connections for entry in connection.survivors()]
         noise = [line for connection in self.connections for line in connection.protocol_noise()]
         missed = next((c.missed_deadline for c in self.connections if c.missed_deadline), None)
-        for key, value in (("survivors", survivors), ("protocol_noise", noise), ("missed_deadline", missed)):
+        exchanges = [item for connection in self.connections for item in connection.exchanges()]
+        for key, value in (
+            ("survivors", survivors),
+            ("protocol_noise", noise),
+            ("missed_deadline", missed),
+            ("exchanges", exchanges),
+        ):
             if value:
                 self.evidence[key] = value
 
@@ -245,11 +290,21 @@ class Context:
         """One call, recorded and classified; a success is validated against the op's
         result schema (a violation fails the scenario). ``args_json`` sends the args as
         that exact JSON text (``args`` then only describes the call in evidence)."""
-        connection = connection or self.conn
+        return self._call(op, args, connection or self.conn, timeout, args_json)
+
+    def _call(
+        self,
+        op: str,
+        args: Mapping[str, Any] | None,
+        connection: Connection,
+        timeout: float | None = None,
+        args_json: str | None = None,
+        lane: int = 0,
+    ) -> Call:
         args = dict(args or {})
         began = time.perf_counter()
         reply = connection.call(op, args, timeout, args_json=args_json)
-        return self._record(op, args, reply, time.perf_counter() - began, connection)
+        return self._record(op, args, reply, began, time.perf_counter(), connection, lane)
 
     def concurrently(
         self, requests: Sequence[tuple[str, Mapping[str, Any]]], *, connection: Connection | None = None
@@ -265,15 +320,33 @@ class Context:
         """Send ``requests`` pipelined and return at once, so the scenario can act while
         they are in flight (the kill nemesis SIGKILLs the runtime); ``collect`` judges them."""
         connection = connection or self.conn
-        pending = tuple((op, dict(args), connection.submit(op, args)) for op, args in requests)
-        return Batch(connection, time.perf_counter(), pending)
+        began = time.perf_counter()
+        pending, sent = [], []
+        answered: list[float | None] = [None] * len(requests)
+
+        def arrived(index: int) -> Callable[[futures.Future], None]:
+            return lambda _: answered.__setitem__(index, time.perf_counter())
+
+        for index, (op, args) in enumerate(requests):
+            sent.append(time.perf_counter())
+            future = connection.submit(op, args)
+            future.add_done_callback(arrived(index))
+            pending.append((op, dict(args), future))
+        return Batch(connection, began, tuple(pending), tuple(sent), answered)
 
     def collect(self, batch: Batch) -> list[Call]:
-        """The recorded calls of a batch, within one call timeout for all of them."""
+        """The recorded calls of a batch, within one call timeout for all of them;
+        each call the caller at its position in the batch (its lane), timed from its
+        send to its answer (or to the batch's deadline)."""
         futures.wait([future for _, _, future in batch.pending], timeout=self.call_timeout)
         replies = [(op, args, self._by_deadline(batch.connection, future)) for op, args, future in batch.pending]
-        elapsed = time.perf_counter() - batch.began
-        return [self._record(op, args, reply, elapsed, batch.connection) for op, args, reply in replies]
+        given_up = time.perf_counter()
+        return [
+            self._record(op, args, reply, sent, given_up if answered is None else answered, batch.connection, lane)
+            for lane, ((op, args, reply), sent, answered) in enumerate(
+                zip(replies, batch.sent, batch.answered, strict=True), 1
+            )
+        ]
 
     def _by_deadline(self, connection: Connection, future: futures.Future) -> Reply:
         """The reply of a batch's call once the batch deadline has passed: its answer,
@@ -297,7 +370,7 @@ class Context:
         def one(index: int, connection: Connection) -> None:
             try:
                 barrier.wait()
-                calls[index] = self.call(op, args, connection=connection)
+                calls[index] = self._call(op, args, connection, lane=index + 1)
             except BaseException as exc:  # re-raised on the scenario's thread below
                 raised[index] = exc
 
@@ -324,9 +397,8 @@ class Context:
         """Send a raw line that is not a request; the answer must have id null."""
         began = time.perf_counter()
         reply = self.conn.send_line(raw)
-        return self._record(
-            "(raw line)", {"line": raw[:200].decode("utf-8", "replace")}, reply, time.perf_counter() - began, self.conn
-        )
+        line = {"line": raw[:200].decode("utf-8", "replace")}
+        return self._record("(raw line)", line, reply, began, time.perf_counter(), self.conn)
 
     def write_task(
         self,
@@ -345,9 +417,7 @@ class Context:
         args = self.write_task_args(submission_id, task)
         began = time.perf_counter()
         reply = self.conn.lose_response("write_task", args)
-        return (
-            None if reply is None else self._record("write_task", args, reply, time.perf_counter() - began, self.conn)
-        )
+        return None if reply is None else self._record("write_task", args, reply, began, time.perf_counter(), self.conn)
 
     def effect_of(self, submission_id: str, within: float) -> Mapping[str, Any] | None:
         """Poll ``list_tasks`` until ``submission_id`` has a task, for at most
@@ -371,15 +441,31 @@ class Context:
             args["invocation"] = dict(invocation)
         return args
 
-    def _record(self, op: str, args: Mapping[str, Any], reply, elapsed: float, connection: Connection) -> Call:
+    def _record(
+        self,
+        op: str,
+        args: Mapping[str, Any],
+        reply,
+        began: float,
+        ended: float,
+        connection: Connection,
+        lane: int = 0,
+    ) -> Call:
+        """Classify and record a call sent at ``began`` whose answer came (or was given
+        up on) at ``ended`` (``time.perf_counter``)."""
         process = len(connection.exit_statuses())
-        call = classify(op, args, reply, elapsed, process)
+        call = replace(
+            classify(op, args, reply, ended - began, process),
+            start_s=self._offset(began),
+            lane=lane,
+            connection=self._connection_number(connection),
+        )
         with self._calls_lock:
             self.history.append(call)
         if call.result is not None:
             problem = result_problem(op, call.result)
             if problem:
-                raise ScenarioFailed(problem)
+                self._blame(call, ScenarioFailed(problem))
         return call
 
     # -- authoritative state ------------------------------------------------------
@@ -429,7 +515,11 @@ class Context:
     def check(self, condition: bool, message: str) -> None:
         """Fail the scenario with ``message`` unless ``condition`` holds."""
         if not condition:
-            raise ScenarioFailed(message)
+            with self._calls_lock:
+                last = next((event for event in reversed(self.history) if isinstance(event, Call)), None)
+            if last is None:
+                raise ScenarioFailed(message)
+            self._blame(last, ScenarioFailed(message), "before")
 
     def expect_ok(self, call: Call, what: str) -> Mapping[str, Any]:
         """The result of a success, or: a lost call makes the scenario ``error`` (nothing to judge),
@@ -437,31 +527,52 @@ class Context:
         if call.kind == "ok" and call.result is not None:
             return call.result
         if not call.answered:
-            raise Unjudgeable(f"{what}: no answer ({call.message})")
+            self._blame(call, Unjudgeable(f"{what}: no answer ({call.message})"))
         if call.result is not None:
-            raise ScenarioFailed(f"{what}: expected success, got conflict {call.summary().get('conflict_reason')}")
-        raise ScenarioFailed(f"{what}: expected success, got error {call.code}: {(call.message or '')[:200]}")
+            self._blame(
+                call, ScenarioFailed(f"{what}: expected success, got conflict {call.summary().get('conflict_reason')}")
+            )
+        self._blame(
+            call, ScenarioFailed(f"{what}: expected success, got error {call.code}: {(call.message or '')[:200]}")
+        )
 
     def expect_disposition(self, call: Call, disposition: str, what: str) -> Mapping[str, Any]:
         """The call answered this disposition; ``conflict`` also needs its reason via
         ``expect_conflict``."""
         if not call.answered:
-            raise Unjudgeable(f"{what}: no answer ({call.message})")
+            self._blame(call, Unjudgeable(f"{what}: no answer ({call.message})"))
         if call.result is None or call.disposition != disposition:
-            raise ScenarioFailed(f"{what}: expected disposition {disposition}, got {_describe(call)}")
+            self._blame(call, ScenarioFailed(f"{what}: expected disposition {disposition}, got {_describe(call)}"))
         return call.result
 
     def expect_conflict(self, call: Call, reason: str, what: str) -> Mapping[str, Any]:
         result = self.expect_disposition(call, "conflict", what)
         got = (result.get("conflict") or {}).get("reason")
-        self.check(got == reason, f"{what}: expected conflict {reason}, got conflict {got}")
+        if got != reason:
+            self._blame(call, ScenarioFailed(f"{what}: expected conflict {reason}, got conflict {got}"))
         return result
 
     def expect_error(self, call: Call, codes: str | Iterable[str], what: str) -> None:
         codes = {codes} if isinstance(codes, str) else set(codes)
         if not call.answered:
-            raise Unjudgeable(f"{what}: no answer ({call.message})")
-        self.check(call.code in codes, f"{what}: expected error {' or '.join(sorted(codes))}, got {_describe(call)}")
+            self._blame(call, Unjudgeable(f"{what}: no answer ({call.message})"))
+        if call.code not in codes:
+            self._blame(
+                call, ScenarioFailed(f"{what}: expected error {' or '.join(sorted(codes))}, got {_describe(call)}")
+            )
+
+    def _blame(self, call: Call, failure: Exception, mark: FailureMark = "about") -> NoReturn:
+        """Raise ``failure``, with ``call`` marked in the history: the call it is about,
+        or the last call ``before`` it (report.html's timeline outlines it and links the
+        reason to it). Only the first failure is the scenario's: evidence gathered after
+        it marks nothing."""
+        with self._calls_lock:
+            marked = any(isinstance(event, Call) and event.failure for event in self.history)
+            if not marked:
+                index = next((n for n, event in enumerate(self.history) if event is call), None)
+                if index is not None:
+                    self.history[index] = replace(call, failure=mark)
+        raise failure
 
     def check_tasks(self, before: TaskSet, after: TaskSet, new: int) -> None:
         """The set checker (``check_sets``) on the scenario's whole history, then the
@@ -505,6 +616,15 @@ class Context:
         }
         task.update(fields)
         return task
+
+
+def _shifted(event: HistoryEvent, shift: float) -> HistoryEvent:
+    """The event with its times ``shift`` seconds later (untimed events as they are)."""
+    if isinstance(event, Fault):
+        if event.start_s is None or event.end_s is None:
+            return event
+        return replace(event, start_s=event.start_s + shift, end_s=event.end_s + shift)
+    return event if event.start_s is None else replace(event, start_s=event.start_s + shift)
 
 
 def _describe(call: Call) -> str:

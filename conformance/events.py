@@ -8,15 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Protocol
 
 from retryproof.conformance.catalogue import Entry
-from retryproof.conformance.options import Shard
-
-Status = Literal["passed", "failed", "error", "skipped", "not_applicable"]
-STATUSES: tuple[Status, ...] = get_args(Status)
-#: How a baseline marks a result: a listed failure (xfail) or a listed scenario that passed (xpass).
-BaselineMark = Literal["xfail", "xpass"]
+from retryproof.conformance.records import BaselineMark, Shard, Status, Verdict
 
 
 @dataclass(frozen=True)
@@ -39,6 +34,7 @@ class RunInfo:
     skip: tuple[str, ...] = ()
     shard: Shard | None = None  # a --shard run: the part of the selection this run holds
     black_box: bool = False  # reached through a binding (an MCP server or HTTP API), not a harness
+    spec_fingerprint: str = ""  # retryproof.spec.fingerprint() of the contract run ("" for older reports)
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ class ScenarioFinished:
 class RunFinished:
     info: RunInfo
     results: tuple[ScenarioResult, ...]
-    verdict: Any  # retryproof.conformance.verdict.Verdict
+    verdict: Verdict
     duration_s: float
 
 

@@ -1,8 +1,11 @@
-"""The options of a run, in one typed object shared by ``retryproof run`` and the
-pytest plugin, with their defaults and the checks that turn user text into them.
+"""The options of a run: declared once (``RUN_OPTIONS``) for ``retryproof run`` and the
+pytest plugin to render, with their defaults and the checks that turn user text into
+them, and read into one typed object (``Options``).
 
-Only the standard library is imported at module level: the pytest plugin reads the
-defaults and value parsers in every session, even one that never names a runtime.
+A leaf: only the standard library and the kit's errors and records are imported at
+module level (the pytest plugin reads the table in every session, even one that never
+names a runtime), and nothing above it (the runner, the writers) at all: the format
+names are data here, and the selection is checked where a run starts.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import math
 import os
 import shlex
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +23,8 @@ from retryproof.conformance.errors import KitError
 
 if TYPE_CHECKING:
     from retryproof.adapters.binding import Binding
+    from retryproof.adapters.targets import Target
+    from retryproof.conformance.records import Shard
 
 #: Seconds to wait for one response, and for a harness's handshake.
 CALL_TIMEOUT_S = 10.0
@@ -30,6 +36,10 @@ REFERENCE_COMMAND = (sys.executable, "-m", "retryproof.reference_impl")
 #: The longest timeout accepted, in seconds (a day): longer ones are typing mistakes,
 #: and overflow the platform's thread waits.
 MAX_TIMEOUT_S = 86400.0
+#: The ``--format`` names, in the order messages list them: the names only, so that
+#: checking a ``--format`` loads no renderer. ``writers/files.FORMATS`` holds a file and
+#: a renderer for each (tests/conformance/test_options.py keeps the two equal).
+REPORT_FORMATS = ("json", "md", "junit", "html", "badge", "svg")
 
 
 def available_cpus() -> int:
@@ -39,17 +49,6 @@ def available_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # platforms without affinity masks
         return max(1, os.cpu_count() or 1)
-
-
-@dataclass(frozen=True)
-class Shard:
-    """``--shard K/N``: the K-th (1-based) of N deterministic parts of a run."""
-
-    index: int
-    count: int
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
 
 
 @dataclass(frozen=True)
@@ -69,6 +68,13 @@ class Options:
     shard: Shard | None = None
     #: An MCP server or HTTP API reached through a binding file instead of a harness.
     binding: Binding | None = None
+
+    @property
+    def way_in(self) -> Target:
+        """The ``Target`` every connection of the run is made through."""
+        from retryproof.adapters.targets import target_of
+
+        return target_of(self.command, self.binding)
 
 
 def _at_least(text: str, least: int) -> int:
@@ -93,6 +99,8 @@ def job_count(text: str) -> int:
 
 def shard_spec(text: str) -> Shard:
     """``--shard K/N``, 1 <= K <= N."""
+    from retryproof.conformance.records import Shard  # here: the plugin's import never builds the verdict's records
+
     index, slash, count = text.partition("/")
     try:
         shard = Shard(int(index), int(count))
@@ -129,13 +137,11 @@ def implementation_names(text: str) -> list[str]:
 
 def report_formats(text: str) -> list[str]:
     """``--format``: comma-separated report formats, at least one, each known."""
-    from retryproof.conformance.writers.files import FORMATS
-
     formats = list(dict.fromkeys(id_list(text)))
-    unknown = [fmt for fmt in formats if fmt not in FORMATS]
+    unknown = [fmt for fmt in formats if fmt not in REPORT_FORMATS]
     if unknown or not formats:
         what = f"unknown report format(s) {', '.join(unknown)}" if unknown else f"{text!r} names no report format"
-        raise argparse.ArgumentTypeError(f"{what}; choose from {','.join(FORMATS)}")
+        raise argparse.ArgumentTypeError(f"{what}; choose from {','.join(REPORT_FORMATS)}")
     return formats
 
 
@@ -157,6 +163,109 @@ def seconds(text: str) -> float:
     if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT_S:
         raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}")
     return value
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a run, declared once (Schemathesis's ``OptionSpec``): ``retryproof
+    run`` renders it as ``--<name>``, the pytest plugin as ``--retryproof-<name>``, each
+    with ``parser_arguments``, so the two cannot disagree on a type, a metavar or a help
+    line. Both hand ``from_arguments`` the value under ``dest``, ``default`` when left out."""
+
+    name: str  # the flag without its dashes, e.g. ``call-timeout``
+    metavar: str
+    help: str
+    type: Callable[[str], Any] = str
+    default: Any = None
+    #: Names the runtime (harness, hosted class or binding): at most one is given.
+    target: bool = False
+    #: Also a pytest option; not ``--format`` (the plugin writes every format) nor
+    #: ``--jobs`` (pytest-xdist spreads the scenarios).
+    pytest: bool = True
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    def parser_arguments(self) -> dict[str, Any]:
+        """The ``add_argument`` keywords both parsers share (pytest's ``addoption``
+        takes argparse's)."""
+        return {"type": self.type, "metavar": self.metavar, "help": self.help}
+
+
+#: The options of a run, in the order ``--help`` lists them.
+RUN_OPTIONS = (
+    Option("harness", "CMD", "run against the harness this command line starts", given, target=True),
+    Option(
+        "python",
+        "MODULE:FACTORY",
+        "run against a Python runtime class, hosted in a harness subprocess",
+        given,
+        target=True,
+    ),
+    Option(
+        "binding",
+        "FILE",
+        "run against the MCP server or HTTP API a binding file describes (spec/README.md)",
+        given,
+        target=True,
+    ),
+    Option("only", "IDS", "comma-separated scenario ids to run", scenario_ids),
+    Option("skip", "IDS", "comma-separated scenario ids to leave out", id_list, default=()),
+    Option(
+        "out",
+        "DIR",
+        "the report directory (left out: 'retryproof run' writes reports/<implementation name>/, "
+        "the pytest plugin writes no files)",
+        given,
+    ),
+    Option(
+        "format",
+        "FMTS",
+        f"comma-separated report formats of {','.join(REPORT_FORMATS)} (default md,json,junit; "
+        "the pytest plugin writes them all)",
+        report_formats,
+        default=["md", "json", "junit"],
+        pytest=False,
+    ),
+    Option("seed", "N", "seed for every random choice (default: random, and printed)", int),
+    Option(
+        "shard",
+        "K/N",
+        "run the K-th of N deterministic parts of the selection (CI matrices); join them with 'retryproof merge'",
+        shard_spec,
+    ),
+    Option(
+        "concurrency",
+        "N",
+        f"callers in the A4 scenarios, at least 2: one caller cannot race (default {CONCURRENCY})",
+        racing_callers,
+        default=CONCURRENCY,
+    ),
+    Option("baseline", "FILE", "expected failures: a listed failure xfails, a listed scenario that passes fails"),
+    Option(
+        "call-timeout",
+        "S",
+        f"seconds to wait for one response (default {CALL_TIMEOUT_S:g})",
+        seconds,
+        default=CALL_TIMEOUT_S,
+    ),
+    Option(
+        "start-timeout",
+        "S",
+        f"seconds to wait for the handshake (default {START_TIMEOUT_S:g})",
+        seconds,
+        default=START_TIMEOUT_S,
+    ),
+    Option(
+        "jobs",
+        "N",
+        "scenarios run at once (default: the CPUs this process may use); reports and verdict do not depend on it",
+        job_count,
+        default=available_cpus(),
+        pytest=False,
+    ),
+)
 
 
 def harness_target(harness: str | None, python: str | None) -> tuple[tuple[str, ...], str]:
@@ -188,6 +297,8 @@ def harness_target(harness: str | None, python: str | None) -> tuple[tuple[str, 
 
 #: Where the bindings of the bundled reference (``--binding reference-http``) live.
 SHIPPED_BINDINGS = "retryproof.adapters"
+#: The largest binding file read.
+BINDING_MAX_BYTES = 1024 * 1024
 
 
 def load_binding(path: str) -> Binding:
@@ -206,7 +317,9 @@ def load_binding(path: str) -> Binding:
     if not os.path.exists(path) and shipped.is_file():
         path = str(shipped)
     hint = "see spec/README.md, 'Certifying an MCP server' and 'Certifying an HTTP API'"
-    document = load_user_file(path, "binding", yaml.safe_load, "YAML", hint)
+    # A binding is a page of YAML; one of many megabytes (a 50 MB name) is a mistake or
+    # an attack, and every report would carry it three times.
+    document = load_user_file(path, "binding", yaml.safe_load, "YAML", hint, limit=BINDING_MAX_BYTES)
     try:
         return parse(document, path)
     except BindingError as exc:
@@ -240,12 +353,9 @@ def load_baseline(path: str) -> frozenset[str]:
 
 def from_arguments(args: Any) -> Options:
     """The options of a run from parsed arguments: those of ``retryproof run``, or the
-    pytest plugin's, which carry the same names (``harness``, ``python``, ``binding``, ``only``,
-    ``skip``, ``seed``, ``shard``, ``concurrency``, ``call_timeout``, ``start_timeout``,
-    ``baseline``; ``jobs`` only from the CLI: under pytest, xdist spreads the scenarios)."""
+    pytest plugin's, each under the ``dest`` of its ``RUN_OPTIONS`` entry (``jobs`` only
+    from the CLI: under pytest, xdist spreads the scenarios)."""
     import secrets  # here: it loads OpenSSL, which `retryproof list` and the plugin's import never need
-
-    from retryproof.conformance.runner import select
 
     binding_file = getattr(args, "binding", None)
     binding = load_binding(binding_file) if binding_file else None
@@ -254,7 +364,6 @@ def from_arguments(args: Any) -> Options:
         target = f"--binding {shlex.quote(binding_file)}"
     else:
         command, target = harness_target(args.harness, args.python)
-    select(args.only or (), args.skip or ())  # a selection that cannot run is known before the harness starts
     return Options(
         command=command,
         target=target,

@@ -28,6 +28,7 @@ from retryproof.spec.protocol import Failure
 FAIL_CODES = frozenset(load_spec()["outcome_model"]["fail_codes"])
 
 CallKind = Literal["ok", "fail", "info"]
+FailureMark = Literal["about", "before"]
 #: What the kit did to a harness process: started one (a restart, or a start with
 #: failpoints armed), SIGKILLed its group, or ended it with shutdown.
 FaultKind = Literal["start", "kill", "shutdown"]
@@ -45,6 +46,16 @@ class Call:
     message: str | None = None  # its message, or why the call is indeterminate
     duration_s: float = 0.0
     process: int = 0  # which start of the harness answered (1-based)
+    #: When it was sent, in seconds from the scenario's start (monotonic); it ended
+    #: ``duration_s`` later (answered, or given up on). None where nothing timed it.
+    start_s: float | None = None
+    #: The caller it ran on: 0 the scenario's own sequence of calls, n >= 1 the n-th of
+    #: callers running at once (a pipelined batch's position, a parallel call's process).
+    lane: int = 0
+    connection: int = 1  # which of the scenario's harness connections (1: the first)
+    #: Where the scenario's failure stands to this call: "about" it (a failed expectation
+    #: on its answer), or "before": the failure named no call, and this was the last one.
+    failure: FailureMark | None = None
 
     @property
     def answered(self) -> bool:
@@ -67,6 +78,9 @@ class Call:
             "process": self.process,
             "ms": round(self.duration_s * 1000, 1),
         }
+        if self.start_s is not None:
+            record.update(_times(self.start_s, self.start_s + self.duration_s))
+            record.update(lane=self.lane, connection=self.connection)
         if "client_submission_id" in self.args:
             record["client_submission_id"] = self.args["client_submission_id"]
         if self.op == "write_task":
@@ -82,10 +96,14 @@ class Call:
                     record[key] = self.result[key]
             if isinstance(self.result.get("conflict"), Mapping):
                 record["conflict_reason"] = self.result["conflict"].get("reason")
+            if self.op == "list_tasks" and isinstance(self.result.get("tasks"), list):
+                record["listed"] = len(self.result["tasks"])  # where an effect first shows
         if self.code is not None:
             record["error"] = self.code
         if self.message is not None:
             record["message"] = self.message[:300]
+        if self.failure is not None:
+            record["failure"] = self.failure
         return record
 
 
@@ -96,13 +114,25 @@ class Fault:
     kind: FaultKind
     process: int  # the start it concerns (1-based): the new one for start, the ended one otherwise
     failpoints: Mapping[str, str] = field(default_factory=dict)
+    #: When the kit began and finished doing it, in seconds from the scenario's start
+    #: (a start lasts until the handshake is done); None where nothing timed it.
+    start_s: float | None = None
+    end_s: float | None = None
+    connection: int = 1  # which of the scenario's harness connections it hit
 
     def summary(self) -> dict[str, Any]:
         """The same shape as a call's record, so a report lists both in one history."""
         record: dict[str, Any] = {"op": self.kind, "kind": "fault", "process": self.process}
+        if self.start_s is not None and self.end_s is not None:
+            record.update(_times(self.start_s, self.end_s), connection=self.connection)
         if self.failpoints:
             record["message"] = "armed " + ",".join(f"{name}={action}" for name, action in self.failpoints.items())
         return record
+
+
+def _times(start_s: float, end_s: float) -> dict[str, float]:
+    """Offsets from the scenario's start in milliseconds, to the microsecond."""
+    return {"start_ms": round(start_s * 1000, 3), "end_ms": round(end_s * 1000, 3)}
 
 
 #: One entry of a history, in the order it happened.

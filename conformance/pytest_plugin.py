@@ -14,18 +14,17 @@ Under pytest-xdist (``-n N``) the scenarios spread over the workers like any ite
 controller picks the seed and hands it to every worker; each worker shakes hands with
 the harness itself and sends each scenario's result with its test report; only the
 controller writes the reports and the verdict section, from all the results, in
-catalogue order, as one run. The workers take turns (``Turns``) so that the part of a
-scenario that runs alone under ``retryproof run --jobs N`` runs alone under xdist too.
+catalogue order, as one run. The workers take turns (``schedule.Turns``) so that the
+part of a scenario that runs alone under ``retryproof run --jobs N`` runs alone under
+xdist too.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import io
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -38,52 +37,22 @@ import pytest
 
 from retryproof.conformance.errors import KitError
 
-# Both are small: the plugin's import cost in a session that never names a target.
-from retryproof.conformance.options import (
-    CALL_TIMEOUT_S,
-    CONCURRENCY,
-    START_TIMEOUT_S,
-    given,
-    id_list,
-    racing_callers,
-    scenario_ids,
-    seconds,
-    shard_spec,
-)
+# A leaf of the standard library and the kit's errors: the plugin's import cost in a
+# session that never names a target.
+from retryproof.conformance.options import RUN_OPTIONS, Option
 
 if TYPE_CHECKING:
     from retryproof.conformance.catalogue import Entry
     from retryproof.conformance.events import RunFinished, ScenarioResult, Sink
     from retryproof.conformance.options import Options
     from retryproof.conformance.runner import Run
+    from retryproof.conformance.schedule import Turns
     from retryproof.conformance.writers.files import DirectoryClaim, ReplayFileWriter, ReportFileWriter
 
-#: The options that name the runtime; giving one of them turns the plugin on.
-TARGETS = {
-    "retryproof": "--retryproof",
-    "retryproof_harness": "--retryproof-harness",
-    "retryproof_python": "--retryproof-python",
-    "retryproof_binding": "--retryproof-binding",
-}
-#: Option dest -> default for the settings of a run; they default to None here so a
-#: setting given without a target is noticed, and take the ``retryproof run`` defaults below.
-SETTINGS: dict[str, Any] = {
-    "retryproof_only": None,
-    "retryproof_skip": [],
-    "retryproof_seed": None,
-    "retryproof_shard": None,
-    "retryproof_concurrency": CONCURRENCY,
-    "retryproof_baseline": None,
-    "retryproof_out": None,
-    "retryproof_call_timeout": CALL_TIMEOUT_S,
-    "retryproof_start_timeout": START_TIMEOUT_S,
-}
-#: The longest an item waits for its turn under xdist: longer than any scenario of the
-#: shipped profiles takes (the nightly FUZZ-MODEL included), so a wait this long means
-#: another worker's test hangs; the item then ends in error instead of waiting on.
-TURN_WAIT_S = 3600.0
-#: How often a waiting worker tries the lock files again (flock has no timed wait).
-TURN_POLL_S = 0.01
+#: The options of a run the plugin takes, each as ``--retryproof-<name>``.
+OPTIONS = tuple(option for option in RUN_OPTIONS if option.pytest)
+#: ``--retryproof``: the plugin's own switch, the bundled reference runtime as the target.
+REFERENCE = "retryproof"
 #: The evidence shown in a failure message, per entry; the whole of it is in the reports.
 EVIDENCE_CHARS = 300
 STDERR_LINES = 15
@@ -93,74 +62,31 @@ STATE = pytest.StashKey["RetryproofRun"]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("retryproof", "retryproof: the conformance catalogue as pytest items")
-    group.addoption("--retryproof", action="store_true", help="run the catalogue against the bundled reference runtime")
     group.addoption(
-        "--retryproof-harness",
-        type=given,
-        metavar="CMD",
-        help="run the catalogue against the harness this command line starts",
+        f"--{REFERENCE}", action="store_true", help="run the catalogue against the bundled reference runtime"
     )
-    group.addoption(
-        "--retryproof-python",
-        type=given,
-        metavar="MODULE:FACTORY",
-        help="run the catalogue against a hosted Python runtime class",
-    )
-    group.addoption(
-        "--retryproof-binding",
-        metavar="FILE",
-        help="run the catalogue against the MCP server or HTTP API a binding file describes",
-    )
-    group.addoption("--retryproof-only", type=scenario_ids, metavar="IDS", help="comma-separated scenario ids to run")
-    group.addoption("--retryproof-skip", type=id_list, metavar="IDS", help="comma-separated scenario ids to leave out")
-    group.addoption(
-        "--retryproof-seed", type=int, metavar="N", help="seed for every random choice (default: random, in the header)"
-    )
-    group.addoption(
-        "--retryproof-shard",
-        type=shard_spec,
-        metavar="K/N",
-        help="run the K-th of N parts of the selection, as 'retryproof run --shard K/N' (merge with 'retryproof merge')",
-    )
-    group.addoption(
-        "--retryproof-concurrency",
-        type=racing_callers,
-        metavar="N",
-        help=f"callers in the A4 scenarios, at least 2 (default {CONCURRENCY})",
-    )
-    group.addoption(
-        "--retryproof-baseline",
-        metavar="FILE",
-        help="expected failures: listed failures xfail, listed passes fail as stale",
-    )
-    group.addoption(
-        "--retryproof-out",
-        type=given,
-        metavar="DIR",
-        help="also write the kit's reports (report.md, report.json, junit.xml) into DIR",
-    )
-    group.addoption(
-        "--retryproof-call-timeout",
-        type=seconds,
-        metavar="S",
-        help=f"seconds to wait for one response (default {CALL_TIMEOUT_S:g})",
-    )
-    group.addoption(
-        "--retryproof-start-timeout",
-        type=seconds,
-        metavar="S",
-        help=f"seconds to wait for the handshake (default {START_TIMEOUT_S:g})",
-    )
+    for option in OPTIONS:  # no defaults here: a setting given without a target is noticed
+        group.addoption(_flag(option), **option.parser_arguments())
+
+
+def _dest(option: Option) -> str:
+    return f"{REFERENCE}_{option.dest}"
+
+
+def _flag(option: Option) -> str:
+    return f"--{REFERENCE}-{option.name}"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     # `is not None`: an empty --retryproof-harness still names (no) runtime, never none.
-    targets = [flag for dest, flag in TARGETS.items() if config.getoption(dest) not in (None, False)]
+    targets = [f"--{REFERENCE}"] if config.getoption(REFERENCE) else []
+    targets += [_flag(option) for option in OPTIONS if option.target and config.getoption(_dest(option)) is not None]
     if not targets:
-        stray = [_flag(dest) for dest in SETTINGS if config.getoption(dest) is not None]
+        stray = [_flag(option) for option in OPTIONS if config.getoption(_dest(option)) is not None]
         if stray:
+            named = [f"--{REFERENCE}", *(f"{_flag(option)} {option.metavar}" for option in OPTIONS if option.target)]
             raise pytest.UsageError(
-                f"retryproof: {', '.join(stray)} given without a runtime; add --retryproof, --retryproof-harness CMD, --retryproof-python MODULE:FACTORY or --retryproof-binding FILE"
+                f"retryproof: {', '.join(stray)} given without a runtime; add {', '.join(named[:-1])} or {named[-1]}"
             )
         return
     if len(targets) > 1:
@@ -203,7 +129,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
 
         session = item.config.stash[STATE].session  # set: the item ran a scenario through it
         report = outcome.get_result()
-        report.retryproof = {"hello": dict(session.hello) if session else {}, "result": scenario_document(item.result)}
+        report.retryproof = {
+            "hello": dict(session.hello.result) if session else {},
+            "result": scenario_document(item.result),
+        }
 
 
 def _end_harnesses_on_sigterm(config: pytest.Config) -> None:
@@ -213,7 +142,7 @@ def _end_harnesses_on_sigterm(config: pytest.Config) -> None:
     session as interrupted, as for Ctrl-C."""
     import signal
 
-    from retryproof.adapters.process import interrupt
+    from retryproof.adapters.process_groups import interrupt
 
     def restore() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -424,21 +353,17 @@ class RetryproofRun:
             prepare_directory,
         )
 
-        given = {dest: config.getoption(dest) for dest in SETTINGS}
+        given = {option.dest: config.getoption(_dest(option)) for option in OPTIONS}
         if _is_worker(config):  # the controller's seed, even one it drew at random
-            given["retryproof_seed"] = config.workerinput["retryproof_seed"]  # type: ignore[attr-defined]
+            given["seed"] = config.workerinput["retryproof_seed"]  # type: ignore[attr-defined]
         arguments = argparse.Namespace(
-            harness=config.getoption("retryproof_harness"),
-            python=config.getoption("retryproof_python"),
-            binding=config.getoption("retryproof_binding"),
-            **{
-                dest.removeprefix("retryproof_"): default if given[dest] is None else given[dest]
-                for dest, default in SETTINGS.items()
-            },
+            **{option.dest: option.default if given[option.dest] is None else given[option.dest] for option in OPTIONS}
         )
         options = from_arguments(arguments)
         entries = tuple(select(options.only, options.skip, options.shard))
         if _is_worker(config):  # under xdist the controller writes the reports
+            from retryproof.conformance.schedule import Turns
+
             turns = Turns(config.workerinput["retryproof_turns"])  # type: ignore[attr-defined]
             return cls(options, entries, [], None, turns=turns)
         if not arguments.out:
@@ -465,6 +390,7 @@ class RetryproofRun:
 
     def start(self, total: int) -> None:
         from retryproof.conformance.runner import Run, probe
+        from retryproof.conformance.schedule import NoTurn
 
         try:  # a harness start, like any other work, waits while a scenario's alone part runs
             with self.turns.take() if self.turns else contextlib.ExitStack():
@@ -492,6 +418,8 @@ class RetryproofRun:
         part has the machine to itself, as under ``retryproof run --jobs N``."""
         if self.turns is None or self.session is None:  # no scenario runs in this worker's session
             return
+        from retryproof.conformance.schedule import NoTurn
+
         try:
             self.held = self.turns.take()
         except NoTurn as exc:
@@ -525,103 +453,16 @@ class RetryproofRun:
         the same ``Run`` (and so the same report files and verdict) as one process."""
         from retryproof.conformance.runner import Run
         from retryproof.conformance.writers.document import scenario_result
+        from retryproof.spec.protocol import Hello
 
         by_id = {item["result"]["id"]: scenario_result(item["result"]) for item in self.carried}
         results = [by_id[entry.id] for entry in self.entries if entry.id in by_id]
-        self.session = Run(self.options, self.carried[0]["hello"], self.sinks, len(results), began=self.began)
+        self.session = Run(
+            self.options, Hello.read(self.carried[0]["hello"]), self.sinks, len(results), began=self.began
+        )
         for result in results:
             self.session.record(result)
         self.finished = self.session.finish()
-
-
-class NoTurn(Exception):
-    """An xdist worker's test did not get its turn in time; the message says why."""
-
-
-class Turns:
-    """``schedule.Overlap``'s rule between pytest-xdist workers, which are processes:
-    items run side by side, a scenario's alone part (``Context.alone``) runs with
-    nothing beside it, and one that waits goes first. xdist has no such rule of its own
-    (``--dist loadgroup`` only keeps a group on one worker), so the workers lock two
-    files, with ``flock``, in a directory the controller made; the kernel drops the
-    locks of a worker that dies.
-
-    ``machine`` is held shared by every running item (``take``). An alone part lets go
-    of its item's share, then takes ``queue`` and ``machine`` exclusively; leaving, it
-    takes ``machine`` shared again before it lets ``queue`` go. Every item passes
-    ``queue`` (takes it shared, then lets it go) before it takes ``machine``: flock by
-    itself lets new shared holders in past a waiting exclusive one. Letting go of the
-    share first is what keeps two alone parts from waiting on each other's share.
-    Every wait polls, up to ``wait_s``: flock has no timed wait."""
-
-    def __init__(self, directory: str, wait_s: float = TURN_WAIT_S):
-        self.queue = os.path.join(directory, "queue.lock")
-        self.machine = os.path.join(directory, "machine.lock")
-        self.wait_s = wait_s
-        self._share: int | None = None  # the running item's descriptor of ``machine``
-
-    def _open(self, path: str) -> int:
-        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-
-    def take(self) -> contextlib.ExitStack:
-        """The running item's share, held until the returned stack is closed;
-        ``NoTurn`` when it did not come within ``wait_s``."""
-        deadline = time.monotonic() + self.wait_s
-        queue, machine = self._open(self.queue), self._open(self.machine)
-        try:
-            taken = _lock(queue, fcntl.LOCK_SH, deadline) and _lock(machine, fcntl.LOCK_SH, deadline)
-        finally:
-            os.close(queue)  # passed: an alone part may queue now
-        if not taken:
-            os.close(machine)
-            raise NoTurn(f"scenarios' alone parts kept the machine to themselves for {self.wait_s:g} s")
-        self._share = machine
-        turn = contextlib.ExitStack()
-        turn.callback(self._let_go)
-        return turn
-
-    def _let_go(self) -> None:
-        if self._share is not None:
-            os.close(self._share)
-            self._share = None
-
-    @contextlib.contextmanager
-    def alone(self) -> Iterator[None]:
-        """Within the running item's share: the machine alone, then the share again.
-        ``Unjudgeable`` when it did not come within ``wait_s``; an item that did not
-        even get the queue then ends (in error) without its share."""
-        machine = self._share
-        if machine is None:
-            raise RuntimeError("an alone part outside a running item's turn")
-        deadline = time.monotonic() + self.wait_s
-        fcntl.flock(machine, fcntl.LOCK_UN)
-        queue = self._open(self.queue)
-        queued = False
-        try:
-            queued = _lock(queue, fcntl.LOCK_EX, deadline)
-            if not (queued and _lock(machine, fcntl.LOCK_EX, deadline)):
-                from retryproof.conformance.context import Unjudgeable
-
-                raise Unjudgeable(
-                    f"no turn: it runs alone, and other pytest-xdist workers' tests kept the machine for {self.wait_s:g} s"
-                )
-            yield
-        finally:
-            if queued:  # the share again, at once: new holders wait at the queue, which is ours
-                fcntl.flock(machine, fcntl.LOCK_SH)
-            os.close(queue)
-
-
-def _lock(fd: int, mode: int, deadline: float) -> bool:
-    """Lock ``fd`` in ``mode``, trying until ``deadline``; whether it was locked."""
-    while True:
-        try:
-            fcntl.flock(fd, mode | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(TURN_POLL_S)
 
 
 @contextlib.contextmanager
@@ -638,7 +479,3 @@ def _usage_errors() -> Iterator[None]:
 def _is_worker(config: pytest.Config) -> bool:
     """Whether this session is a pytest-xdist worker."""
     return hasattr(config, "workerinput")
-
-
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from retryproof.conformance.writers.escape import file_stem
+from retryproof.conformance.file_names import file_stem
 
 FORMAT = "retryproof-fuzz-replay/1"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import platform
 import shlex
 import shutil
-import sys
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -18,8 +17,9 @@ from dataclasses import fields, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from retryproof.adapters.connection import Connection, HarnessStartError
-from retryproof.adapters.process import ProcessConnection, Scratch
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.process_groups import Scratch
+from retryproof.adapters.targets import shown
 from retryproof.conformance import __version__
 from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.context import (
@@ -39,15 +39,15 @@ from retryproof.conformance.events import (
     ScenarioResult,
     ScenarioStarted,
     Sink,
-    Status,
 )
-from retryproof.conformance.options import Options, Shard
-from retryproof.conformance.scenarios import registry
-from retryproof.conformance.schedule import SOLO, Turn, in_order
+from retryproof.conformance.options import Options
+from retryproof.conformance.records import Shard, Status
+from retryproof.conformance.scenarios import Scenario, registry
+from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
-from retryproof.spec import SPEC_VERSION
-from retryproof.spec.protocol import PROTOCOL
+from retryproof.spec import SPEC_VERSION, fingerprint
+from retryproof.spec.protocol import PROTOCOL, Hello
 
 #: The harness stderr kept per failed scenario in reports.
 STDERR_EVIDENCE_CHARS = 8000
@@ -83,19 +83,19 @@ def select(only: Sequence[str], skip: Sequence[str], shard: Shard | None = None)
     return [item for item in selected if item.id in mine or item.id in SPLIT_ACROSS_SHARDS]
 
 
-def probe(options: Options) -> Mapping[str, Any]:
+def probe(options: Options) -> Hello:
     """Start the harness once on a scratch directory for its ``hello``; a harness that
     cannot do that is a reason the kit cannot run (exit 2)."""
+    target = options.way_in
     with Scratch("retryproof-probe-") as scratch:
-        connection = _connection(options, scratch)
+        connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
         try:
             hello = connection.start()
         except HarnessStartError as exc:
             stderr = exc.stderr.strip()[-2000:]
-            what = f"the server of binding {options.binding.source}" if options.binding else "the harness"
-            fix = "check start.command in the binding" if options.binding else "check the --harness command line"
             raise KitError(
-                f"{what} failed its handshake: {exc.message}", f"its stderr:\n{stderr}" if stderr else fix
+                f"{target.what} failed its handshake: {exc.message}",
+                f"its stderr:\n{stderr}" if stderr else target.start_fix,
             ) from None
         finally:
             connection.kill()
@@ -105,39 +105,44 @@ def probe(options: Options) -> Mapping[str, Any]:
             f"the harness failed its handshake: {problem}",
             "see spec/schemas/harness-response.json ($defs/hello_result)",
         )
-    return hello
+    return Hello.read(hello)
 
 
-def run_info(options: Options, hello: Mapping[str, Any]) -> RunInfo:
+def run_info(options: Options, hello: Hello) -> RunInfo:
     """What every report says about the run, as it starts."""
     return RunInfo(
         kit_version=__version__,
         spec_version=SPEC_VERSION,
-        protocol=PROTOCOL,
-        implementation=dict(hello.get("implementation", {})),
+        spec_fingerprint=fingerprint(),
+        # Through a binding the kit speaks no harness protocol: the report names the binding format.
+        protocol=PROTOCOL if options.binding is None else _binding_format(),
+        implementation=dict(hello.implementation),
         target=options.target,
-        capabilities=tuple(hello.get("capabilities", ())),
-        failpoints=tuple(hello.get("failpoints", ())),
+        capabilities=hello.listed("capabilities"),
+        failpoints=hello.listed("failpoints"),
         seed=options.seed,
         concurrency=options.concurrency,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         baseline=options.baseline_file,
-        harness_command=harness_command(options.command),
+        harness_command=harness_command(options.command if options.binding is None else options.binding.command),
         python=f"{platform.python_implementation()} {platform.python_version()}",
         platform=platform.platform(),
         only=options.only,
         skip=options.skip,
         shard=options.shard,
-        black_box=options.binding is not None,
+        black_box=options.way_in.black_box,
     )
 
 
+def _binding_format() -> str:
+    from retryproof.adapters.binding.binding_file import FORMAT  # loaded with the binding already
+
+    return FORMAT
+
+
 def harness_command(command: Sequence[str]) -> str:
-    """The harness command line as a user would type it: the kit's own interpreter
-    (the bundled reference runtime, a hosted --python class) is named ``python``,
-    not by its path on this machine."""
-    words = ["python" if index == 0 and word == sys.executable else word for index, word in enumerate(command)]
-    return shlex.join(words)
+    """The harness command line as a user would type it (``targets.shown``)."""
+    return shlex.join(shown(command))
 
 
 class Run:
@@ -148,7 +153,7 @@ class Run:
     def __init__(
         self,
         options: Options,
-        hello: Mapping[str, Any],
+        hello: Hello,
         sinks: Sequence[Sink],
         total: int,
         began: float | None = None,
@@ -159,7 +164,7 @@ class Run:
         self.total = total
         self.info = run_info(options, hello)
         self.results: list[ScenarioResult] = []
-        self.functions = registry()
+        self.scenarios = registry()
         self.began = time.perf_counter() if began is None else began  # a perf_counter reading
         #: The scenarios the harness lost to a missed deadline, (id, that deadline); every job's.
         self.silent: list[tuple[str, str]] = []
@@ -181,7 +186,7 @@ class Run:
                 f"({', '.join(scenario for scenario, _ in silent)}; first: {silent[0][1]})"
             )
         result = against_baseline(
-            run_one(item, self.functions.get(item.id), self.options, self.hello, refused, turn), self.options.baseline
+            run_one(item, self.scenarios.get(item.id), self.options, self.hello, refused, turn), self.options.baseline
         )
         if result.evidence.get("missed_deadline") and result.status == "error":
             self.silent.append((item.id, str(result.evidence["missed_deadline"])))
@@ -194,10 +199,12 @@ class Run:
         return self._finished(result)
 
     def runs_alone(self, item: Entry) -> bool:
-        return getattr(self.functions.get(item.id), "runs_alone", False)
+        bound = self.scenarios.get(item.id)
+        return bound is not None and bound.alone
 
     def runs_long(self, item: Entry) -> bool:
-        return getattr(self.functions.get(item.id), "runs_long", False)
+        bound = self.scenarios.get(item.id)
+        return bound is not None and bound.long
 
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         self.results.append(result)
@@ -208,7 +215,7 @@ class Run:
         finished = RunFinished(
             self.info,
             tuple(self.results),
-            judge(self.results, self.options.baseline, self.info.black_box),
+            judge(self.results, self.options.baseline, self.info.black_box, self.info.capabilities),
             time.perf_counter() - self.began,
         )
         self._emit(finished)
@@ -219,7 +226,7 @@ class Run:
             sink.handle(event)
 
 
-def run(options: Options, hello: Mapping[str, Any], sinks: Sequence[Sink]) -> RunFinished:
+def run(options: Options, hello: Hello, sinks: Sequence[Sink]) -> RunFinished:
     """The selected scenarios on ``options.jobs`` threads, their events in catalogue order."""
     entries = select(options.only, options.skip, options.shard)
     session = Run(options, hello, sinks, len(entries))
@@ -265,9 +272,9 @@ def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str,
 
 def run_one(
     item: Entry,
-    function,
+    bound: Scenario | None,
     options: Options,
-    hello: Mapping[str, Any],
+    hello: Hello,
     refused: str | None = None,
     turn: Turn = SOLO,
 ) -> ScenarioResult:
@@ -287,7 +294,7 @@ def run_one(
 
     if refused:
         return finish("error", refused)
-    if function is None:
+    if bound is None:
         return finish("error", "not implemented in this version of the kit")
     missing = _missing_needs(item, hello, options)
     if missing:
@@ -295,16 +302,16 @@ def run_one(
     scratch = Scratch(f"retryproof-{item.id.lower()}-")
     context = Context(
         item,
-        lambda: _connection(options, scratch),
+        options.way_in.connector(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout),
         hello,
         options.seed,
         options.concurrency,
         options.call_timeout,
         options.shard,
-        turn if getattr(function, "runs_alone", False) else None,
+        turn if bound.alone else None,
     )
     try:
-        function(context)
+        bound.run(context)
         return finish("passed", None, context)
     except ScenarioFailed as exc:
         _collect_after_failure(context)
@@ -313,7 +320,7 @@ def run_one(
         return finish("not_applicable", str(exc), context)
     except Skipped as exc:
         return finish("skipped", str(exc), context)
-    except Unjudgeable as exc:
+    except (Unjudgeable, NoTurn) as exc:  # NoTurn: its alone part did not come in time
         return finish("error", str(exc), context)
     except Exception as exc:  # a bug in a scenario must cost that scenario, not the run
         return finish(
@@ -324,15 +331,11 @@ def run_one(
         scratch.remove()
 
 
-def _missing_needs(item: Entry, hello: Mapping[str, Any], options: Options) -> list[str]:
-    capabilities = set(hello.get("capabilities") or ())
-    failpoints = set(hello.get("failpoints") or ())
-    missing = [need for need in item.capabilities if need not in capabilities]
-    missing += [f"failpoint:{name}" for name in item.failpoints if name not in failpoints]
-    if "tamper" in capabilities:
-        # Without a tamper_actions list, the tamper capability means every action.
-        performed = set(hello.get("tamper_actions", item.tamper_actions))
-        missing += [f"tamper:{action}" for action in item.tamper_actions if action not in performed]
+def _missing_needs(item: Entry, hello: Hello, options: Options) -> list[str]:
+    missing = [need for need in item.capabilities if need not in hello.capabilities]
+    missing += [f"failpoint:{name}" for name in item.failpoints if name not in hello.failpoints]
+    if "tamper" in hello.capabilities:  # else the tamper capability is missing already
+        missing += [f"tamper:{action}" for action in item.tamper_actions if not hello.performs(action)]
     missing += [f"tool:{tool}" for tool in item.tools if shutil.which(tool) is None]
     if options.binding is not None:  # a harness speaks every part of the protocol
         offered = options.binding.protocol_parts
@@ -350,19 +353,3 @@ def _collect_after_failure(context: Context) -> None:
             context.receipt(submission_id, f"{submission_id} at failure")
     except (ScenarioFailed, Unjudgeable):
         pass  # evidence gathering must not replace the failure being reported
-
-
-def _connection(options: Options, scratch: Scratch) -> Connection:
-    if options.binding is not None:
-        from retryproof.adapters.binding import BindingConnection
-
-        return BindingConnection(
-            options.binding, scratch.state, call_timeout=options.call_timeout, start_timeout=options.start_timeout
-        )
-    return ProcessConnection(
-        options.command,
-        scratch.state,
-        call_timeout=options.call_timeout,
-        start_timeout=options.start_timeout,
-        work_dir=scratch.work,
-    )

@@ -18,18 +18,30 @@ Two kinds of scenario are scheduled apart (the ``scenario`` decorator marks them
 - *long*: several times a typical scenario (FUZZ-MODEL takes as long as many others
   together; the recovery and kill scenarios restart the runtime many times): started
   before the short ones, so it does not run on by itself at the end.
+
+The pytest plugin's items under pytest-xdist run in processes, not threads: ``Turns``
+keeps ``Overlap``'s rule between them with ``flock``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Protocol, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+#: The longest an item waits for its turn under pytest-xdist (``Turns``): longer than any
+#: scenario of the shipped profiles takes (the nightly FUZZ-MODEL included), so a wait
+#: this long means another worker's test hangs; the item then ends in error instead.
+TURN_WAIT_S = 3600.0
+#: How often a waiting worker tries the lock files again (flock has no timed wait).
+TURN_POLL_S = 0.01
 
 
 class Turn(Protocol):
@@ -96,6 +108,95 @@ class Overlap:
                 self._changed.notify_all()
                 self._changed.wait_for(self._open)
                 self._sharing += 1
+
+
+class NoTurn(Exception):
+    """A pytest-xdist worker's test, or a scenario's alone part, did not get its turn
+    in time; the message says why."""
+
+
+class Turns:
+    """``Overlap``'s rule between pytest-xdist workers, which are processes:
+    items run side by side, a scenario's alone part (``Context.alone``) runs with
+    nothing beside it, and one that waits goes first. xdist has no such rule of its own
+    (``--dist loadgroup`` only keeps a group on one worker), so the workers lock two
+    files, with ``flock``, in a directory the controller made; the kernel drops the
+    locks of a worker that dies.
+
+    ``machine`` is held shared by every running item (``take``). An alone part lets go
+    of its item's share, then takes ``queue`` and ``machine`` exclusively; leaving, it
+    takes ``machine`` shared again before it lets ``queue`` go. Every item passes
+    ``queue`` (takes it shared, then lets it go) before it takes ``machine``: flock by
+    itself lets new shared holders in past a waiting exclusive one. Letting go of the
+    share first is what keeps two alone parts from waiting on each other's share.
+    Every wait polls, up to ``wait_s``: flock has no timed wait."""
+
+    def __init__(self, directory: str, wait_s: float = TURN_WAIT_S):
+        self.queue = os.path.join(directory, "queue.lock")
+        self.machine = os.path.join(directory, "machine.lock")
+        self.wait_s = wait_s
+        self._share: int | None = None  # the running item's descriptor of ``machine``
+
+    def _open(self, path: str) -> int:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def take(self) -> contextlib.ExitStack:
+        """The running item's share, held until the returned stack is closed;
+        ``NoTurn`` when it did not come within ``wait_s``."""
+        deadline = time.monotonic() + self.wait_s
+        queue, machine = self._open(self.queue), self._open(self.machine)
+        try:
+            taken = _lock(queue, fcntl.LOCK_SH, deadline) and _lock(machine, fcntl.LOCK_SH, deadline)
+        finally:
+            os.close(queue)  # passed: an alone part may queue now
+        if not taken:
+            os.close(machine)
+            raise NoTurn(f"scenarios' alone parts kept the machine to themselves for {self.wait_s:g} s")
+        self._share = machine
+        turn = contextlib.ExitStack()
+        turn.callback(self._let_go)
+        return turn
+
+    def _let_go(self) -> None:
+        if self._share is not None:
+            os.close(self._share)
+            self._share = None
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Within the running item's share: the machine alone, then the share again.
+        ``NoTurn`` when it did not come within ``wait_s`` (the scenario ends in error);
+        an item that did not even get the queue then ends without its share."""
+        machine = self._share
+        if machine is None:
+            raise RuntimeError("an alone part outside a running item's turn")
+        deadline = time.monotonic() + self.wait_s
+        fcntl.flock(machine, fcntl.LOCK_UN)
+        queue = self._open(self.queue)
+        queued = False
+        try:
+            queued = _lock(queue, fcntl.LOCK_EX, deadline)
+            if not (queued and _lock(machine, fcntl.LOCK_EX, deadline)):
+                raise NoTurn(
+                    f"no turn: it runs alone, and other pytest-xdist workers' tests kept the machine for {self.wait_s:g} s"
+                )
+            yield
+        finally:
+            if queued:  # the share again, at once: new holders wait at the queue, which is ours
+                fcntl.flock(machine, fcntl.LOCK_SH)
+            os.close(queue)
+
+
+def _lock(fd: int, mode: int, deadline: float) -> bool:
+    """Lock ``fd`` in ``mode``, trying until ``deadline``; whether it was locked."""
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(TURN_POLL_S)
 
 
 class StartOrder:

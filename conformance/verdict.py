@@ -8,16 +8,28 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from retryproof.conformance.catalogue import catalogue, checklist_questions
 from retryproof.conformance.events import ScenarioResult
+from retryproof.conformance.records import Answer, Verdict
 from retryproof.spec import load_spec
 
 
 @functools.cache
 def optional_capabilities() -> frozenset[str]:
     return frozenset(load_spec()["verdict"]["optional_capabilities"])
+
+
+@functools.cache
+def tool_paths() -> tuple[str, ...]:
+    """The side-effecting tool paths a runtime may offer, in the spec's order (write_task, approval)."""
+    return tuple(load_spec()["verdict"]["tool_paths"])
+
+
+@functools.cache
+def checklist_tool_path() -> str:
+    """The tool path the seven checklist questions ask about (VERDICT-R18)."""
+    return str(load_spec()["verdict"]["checklist_tool_path"])
 
 
 def _harness_hook(need: str) -> bool:
@@ -35,52 +47,15 @@ def needs_a_harness(result: ScenarioResult) -> bool:
     return result.status == "skipped" and applies(result) and bool(missing) and all(map(_harness_hook, missing))
 
 
-@dataclass(frozen=True)
-class Answer:
-    question: str  # Q1..Q7
-    text: str
-    answer: str  # yes | yes (with warnings) | no | unverified | not applicable
-    scenarios: tuple[tuple[str, str], ...]  # (id, status) of every scenario behind it
-
-
-@dataclass(frozen=True)
-class Verdict:
-    conformant: bool  # only a complete run can be
-    complete: bool  # every catalogue scenario was selected
-    selected: int
-    catalogued: int
-    blocking: tuple[tuple[str, str], ...]  # (id, why) of MUST scenarios that keep it from conformant
-    warnings: tuple[tuple[str, str], ...]  # SHOULD scenarios that failed or ended in error
-    not_covered: tuple[tuple[str, str], ...]  # MUST scenarios for an optional feature the runtime lacks
-    #: Through a binding (black_box): MUST scenarios that need a harness hook (VERDICT-R15).
-    needs_harness: tuple[tuple[str, str], ...]
-    expected_failures: tuple[str, ...]  # blocking scenarios listed in the baseline
-    stale_baseline: tuple[str, ...]  # baseline entries that passed
-    checklist: tuple[Answer, ...]
-    exit_code: int
-    black_box: bool = False  # the runtime was reached through a binding, not a harness
-
-    @property
-    def headline(self) -> str:
-        if self.complete and self.conformant and self.black_box:
-            return (
-                f"CONFORMANT (black-box: {len(self.needs_harness)} MUST scenarios need test hooks only a harness "
-                "offers and were not verified)"
-            )
-        if self.complete:
-            return "CONFORMANT" if self.conformant else "NOT CONFORMANT"
-        partial = f"partial run: {self.selected} of {self.catalogued} catalogue scenarios selected"
-        if self.blocking:
-            return f"NOT CONFORMANT ({partial})"
-        return f"PARTIAL ({partial}; none of them blocks, conformance is not established)"
-
-
 def applies(result: ScenarioResult) -> bool:
-    """Whether a scenario applies to the runtime: it does, unless it was skipped for
-    optional features the runtime does not declare, and for nothing else. A missing
+    """Whether a scenario applies to the runtime: it does, unless it was skipped for a
+    tool path the runtime does not offer (whatever else it misses), or for optional
+    features the runtime does not declare and for nothing else. A missing
     failpoint belongs to the feature its name is namespaced under (``approval.*`` to
     ``approval``): a runtime without approval cannot offer approval failpoints either."""
     missing = set(result.evidence.get("missing", ()))
+    if result.status == "skipped" and missing & set(tool_paths()):
+        return False  # VERDICT-R16: the whole path is not offered, whatever else is missing
     absent = missing & optional_capabilities()
     if result.status != "skipped" or not absent:
         return True
@@ -98,10 +73,17 @@ def _blocking_reason(result: ScenarioResult) -> str | None:
     return None
 
 
-def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = (), black_box: bool = False) -> Verdict:
+def judge(
+    results: Sequence[ScenarioResult],
+    baseline: Iterable[str] = (),
+    black_box: bool = False,
+    capabilities: Iterable[str] | None = None,
+) -> Verdict:
     """``black_box``: the run reached the runtime through a binding, where a MUST
-    scenario skipped for harness hooks alone is listed apart instead of blocking."""
+    scenario skipped for harness hooks alone is listed apart instead of blocking.
+    ``capabilities``: what the runtime declared in hello (None: every tool path)."""
     baseline = set(baseline)
+    offered = set(tool_paths()) if capabilities is None else set(capabilities) & set(tool_paths())
     blocking: list[tuple[str, str]] = []
     warnings: list[tuple[str, str]] = []
     not_covered: list[tuple[str, str]] = []
@@ -122,8 +104,9 @@ def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = (), black
     selected = {result.entry.id for result in results}
     catalogued = {item.id for item in catalogue()}
     complete = selected == catalogued
+    conformant = complete and not blocking
     return Verdict(
-        conformant=complete and not blocking,
+        conformant=conformant,
         complete=complete,
         selected=len(selected),
         catalogued=len(catalogued),
@@ -133,9 +116,13 @@ def judge(results: Sequence[ScenarioResult], baseline: Iterable[str] = (), black
         needs_harness=tuple(needs_harness),
         expected_failures=expected,
         stale_baseline=stale,
-        checklist=answer_checklist(results),
+        checklist=answer_checklist(results, checklist_tool_path() in offered),
         exit_code=1 if unexpected or stale else 0,
         black_box=black_box,
+        tool_paths=tuple(
+            (path, "not offered" if path not in offered else "certified" if conformant else "not certified")
+            for path in tool_paths()
+        ),
     )
 
 
@@ -148,11 +135,14 @@ def questions(result: ScenarioResult) -> tuple[str, ...]:
     return tuple(named) if named else result.entry.checklist
 
 
-def answer_checklist(results: Sequence[ScenarioResult]) -> tuple[Answer, ...]:
+def answer_checklist(results: Sequence[ScenarioResult], offered: bool = True) -> tuple[Answer, ...]:
     """Each of the seven questions, answered from the scenarios behind it (``verdict.
     checklist`` of the spec): no beats unverified beats yes. Only MUST scenarios can
     answer no, as only they decide the verdict; a failed or errored SHOULD scenario
-    turns yes into "yes (with warnings)", so a conformant run never answers no."""
+    turns yes into "yes (with warnings)", so a conformant run never answers no.
+    ``offered``: whether the runtime offers the tool path the questions ask about; when
+    it does not, an approval scenario that passed answers no question about task
+    creation, so nothing better than "unanswered" is said (VERDICT-R18)."""
     answers = []
     for question, text in checklist_questions().items():
         behind = [result for result in results if question in questions(result)]
@@ -160,6 +150,8 @@ def answer_checklist(results: Sequence[ScenarioResult]) -> tuple[Answer, ...]:
         broken = {result.entry.level for result in behind if result.status in ("failed", "error")}
         if "MUST" in broken:
             answer = "no"
+        elif not offered:
+            answer = "unanswered"
         elif not judged:
             answer = "not applicable" if behind else "unverified"
         elif any(result.status == "skipped" and result.entry.level == "MUST" for result in judged) or not any(

@@ -9,6 +9,6 @@ from retryproof.reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
 __all__ = ["WRITE_TASK_FAILPOINTS", "Runtime", "__version__"]
 
 #: The release this runtime ships in (its ``hello`` says so). A constant rather than an
-#: ``importlib.metadata`` lookup, which would cost the harness a third of its start-up;
+#: ``importlib.metadata`` lookup, which would weigh on every harness start;
 #: a test holds it equal to the installed distribution's version.
 __version__ = "0.1.0"

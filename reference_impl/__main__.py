@@ -63,8 +63,8 @@ def _port() -> int:
 
 def _options(argv: list[str]) -> argparse.Namespace | SimpleNamespace:
     """The command line. The plain harness, started with no arguments about a hundred
-    times a run, skips argparse: building a parser loads gettext, locale and shutil,
-    about a fifth of the harness's start-up."""
+    times a run, skips argparse: building a parser loads gettext, locale and shutil
+    (benchmarks/bench_start.py measures the start)."""
     if not argv:
         return SimpleNamespace(fault=None, wait_timeout=WAIT_TIMEOUT_S, http=False, mcp=None)
     import argparse

@@ -51,7 +51,7 @@ __all__ = [
 FsyncDirectory = Callable[[str], None]
 
 #: Temp names unique within this process; the pid makes them unique among the processes
-#: sharing a state directory (``tempfile`` would do the same at a tenth of the start-up).
+#: sharing a state directory (``tempfile`` would do the same, and load more at every start).
 _temp_numbers = itertools.count()
 
 #: The size a log is created with: its first line, then NUL bytes for the later ones.

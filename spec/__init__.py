@@ -14,9 +14,19 @@ TYPE_CHECKING = False  # not typing's: importing typing would be paid at every h
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["SCHEMA_URN", "SPEC_VERSION", "load_spec", "load_vectors", "schema", "validator"]
+__all__ = [
+    "SCHEMA_URN",
+    "SPEC_VERSION",
+    "contract_files",
+    "fingerprint",
+    "load_spec",
+    "load_vectors",
+    "releases",
+    "schema",
+    "validator",
+]
 
-SPEC_VERSION = "2.0.0"
+SPEC_VERSION = "3.0.0"
 
 
 # The files beside this module. pip installs a package as files (from a wheel, or
@@ -35,7 +45,7 @@ def _read_text(*parts: str) -> str:
 def load_spec() -> dict[str, Any]:
     """The normative spec, ``spec/retryproof.yaml``. YAML is imported here, not at
     module level: a harness that only needs the digest never pays for it. libyaml's
-    safe loader, where PyYAML was built with it, reads the spec seven times faster
+    safe loader, where PyYAML was built with it, reads the spec several times faster
     than the pure-Python one, and every kit command starts by reading it."""
     import yaml
 
@@ -68,6 +78,40 @@ def _registry():
 
 
 SCHEMA_URN = "urn:retryproof:schema:"
+
+
+def contract_files() -> list[str]:
+    """The files that are the contract, as paths relative to this folder, sorted: the
+    YAML spec, every schema and every vector file. ``spec_version`` names exactly
+    these bytes; the Python beside them implements them, and ``releases.json`` records them."""
+    names = ["retryproof.yaml"]
+    for folder in ("schemas", "vectors"):
+        names += [f"{folder}/{name}" for name in os.listdir(os.path.join(_FOLDER, folder)) if name.endswith(".json")]
+    return sorted(names)
+
+
+@cache
+def fingerprint() -> str:
+    """``sha256:<hex>`` of the contract files (``contract_files``): each file's path, its
+    length and its bytes, in order. Every report carries it (``spec_fingerprint``), so a
+    reader can tell two texts that carry one ``spec_version`` apart."""
+    import hashlib  # here, not at module level: loading OpenSSL is a tenth of a harness's start
+
+    digest = hashlib.sha256()
+    for name in contract_files():
+        with open(os.path.join(_FOLDER, name), "rb") as handle:
+            data = handle.read()
+        digest.update(f"{name}\0{len(data)}\0".encode())
+        digest.update(data)
+    return "sha256:" + digest.hexdigest()
+
+
+@cache
+def releases() -> dict[str, str]:
+    """``releases.json``: each released ``spec_version`` and the fingerprint of its
+    files. A released version's files never change again (a change is a new version);
+    the project records its releases here rather than in tags."""
+    return json.loads(_read_text("releases.json"))["releases"]
 
 
 def validator(name: str):

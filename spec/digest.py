@@ -106,7 +106,7 @@ def canonical_json(task: Any) -> bytes:
 
 def request_digest(task: Any) -> str:
     """``sha256:<lowercase hex>`` of the canonical task."""
-    import hashlib  # here, not at module level: loading OpenSSL is a tenth of a harness's start
+    import hashlib  # here, not at module level: loading OpenSSL is paid only by a harness that digests
 
     return "sha256:" + hashlib.sha256(canonical_json(task)).hexdigest()
 

@@ -28,6 +28,7 @@ __all__ = [
     "FAILPOINT_ACTIONS",
     "PROTOCOL",
     "Failure",
+    "Hello",
     "ProtocolError",
     "Request",
     "Success",
@@ -85,7 +86,7 @@ class _Message:
     def __hash__(self) -> int:
         return hash(self._fields())
 
-    def __reduce__(self) -> tuple[type[_Message], tuple[object, ...]]:
+    def __reduce__(self) -> tuple[Callable[..., _Message], tuple[object, ...]]:
         return type(self), self._fields()  # pickle and copy rebuild it through __init__
 
     def __repr__(self) -> str:
@@ -134,6 +135,48 @@ class Failure(_Message):
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "ok": False, "error": {"code": self.code, "message": self.message}}
+
+
+class Hello(_Message):
+    """A ``hello`` result, read once into what the kit asks of it (as Bowtie reads its
+    ``Started`` response): who the runtime is and, as sets, what it declares.
+    ``tamper_actions`` is None when the runtime lists none: declaring ``tamper`` then
+    means every action. ``result`` is the answer as given: reports list the
+    declarations in the runtime's own order (``listed``), and a pytest-xdist worker
+    hands it to its controller."""
+
+    __slots__ = ("implementation", "capabilities", "failpoints", "tamper_actions", "digest_schema_version", "result")
+    implementation: Mapping[str, Any]
+    capabilities: frozenset[str]
+    failpoints: frozenset[str]
+    tamper_actions: frozenset[str] | None
+    digest_schema_version: str
+    result: Mapping[str, Any]
+
+    @classmethod
+    def read(cls, result: Mapping[str, Any]) -> Hello:
+        """The record of a ``hello`` result (one checked against ``$defs/hello_result``
+        has every field; read from less, a missing declaration is empty)."""
+        tamper_actions = result.get("tamper_actions")
+        return cls(
+            MappingProxyType(dict(result.get("implementation") or {})),
+            frozenset(result.get("capabilities") or ()),
+            frozenset(result.get("failpoints") or ()),
+            None if tamper_actions is None else frozenset(tamper_actions),
+            result.get("digest_schema_version", ""),
+            MappingProxyType(dict(result)),
+        )
+
+    def performs(self, action: str) -> bool:
+        """Whether the runtime performs the tamper ``action``."""
+        return "tamper" in self.capabilities and (self.tamper_actions is None or action in self.tamper_actions)
+
+    def listed(self, declaration: str) -> tuple[str, ...]:
+        """``capabilities`` or ``failpoints`` in the order the runtime declared them."""
+        return tuple(self.result.get(declaration) or ())
+
+    def __reduce__(self) -> tuple[Callable[[Mapping[str, Any]], Hello], tuple[dict[str, Any]]]:
+        return Hello.read, (dict(self.result),)  # a read-only mapping does not pickle; the answer does
 
 
 class ProtocolError(Exception):
@@ -313,7 +356,7 @@ def serve(
             send(Failure(request.id, "internal_error", f"{type(exc).__name__}: {exc}"))
 
     # A thread per request under a bound, rather than concurrent.futures, whose import
-    # (logging with it) would be a fifth of a harness's start-up.
+    # (logging with it) would weigh on every harness start (benchmarks/bench_start.py).
     slots = threading.BoundedSemaphore(max_workers)
     workers: list[threading.Thread] = []
 

@@ -3,7 +3,7 @@
 path, read its answers and list its effects; ``BindingConnection`` puts it behind the
 ``Connection`` interface every scenario uses."""
 
+from retryproof.adapters.binding.binding_file import Binding, BindingError, parse
 from retryproof.adapters.binding.connection import BindingConnection
-from retryproof.adapters.binding.spec import Binding, BindingError, parse
 
 __all__ = ["Binding", "BindingConnection", "BindingError", "parse"]

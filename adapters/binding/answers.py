@@ -2,7 +2,7 @@
 protocol results the kit judges, built from what the service said and from its
 authoritative listing.
 
-An answer is a plain mapping of its parts (``spec.ANSWER_ROOTS``): ``status``,
+An answer is a plain mapping of its parts (its wire's ``Transport.answer_roots``): ``status``,
 ``header`` (names lowercased), ``body`` for http; ``result``, ``text``, ``isError``,
 ``error`` for mcp. What no rule maps is ``info`` (an error code outside the spec's
 fail codes), never a pass.
@@ -10,11 +10,12 @@ fail codes), never a pass.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from retryproof.adapters.binding.spec import Binding, Rule
-from retryproof.adapters.binding.transports import parse_json
+from retryproof.adapters.binding.binding_file import Binding, Rule
+from retryproof.adapters.binding.transports.base import parse_json
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
 from retryproof.spec.protocol import Failure
 
@@ -63,11 +64,52 @@ def meaning(binding: Binding, answer: Mapping[str, Any]) -> Rule | None:
     return None
 
 
-def describe(answer: Mapping[str, Any]) -> str:
-    """A short account of an answer for evidence (headers left out)."""
-    return "; ".join(
-        f"{key} {str(value)[:200]}" for key, value in answer.items() if key != "header" and value is not None
+def describe(answer: Mapping[str, Any], binding: Binding | None = None) -> str:
+    """A short account of an answer for evidence: every part but the headers, and of
+    the headers those the binding's rules test (so "no outcome rule matches" shows
+    the header a rule missed, not a hundred others)."""
+    parts = [f"{key} {str(value)[:200]}" for key, value in answer.items() if key != "header" and value is not None]
+    tested = sorted(
+        {
+            path.split(".", 1)[1].lower()
+            for rule in (binding.rules if binding else ())
+            for path in rule.when
+            if path.startswith("header.")
+        }
     )
+    headers = answer.get("header")
+    if not isinstance(headers, Mapping):
+        headers = {}
+    if tested:
+        shown = {name: headers.get(name) for name in tested}
+        parts.append(
+            "header "
+            + ", ".join(f"{name}: {'absent' if value is None else str(value)[:200]}" for name, value in shown.items())
+        )
+    return "; ".join(parts)
+
+
+#: Characters of an answer's body kept per exchange in the evidence.
+EXCHANGE_BODY_CHARS = 1000
+
+
+def exchange(binding: Binding, key: str | None, answer: Mapping[str, Any], rule: Rule | None) -> dict[str, Any]:
+    """One call as the service answered it, for the evidence: the key sent, every part
+    of the answer (status, headers, body; isError, result, text, error), a long value
+    cut, and which outcome rule read it (None: no rule, so the call was indeterminate)."""
+    shown = {
+        part: value if isinstance(value, (bool, int, float)) or value is None else _cut(value)
+        for part, value in answer.items()
+    }
+    matched = None if rule is None else f"outcomes[{binding.rules.index(rule)}]: {rule.means}"
+    return {"key": key, "answer": shown, "rule": matched}
+
+
+def _cut(value: Any) -> Any:
+    if isinstance(value, Mapping) and all(isinstance(item, str) for item in value.values()) and len(value) <= 64:
+        return {name: item[:200] for name, item in value.items()}  # headers
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= EXCHANGE_BODY_CHARS else text[: EXCHANGE_BODY_CHARS - 1] + "…"
 
 
 def unmapped(why: str) -> Failure:

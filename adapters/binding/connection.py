@@ -3,9 +3,10 @@ interface as a harness, so catalogue scenarios run over it unchanged.
 
 The connection starts the server command in its own process group with
 ``RETRYPROOF_STATE_DIR`` (and a free loopback port in ``RETRYPROOF_PORT`` when the
-binding has a url), waits until it is ready (the port accepts; MCP ``initialize``
-succeeds) within the start timeout, and SIGKILLs or stops it like a harness. It
-translates the protocol ops a binding can offer:
+binding's wire listens), waits until the wire says it is ready (the port accepts; MCP
+``initialize`` succeeds) within the start timeout, and SIGKILLs or stops it like a
+harness. Which wire it speaks (``transports/``) it never asks. It translates the
+protocol ops a binding can offer:
 
 - ``hello`` is synthesized from the binding: ``write_task`` plus what it ``offers``,
   no failpoints, so scenarios needing failpoints, ``tamper`` or ``diagnose`` are
@@ -20,50 +21,40 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import subprocess
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import IO, Any
+from typing import Any
 
 from retryproof.adapters.binding import answers
-from retryproof.adapters.binding.spec import Binding
-from retryproof.adapters.binding.transports import Gone, McpHttp, McpStdio, http_exchange, mcp_answer, parse_json
-from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
-from retryproof.adapters.loopback import await_accepting, free_port
-from retryproof.adapters.pipes import ChildPipes
-from retryproof.adapters.process import PIPE_GRACE_S, STATE_DIR_ENV, StderrTail, forget_group, kill_group, start_group
+from retryproof.adapters.binding.binding_file import Binding
+from retryproof.adapters.binding.transports import Gone, Server, parse_json
+from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES
+from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection, HarnessStartError, Lost, Reply
+from retryproof.adapters.loopback import free_port
+from retryproof.adapters.process_groups import (
+    PIPE_GRACE_S,
+    STATE_DIR_ENV,
+    OutputTooLong,
+    StderrTail,
+    forget_group,
+    kill_group,
+    run_to_end,
+    start_group,
+)
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
 from retryproof.spec.protocol import Failure, Success, greeting
 
 PORT_ENV = "RETRYPROOF_PORT"
 #: Ops a binding translates; every other op is answered unknown_op.
 OPS = ("write_task", "list_tasks", "read_task")
+#: The share of the call timeout a listing command gets: the rest is for the op's own
+#: answer, so a command that hangs is named as the cause, not reported as "no answer".
+LISTING_SHARE = 0.8
 #: Calls in flight at once on one connection (A4 pipelines eight, FUZZ bursts a few).
 MAX_IN_FLIGHT = 32
-
-
-class _Server:
-    """One started server process and the client attached to it."""
-
-    def __init__(self, popen: subprocess.Popen, port: int | None, base_url: str | None):
-        self.popen = popen
-        self.pipes = ChildPipes([stream for stream in (popen.stdin, popen.stdout, popen.stderr) if stream is not None])
-        self.port = port
-        self.base_url = base_url
-        self.mcp: McpStdio | McpHttp | None = None
-        self.killed_by_kit = False
-
-    def ending(self) -> str:
-        if self.killed_by_kit:
-            return "the kit killed the server"
-        try:
-            status = self.popen.wait(1.0)
-        except subprocess.TimeoutExpired:
-            return "the server closed its output"
-        return f"the server exited with status {status}"
 
 
 class BindingConnection(Connection):
@@ -74,8 +65,8 @@ class BindingConnection(Connection):
         binding: Binding,
         state_dir: str,
         *,
-        call_timeout: float = 10.0,
-        start_timeout: float = 10.0,
+        call_timeout: float = CALL_TIMEOUT_S,
+        start_timeout: float = START_TIMEOUT_S,
         stop_timeout: float = 5.0,
         stderr_limit: int = 64 << 10,
     ):
@@ -87,14 +78,15 @@ class BindingConnection(Connection):
         self.stop_timeout = stop_timeout
         self.hello: Mapping[str, Any] | None = None
         self._stderr = StderrTail(stderr_limit)
-        self._servers: list[_Server] = []
+        self._servers: list[Server] = []
         self._survivors: list[dict[str, Any]] = []
+        self._exchanges: list[dict[str, Any]] = []
         self._pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="binding-call")
 
     # -- lifecycle ---------------------------------------------------------------
 
     @property
-    def _current(self) -> _Server | None:
+    def _current(self) -> Server | None:
         return self._servers[-1] if self._servers else None
 
     @property
@@ -108,7 +100,7 @@ class BindingConnection(Connection):
         if self.alive:
             raise RuntimeError("the server is already running; kill or stop it first")
         binding = self.binding
-        port = free_port() if binding.over_http else None
+        port = free_port() if binding.wire.listens else None
         env = dict(os.environ)
         env[STATE_DIR_ENV] = self.state_dir
         env.pop(PORT_ENV, None)
@@ -118,40 +110,24 @@ class BindingConnection(Connection):
         # As the binding writes it: reports carry no interpreter path, port or state dir.
         shown = shlex.join(binding.command)
         self._stderr.append(f"[retryproof: start #{len(self._servers) + 1}: {shown}]\n".encode())
-        stdio = binding.transport == "mcp" and not binding.over_http
+        stdio = not binding.wire.listens
         # Registered like a harness's group, so an interrupted run (SIGINT, SIGTERM, exit)
-        # SIGKILLs the server too (process.end_everything).
+        # SIGKILLs the server too (process_groups.end_everything).
         popen = start_group(command, stdin=subprocess.PIPE if stdio else subprocess.DEVNULL, env=env)
-        server = _Server(popen, port, binding.base_url(port))
+        server = Server(popen, port, binding.base_url(port))
         self._servers.append(server)
         streams = [popen.stderr] if stdio else [popen.stderr, popen.stdout]
         for stream in streams:
-            server.pipes.spawn(self._tail, server.pipes, stream, name="binding-output")
+            server.pipes.spawn(self._stderr.follow, server.pipes, stream, name="binding-output")
+        server.wire = binding.wire(binding, server)
         try:
-            self._ready(server, stdio, time.monotonic() + self.start_timeout)
+            server.wire.ready(time.monotonic() + self.start_timeout)
         except Gone as exc:
             self.kill()
             raise HarnessStartError(f"the server was not ready: {exc.reason}", self.stderr_text()) from None
         implementation = {"name": binding.name, "version": binding.version, "language": binding.target}
         self.hello = greeting(implementation, ["write_task", *binding.offers], [])
         return self.hello
-
-    def _ready(self, server: _Server, stdio: bool, deadline: float) -> None:
-        if stdio:
-            assert server.popen.stdin is not None and server.popen.stdout is not None  # both piped
-            server.mcp = McpStdio(server.popen.stdin, server.popen.stdout, server.pipes, server.ending)
-            server.mcp.initialize(max(0.1, deadline - time.monotonic()))
-            return
-        problem = await_accepting(server.popen, server.port or 0, deadline)
-        if problem:
-            raise Gone(problem)
-        if self.binding.transport == "mcp":
-            server.mcp = McpHttp(server.base_url or "")
-            server.mcp.initialize(max(0.1, deadline - time.monotonic()))
-
-    def _tail(self, pipes: ChildPipes, stream: IO[bytes]) -> None:
-        for chunk in pipes.chunks(stream):
-            self._stderr.append(chunk)
 
     def kill(self) -> None:
         server = self._current
@@ -162,18 +138,14 @@ class BindingConnection(Connection):
         self._reap(server)
 
     def stop(self) -> None:
-        """Graceful: stdio servers see their input close, HTTP servers get SIGTERM."""
+        """Graceful, as the wire asks: stdio servers see their input close, listening
+        servers get SIGTERM."""
         server = self._current
         if server is None:
             return
         if self.alive:
-            if isinstance(server.mcp, McpStdio):
-                server.mcp.close_input()
-            else:
-                try:
-                    os.killpg(server.popen.pid, signal.SIGTERM)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            assert server.wire is not None  # a live server got its wire when it started
+            server.wire.stop()
             try:
                 server.popen.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
@@ -181,7 +153,7 @@ class BindingConnection(Connection):
         kill_group(server.popen)
         self._reap(server)
 
-    def _reap(self, server: _Server) -> None:
+    def _reap(self, server: Server) -> None:
         try:
             server.popen.wait(self.stop_timeout)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
@@ -194,6 +166,9 @@ class BindingConnection(Connection):
 
     def survivors(self) -> list[dict[str, Any]]:
         return list(self._survivors)
+
+    def exchanges(self) -> list[dict[str, Any]]:
+        return list(self._exchanges)
 
     def stderr_text(self) -> str:
         return self._stderr.text()
@@ -232,14 +207,14 @@ class BindingConnection(Connection):
             reply = self._write_task(server, dict(args), drop=True)
         except Gone as exc:
             return Lost(exc.reason)
-        if isinstance(server.mcp, McpStdio):
+        if server.wire is not None and server.wire.ends_when_left:
             try:
                 server.popen.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
                 self.kill()  # a server that outlives its caller's input is ended like a hung one
         return reply
 
-    def _serve(self, server: _Server, op: str, args: dict[str, Any]) -> Reply:
+    def _serve(self, server: Server, op: str, args: dict[str, Any]) -> Reply:
         try:
             if op == "write_task":
                 return self._write_task(server, args)
@@ -261,7 +236,7 @@ class BindingConnection(Connection):
         except (UnicodeError, ValueError) as exc:  # a key a header cannot carry, say
             return Lost(f"the kit cannot send this call over {self.binding.target}: {exc}")
 
-    def _write_task(self, server: _Server, args: dict[str, Any], drop: bool = False) -> Reply:
+    def _write_task(self, server: Server, args: dict[str, Any], drop: bool = False) -> Reply:
         binding = self.binding
         task = args.get("task")
         key = args.get("client_submission_id")
@@ -270,40 +245,16 @@ class BindingConnection(Connection):
         arguments = answers.call_arguments(binding, task)
         if isinstance(arguments, str):
             return Lost(arguments)
-        kind, name = binding.key
-        timeout = self.call_timeout
-        if binding.transport == "http":
-            headers = {name: key} if key is not None else {}
-            answer = http_exchange(
-                server.base_url or "",
-                binding.method or "POST",
-                binding.path or "/",
-                headers=headers,
-                body=arguments,
-                timeout=timeout,
-                drop=drop,
-            )
-        else:
-            params: dict[str, Any] = {"name": binding.tool, "arguments": arguments}
-            if key is not None and kind == "argument":
-                arguments[name] = key
-            elif key is not None:
-                params["_meta"] = {name: key}
-            if isinstance(server.mcp, McpHttp):
-                message = server.mcp.request("tools/call", params, timeout, drop=drop)
-            elif drop:
-                assert isinstance(server.mcp, McpStdio)
-                server.mcp.request_and_leave("tools/call", params)
-                return Lost("the caller closed the server's input right after the request")
-            else:
-                assert server.mcp is not None
-                message = server.mcp.request("tools/call", params, timeout)
-            answer = {} if drop else mcp_answer(message)
+        assert server.wire is not None  # a started server got its wire
         if drop:
-            return Lost("the kit closed the connection before reading the answer")
+            return Lost(server.wire.leave(arguments, key, self.call_timeout))
+        answer = server.wire.call(arguments, key, self.call_timeout)
         rule = answers.meaning(binding, answer)
+        self._exchanges.append(answers.exchange(binding, key, answer, rule))
         if rule is None:
-            return answers.unmapped(f"no outcome rule of the binding matches the answer: {answers.describe(answer)}")
+            return answers.unmapped(
+                f"no outcome rule of the binding matches the answer: {answers.describe(answer, binding)}"
+            )
         if rule.means in answers.REJECTIONS:
             return Failure(None, answers.REJECTIONS[rule.means], f"{rule.means}: {answers.describe(answer)}")
         try:
@@ -319,7 +270,7 @@ class BindingConnection(Connection):
             return Success(0, answers.id_path_result(rule.means, task_id, key, digest))
         return self._conflict(server, key, task_id, digest, answer)
 
-    def _conflict(self, server: _Server, key: str | None, task_id: str | None, digest: str, answer: Any) -> Reply:
+    def _conflict(self, server: Server, key: str | None, task_id: str | None, digest: str, answer: Any) -> Reply:
         """A conflict names what the key is bound to; the kit reads that from the
         authoritative listing, not from the answer."""
         if key is None:
@@ -340,38 +291,33 @@ class BindingConnection(Connection):
         }
         return Success(0, answers.id_path_result("conflict", task_id or bound["task_id"], key, digest, conflict))
 
-    def _listing(self, server: _Server) -> list[dict[str, Any]] | Failure:
-        listing, timeout = self.binding.listing, self.call_timeout
-        if "get" in listing:
-            answer = http_exchange(server.base_url or "", "GET", listing["get"], timeout=timeout)
-            if answer.get("status") != 200:
-                return answers.unmapped(f"listing GET {listing['get']} answered {answers.describe(answer)}")
-        elif "command" in listing:
+    def _listing(self, server: Server) -> list[dict[str, Any]] | Failure:
+        listing = self.binding.listing
+        if "command" in listing:
             ran = self._run_listing_command(tuple(listing["command"]), server.port)
             if isinstance(ran, Failure):
                 return ran
             answer = ran
         else:
-            assert server.mcp is not None
-            if "tool" in listing:
-                message = server.mcp.request("tools/call", {"name": listing["tool"], "arguments": {}}, timeout)
-            else:
-                message = server.mcp.request("resources/read", {"uri": listing["resource"]}, timeout)
-            answer = mcp_answer(message)
-            if answer.get("error") is not None or answer.get("isError"):
-                return answers.unmapped(f"the listing answered an error: {answers.describe(answer)}")
+            assert server.wire is not None  # a started server got its wire
+            answer, failed = server.wire.listing(self.call_timeout)
+            if failed:
+                return answers.unmapped(f"{failed} {answers.describe(answer)}")
         return answers.listed_tasks(self.binding, answer)
 
     def _run_listing_command(self, command: tuple[str, ...], port: int | None) -> dict[str, Any] | Failure:
         words = self.binding.fill(command, port, self.state_dir)
         env = {**os.environ, STATE_DIR_ENV: self.state_dir}
+        # Within the call's own timeout, so a hung command is named as such, not "no answer".
+        timeout = self.call_timeout * LISTING_SHARE
         try:
-            done = subprocess.run(words, env=env, capture_output=True, timeout=self.call_timeout, check=False)
+            status, stdout, stderr = run_to_end(words, env, timeout, MAX_ANSWER_BYTES)
         except subprocess.TimeoutExpired:
-            raise Gone(f"the listing command did not end within {self.call_timeout:g}s") from None
-        except OSError as exc:
-            return answers.unmapped(f"cannot run the listing command {words[0]!r}: {exc.strerror or exc}")
-        if done.returncode != 0:
-            tail = done.stderr.decode("utf-8", "replace")[-500:]
-            return answers.unmapped(f"the listing command exited with status {done.returncode}: {tail}")
-        return {"body": parse_json(done.stdout)}
+            raise Gone(f"the listing command did not end within {timeout:g}s") from None
+        except OutputTooLong:
+            raise Gone(f"the listing command printed more than {MAX_ANSWER_BYTES} bytes") from None
+        except HarnessStartError as exc:
+            return answers.unmapped(f"the listing command: {exc.message}")
+        if status != 0:
+            return answers.unmapped(f"the listing command exited with status {status}: {stderr[-500:]}")
+        return {"body": parse_json(stdout)}

@@ -1,10 +1,11 @@
 """``retryproof compare REPORT.json...``: implementations side by side.
 
 One column per report, one row per verdict fact, checklist question and catalogue
-scenario, as markdown (``comparison.md``) and as a small self-contained HTML page
-(``comparison.html``). A failing cell links to that scenario's evidence in the
-report's own ``report.md`` beside the ``report.json`` (in the HTML table: its
-``report.html`` when one was written), or to the ``report.json`` when neither was. Every input must be a valid report: the checks of
+scenario, as markdown (``comparison.md``) and as a grid of status cells in a
+self-contained HTML page (``comparison.html``, ``writers/grid.py``). A failing cell
+links to that scenario's evidence in the report's own ``report.md`` beside the
+``report.json`` (in the HTML grid: its timeline in ``report.html`` when one was
+written), or to the ``report.json`` when neither was. Every input must be a valid report: the checks of
 ``retryproof validate-report``, so a table never shows a verdict its report
 contradicts.
 """
@@ -22,9 +23,11 @@ from retryproof.conformance.catalogue import catalogue
 from retryproof.conformance.commands.validate_report import load_report
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.writers.content import STATUS_CELLS
-from retryproof.conformance.writers.escape import html_text, md_inline
+from retryproof.conformance.writers.document import scenario_result
+from retryproof.conformance.writers.escape import md_inline
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
-from retryproof.conformance.writers.html import anchor as html_anchor
+from retryproof.conformance.writers.grid import STATUS_TONES, GridCell, Tone, render_grid
+from retryproof.conformance.writers.html import evidence_anchor
 
 #: Failed and error cells link to their evidence.
 LINKED = ("failed", "error")
@@ -55,6 +58,7 @@ class Cell:
     link: str | None = None  # relative to the comparison's folder
     html_link: str | None = None  # the same evidence in report.html, for the HTML table
     title: str | None = None  # the reason, shown on hover in HTML
+    tone: Tone = "fact"  # the HTML grid's colour of the cell
 
 
 def load_columns(paths: Sequence[str]) -> list[Column]:
@@ -99,7 +103,7 @@ def rows(columns: Sequence[Column], out: str) -> list[tuple[str, list[Cell]]]:
         return [Cell(str(read(column.document))) for column in columns]
 
     table = [
-        ("verdict", [Cell(c.document["verdict"]["headline"]) for c in columns]),
+        ("verdict", [Cell(c.document["verdict"]["headline"], tone=_verdict_tone(c.document)) for c in columns]),
         (
             "counts",
             [Cell(", ".join(f"{n} {status}" for status, n in c.document["counts"].items() if n)) for c in columns],
@@ -114,7 +118,7 @@ def rows(columns: Sequence[Column], out: str) -> list[tuple[str, list[Cell]]]:
             (
                 f"{question} {text}",
                 [
-                    Cell(next((i["answer"] for i in c.document["checklist"] if i["id"] == question), ""))
+                    _answer_cell(next((i["answer"] for i in c.document["checklist"] if i["id"] == question), ""))
                     for c in columns
                 ],
             )
@@ -126,18 +130,61 @@ def rows(columns: Sequence[Column], out: str) -> list[tuple[str, list[Cell]]]:
     return table
 
 
+def _verdict_tone(document: dict[str, Any]) -> Tone:
+    verdict = document["verdict"]
+    return "pass" if verdict["conformant"] else "fail" if verdict["blocking"] else "not-verified"
+
+
+#: A checklist answer's tone in the grid.
+ANSWER_TONES: dict[str, Tone] = {
+    "yes": "pass",
+    "yes (with warnings)": "pass",
+    "no": "fail",
+    "unverified": "not-verified",
+    "not applicable": "na",
+    "unanswered": "not-covered",
+}
+
+
+def _answer_cell(answer: str) -> Cell:
+    return Cell(answer, tone=ANSWER_TONES.get(answer, "fact"))
+
+
+#: The verdict's lists that name a skip, and how its cell reads.
+SKIPS: tuple[tuple[str, str, Tone], ...] = (
+    ("blocking", "not verified", "not-verified"),
+    ("needs_harness", "not verified", "not-verified"),
+    ("not_covered", "not covered", "not-covered"),
+)
+
+
+def _skip(document: dict[str, Any], scenario_id: str) -> Cell | None:
+    """A skip the verdict counts: not verified (it blocks, or a binding lacks the
+    harness's hooks) or not covered (an optional capability); None for any other."""
+    verdict = document["verdict"]
+    for key, text, tone in SKIPS:
+        why = next((item["why"] for item in verdict.get(key, ()) if item["id"] == scenario_id), None)
+        if why is not None:
+            return Cell(text, title=why, tone=tone)
+    return None
+
+
 def _scenario_cell(column: Column, scenario_id: str, out: str) -> Cell:
     scenario = column.scenario(scenario_id)
     if scenario is None:
-        return Cell("not run")
+        return Cell("not run", tone="none")
     status = scenario["status"]
+    if status == "skipped":
+        return _skip(column.document, scenario_id) or Cell(STATUS_CELLS[status], title=scenario["reason"], tone="skip")
     if status not in LINKED:
-        return Cell(STATUS_CELLS[status], title=scenario["reason"])
+        return Cell(STATUS_CELLS[status], title=scenario["reason"], tone=STATUS_TONES[status])
     target = _relative(column.evidence, out)
     if column.evidence.endswith(".md"):
         target += "#" + github_anchor(f"{scenario_id}: {scenario['title']}")
-    page = column.html_evidence and f"{_relative(column.html_evidence, out)}#{html_anchor(scenario_id)}"
-    return Cell(STATUS_CELLS[status], target, page, scenario["reason"])
+    page = (
+        column.html_evidence and f"{_relative(column.html_evidence, out)}#{evidence_anchor(scenario_result(scenario))}"
+    )
+    return Cell(STATUS_CELLS[status], target, page, scenario["reason"], STATUS_TONES[status])
 
 
 def _relative(path: str, out: str) -> str:
@@ -163,23 +210,14 @@ def render_markdown(columns: Sequence[Column], table: list[tuple[str, list[Cell]
 
 
 def render_html(columns: Sequence[Column], table: list[tuple[str, list[Cell]]]) -> str:
-    def cell(value: Cell) -> str:
-        title = f' title="{html_text(value.title)}"' if value.title else ""
-        text = html_text(value.text)
-        link = value.html_link or value.link
-        body = f'<a href="{html_text(link)}">{text}</a>' if link else text
-        return f'<td class="{html_text(value.text.split(" ")[0].lower())}"{title}>{body}</td>'
-
-    head = "".join(f"<th>{html_text(column.label)}</th>" for column in columns)
-    body = "\n".join(f"<tr><th>{html_text(label)}</th>{''.join(cell(c) for c in cells)}</tr>" for label, cells in table)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>retryproof comparison</title>\n'
-        "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
-        "th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}"
-        "td.fail,td.error{background:#fdd}td.pass{background:#dfd}td.skip,td.n\\/a{color:#666}</style>\n"
-        "</head><body><h1>retryproof comparison</h1>\n"
-        "<p>Each column is one report; a FAIL or error cell links to that scenario's evidence.</p>\n"
-        f"<table><thead><tr><th></th>{head}</tr></thead><tbody>\n{body}\n</tbody></table>\n</body></html>\n"
+    grid = [
+        (label, [GridCell(c.text, c.tone, c.html_link or c.link, c.title) for c in cells]) for label, cells in table
+    ]
+    return render_grid(
+        "retryproof comparison",
+        ["Each column is one report; a FAIL or error cell links to that scenario's evidence (its timeline)."],
+        [column.label for column in columns],
+        grid,
     )
 
 

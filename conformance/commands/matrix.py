@@ -135,6 +135,10 @@ def _run(root: Path, target: Target, out: Path, seed: int) -> bool:
     except subprocess.TimeoutExpired:
         print(f"matrix: {target.report}: no verdict within {RUN_TIMEOUT_S}s", file=sys.stderr)
         return False
+    except KeyboardInterrupt as exc:
+        # The run, ended with SIGTERM, said "interrupted" on this stderr: once is enough.
+        exc.reported = True  # type: ignore[attr-defined]
+        raise
     return status in (0, 1) and (out / "report.json").is_file()
 
 

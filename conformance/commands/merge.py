@@ -28,7 +28,7 @@ from retryproof.conformance.events import (
     ScenarioStarted,
     Sink,
 )
-from retryproof.conformance.options import Shard
+from retryproof.conformance.records import Shard
 from retryproof.conformance.runner import SPLIT_ACROSS_SHARDS, select
 from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers.document import scenario_result
@@ -37,6 +37,7 @@ from retryproof.conformance.writers.document import scenario_result
 SAME_RUN = (
     "kit",
     "spec_version",
+    "spec_fingerprint",
     "protocol",
     "implementation",
     "target",
@@ -73,7 +74,7 @@ def check_one_run(paths: Sequence[str], documents: Sequence[Mapping[str, Any]]) 
             mine, theirs = (
                 (document["shard"]["count"], first["shard"]["count"])
                 if key == "shard count"
-                else (document[key], first[key])
+                else (document.get(key), first.get(key))
             )
             if mine != theirs:
                 raise KitError(
@@ -163,6 +164,7 @@ def merged_run(paths: Sequence[str]) -> tuple[RunFinished, int]:
     info = RunInfo(
         kit_version=first["kit"]["version"],
         spec_version=first["spec_version"],
+        spec_fingerprint=first.get("spec_fingerprint", ""),
         protocol=first["protocol"],
         implementation=first["implementation"],
         target=first["target"],
@@ -184,7 +186,9 @@ def merged_run(paths: Sequence[str]) -> tuple[RunFinished, int]:
     baseline = frozenset(result.entry.id for result in results if result.baseline)
     # The shards ran side by side: the longest is the wall time of the whole.
     duration = max(document["duration_s"] for document in documents)
-    return RunFinished(info, tuple(results), judge(results, baseline, info.black_box), duration), count
+    return RunFinished(
+        info, tuple(results), judge(results, baseline, info.black_box, info.capabilities), duration
+    ), count
 
 
 def replay(finished: RunFinished, sinks: Sequence[Sink]) -> None:
@@ -201,13 +205,15 @@ def replay(finished: RunFinished, sinks: Sequence[Sink]) -> None:
 def main(args) -> int:
     from retryproof.conformance.writers.console import ConsoleWriter
     from retryproof.conformance.writers.files import ReplayFileWriter, ReportFileWriter, prepare_directory
+    from retryproof.conformance.writers.step_summary import from_environment as step_summary
 
     finished, count = merged_run(args.reports)
     with prepare_directory(args.out):
+        summaries = step_summary()  # the sharded recipe's verdict job reads it
         writers = [ReportFileWriter(args.out, fmt) for fmt in args.format]  # checked by options.report_formats
         replays = ReplayFileWriter(args.out)
         print(f"merged {count} shard(s) of one run:")
-        replay(finished, [ConsoleWriter(), *writers, replays])
+        replay(finished, [ConsoleWriter(), *writers, replays, *summaries])
     for path in [writer.path for writer in writers] + replays.paths:
         print(f"wrote {path}")
     return finished.verdict.exit_code

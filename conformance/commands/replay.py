@@ -15,10 +15,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from retryproof.adapters.connection import Connection, HarnessStartError
-from retryproof.adapters.process import ProcessConnection, Scratch
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.process_groups import Scratch
+from retryproof.adapters.targets import target_of
 from retryproof.conformance import replay_file
-from retryproof.conformance.errors import KitError, load_user_file
+from retryproof.conformance.errors import KitError, load_user_file, strict_json
 from retryproof.conformance.fuzz import (
     HarnessSilent,
     ModelViolation,
@@ -26,6 +27,7 @@ from retryproof.conformance.fuzz import (
     run_steps,
     validate_steps,
 )
+from retryproof.spec.protocol import Hello
 
 _STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore that step, or take the file again from replays/ beside the report"
 
@@ -33,7 +35,11 @@ _STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore 
 def load_replay(path: str) -> dict[str, Any]:
     """The replay document at ``path``, or a ``KitError`` saying what is wrong."""
     document = load_user_file(
-        path, "replay file", json.load, "JSON", "pass the file a FUZZ-MODEL failure wrote (replays/ beside its report)"
+        path,
+        "replay file",
+        strict_json,
+        "JSON",
+        "pass the file a FUZZ-MODEL failure wrote (replays/ beside its report)",
     )
     if not isinstance(document, dict) or document.get("format") != replay_file.FORMAT:
         raise KitError(f"{path} is not a replay file", f'expected an object with "format": "{replay_file.FORMAT}"')
@@ -57,11 +63,7 @@ def main(args) -> int:
         f"replaying {len(document['steps'])} step(s) from {args.file} (seed {document.get('seed')}); recorded violation: {document.get('violation')}"
     )
     with Scratch("retryproof-replay-") as scratch:
-        connection: Connection = ProcessConnection(command, scratch.state, work_dir=scratch.work)
-        if binding is not None:
-            from retryproof.adapters.binding import BindingConnection
-
-            connection = BindingConnection(binding, scratch.state)
+        connection = target_of(command, binding).connect(scratch)
         try:
             hello = connection.start()
         except HarnessStartError as exc:
@@ -71,7 +73,7 @@ def main(args) -> int:
             ) from None
         try:
             if args.harness is None:
-                _recorded_from_reference(args.file, document, hello)
+                _recorded_from_reference(args.file, document, Hello.read(hello))
             violation, log = run_steps(connection, document["steps"])
         except StepError as exc:  # raised before any step: one this harness cannot take
             raise KitError(
@@ -95,11 +97,11 @@ def main(args) -> int:
     return 0
 
 
-def _recorded_from_reference(path: str, document: Mapping[str, Any], hello: Mapping[str, Any]) -> None:
+def _recorded_from_reference(path: str, document: Mapping[str, Any], hello: Hello) -> None:
     """Without --harness the replay runs on the bundled reference: refuse a file that
     records another implementation (its name, when it records one, must match)."""
     recorded = document.get("implementation") or {}
-    reference = hello.get("implementation") or {}
+    reference = hello.implementation
     if isinstance(recorded, Mapping) and recorded.get("name") and recorded.get("name") != reference.get("name"):
         name = json.dumps(recorded.get("name"), ensure_ascii=False)[:200]
         raise KitError(

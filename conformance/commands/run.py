@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 
+from retryproof.conformance.file_names import file_stem
 from retryproof.conformance.options import from_arguments
-from retryproof.conformance.runner import probe
+from retryproof.conformance.runner import probe, select
 from retryproof.conformance.runner import run as run_catalogue
 from retryproof.conformance.writers.console import ConsoleWriter
-from retryproof.conformance.writers.escape import file_stem
 from retryproof.conformance.writers.files import (
     ReplayFileWriter,
     ReportFileWriter,
@@ -20,15 +20,21 @@ from retryproof.conformance.writers.step_summary import from_environment as step
 def main(args) -> int:
     formats = args.format  # checked and deduplicated by options.report_formats
     options = from_arguments(args)
+    select(options.only, options.skip)  # a selection that cannot run is known before the harness starts
     # A report that cannot be written (or that another run is writing) is known before the harness starts.
     claim = prepare_directory(args.out) if args.out else None
-    summaries = step_summary()  # an unwritable GITHUB_STEP_SUMMARY is known before the harness starts
-    hello = probe(options)
-    out = args.out or os.path.join("reports", file_stem(hello.get("implementation", {}).get("name"), "unnamed"))
-    claim = claim or prepare_directory(out)
-    writers = [ReportFileWriter(out, fmt) for fmt in formats]
-    replays = ReplayFileWriter(out)
-    finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays, *summaries])
+    try:
+        summaries = step_summary()  # an unwritable GITHUB_STEP_SUMMARY is known before the harness starts
+        hello = probe(options)
+        out = args.out or os.path.join("reports", file_stem(hello.implementation.get("name"), "unnamed"))
+        claim = claim or prepare_directory(out)
+        writers = [ReportFileWriter(out, fmt) for fmt in formats]
+        replays = ReplayFileWriter(out)
+        finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays, *summaries])
+    except BaseException:  # interrupted, or refused: a directory made for nothing goes again
+        if claim is not None:
+            claim.abandon()
+        raise
     for path in [writer.path for writer in writers] + replays.paths:
         print(f"wrote {path}")
     claim.release()

@@ -15,7 +15,9 @@ by nothing, and they cost most of the time (a full FUZZ-MODEL budget per variant
 them). Its row shows ``-`` there.
 
 Exit 0 when both hold, 1 otherwise, 2 when the kit cannot run. The matrix is printed
-(tabulate) and written as ``kill-matrix.md`` and ``kill-matrix.json`` in ``--out``.
+(tabulate) and written as ``kill-matrix.md``, ``kill-matrix.json`` and ``kill-matrix.html``
+(a grid whose failed cells link to the timelines of ``<runtime>/report.html``, written
+for each runtime with a failed or error cell) in ``--out``.
 """
 
 from __future__ import annotations
@@ -34,10 +36,15 @@ from tabulate import tabulate
 
 from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.errors import KitError
+from retryproof.conformance.events import RunFinished
+from retryproof.conformance.file_names import file_stem
 from retryproof.conformance.options import REFERENCE_COMMAND, Options, available_cpus
 from retryproof.conformance.schedule import in_order
 from retryproof.conformance.writers.content import STATUS_CELLS
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
+from retryproof.conformance.writers.grid import STATUS_TONES, GridCell, render_grid
+from retryproof.conformance.writers.html import evidence_anchor, render_html
+from retryproof.spec.protocol import Hello
 
 REFERENCE = "reference"
 
@@ -134,7 +141,10 @@ def write_files(
     seed: int,
     seconds: float,
     jobs: int,
+    runs: Mapping[str, RunFinished] | None = None,
 ) -> list[str]:
+    """The kill matrix as markdown, JSON and HTML, and the report.html of each runtime
+    in ``runs`` that failed a scenario or ended one in error; the paths written."""
     headers = ["runtime", *scenario_ids]
     rows = matrix_rows(runtimes, outcomes, scenario_ids)
     verdict = (
@@ -184,21 +194,68 @@ def write_files(
         ],
     }
     write_atomically(json_path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-    return [md_path, json_path]
+    pages, written = _report_pages(out, runs or {})
+    html_path = os.path.join(out, "kill-matrix.html")
+    intro = [
+        f"Verdict: {verdict}. Seed {seed}; wall time {seconds:.1f} s on {jobs} jobs.",
+        "A faulty runtime runs only its declared killers, the outlined cells, which must read FAIL; "
+        "a FAIL or error cell links to the failing call on that runtime's timeline.",
+    ]
+    grid = [(runtime.name, _grid_cells(runtime, outcomes[runtime.name], scenario_ids, pages)) for runtime in runtimes]
+    notes = [f"{runtime.name}: {runtime.defect}" for runtime in runtimes if runtime.defect]
+    write_atomically(
+        html_path, render_grid("retryproof selftest: kill matrix", intro, scenario_ids, grid, notes, upright=True)
+    )
+    return [md_path, json_path, html_path, *written]
 
 
-def run_all(runtimes: list[Runtime], seed: int, jobs: int | None = None) -> dict[str, dict[str, Any]]:
+def _report_pages(out: str, runs: Mapping[str, RunFinished]) -> tuple[dict[str, dict[str, str]], list[str]]:
+    """Write ``<runtime>/report.html`` for each run with a failed or error scenario:
+    (runtime -> scenario id -> the link to its evidence relative to ``out``, the paths)."""
+    pages: dict[str, dict[str, str]] = {}
+    written = []
+    for name, run in runs.items():
+        broken = [result for result in run.results if result.status in ("failed", "error")]
+        if not broken:
+            continue
+        page = f"{file_stem(name, 'runtime')}/report.html"
+        written.append(os.path.join(out, page))
+        write_atomically(written[-1], render_html(run))
+        pages[name] = {result.entry.id: f"{page}#{evidence_anchor(result)}" for result in broken}
+    return pages, written
+
+
+def _grid_cells(
+    runtime: Runtime, outcome: Mapping[str, Any], scenario_ids: list[str], pages: Mapping[str, Mapping[str, str]]
+) -> list[GridCell]:
+    cells = []
+    for scenario_id in scenario_ids:
+        declared = scenario_id in runtime.killed_by
+        result = outcome["results"].get(scenario_id)
+        if result is None:
+            cells.append(GridCell("-", "none", title=outcome.get("error"), marked=declared))
+            continue
+        status = result["status"]
+        link = pages.get(runtime.name, {}).get(scenario_id)
+        cells.append(GridCell(STATUS_CELLS[status], STATUS_TONES[status], link, result["reason"], declared))
+    return cells
+
+
+def run_all(
+    runtimes: list[Runtime], seed: int, jobs: int | None = None, runs: dict[str, RunFinished] | None = None
+) -> dict[str, dict[str, Any]]:
     """Every runtime's outcome on the scenarios it is judged on: its killers, or for
     the reference (which declares none) the whole catalogue. All (runtime, scenario)
     pairs go through the scheduler of ``retryproof run --jobs`` (``jobs`` threads,
     default one per CPU this process may use): the scenarios of one runtime run beside
     those of the next, and the *alone* scenarios keep the machine to themselves here
-    too. The runtimes' handshakes (``probe``) share the same threads."""
+    too. The runtimes' handshakes (``probe``) share the same threads. ``runs``, when
+    given, receives each runtime's finished run (for its report.html)."""
     from retryproof.conformance.runner import Run, probe, select
 
     jobs = jobs or available_cpus()
 
-    def handshake(runtime: Runtime) -> tuple[Options, Mapping[str, Any] | str]:
+    def handshake(runtime: Runtime) -> tuple[Options, Hello | str]:
         options = runtime_options(runtime, seed, runtime.killed_by)
         try:
             return options, probe(options)
@@ -230,6 +287,8 @@ def run_all(runtimes: list[Runtime], seed: int, jobs: int | None = None) -> dict
             outcomes[runtime.name] = {"error": errors[runtime.name], "results": {}, "seconds": 0.0}
             continue
         session = sessions[runtime.name]
+        if runs is not None:
+            runs[runtime.name] = session.finish()
         results = {
             result.entry.id: {"status": result.status, "reason": result.reason, "reproduce": result.reproduce}
             for result in session.results
@@ -244,7 +303,8 @@ def main(args) -> int:
     claim = prepare_directory(args.out)  # before minutes of runs, not after; held until the matrix is written
     runtimes = bundled_runtimes()
     began = time.perf_counter()
-    outcomes = run_all(runtimes, args.seed, jobs=args.jobs)
+    runs: dict[str, RunFinished] = {}
+    outcomes = run_all(runtimes, args.seed, jobs=args.jobs, runs=runs)
     seconds = time.perf_counter() - began
     scenario_ids = [item.id for item in catalogue()]
     problems = [problem for runtime in runtimes for problem in judge(runtime, outcomes[runtime.name])]
@@ -255,7 +315,7 @@ def main(args) -> int:
             tablefmt="simple",
         )
     )
-    for path in write_files(args.out, runtimes, outcomes, scenario_ids, problems, args.seed, seconds, args.jobs):
+    for path in write_files(args.out, runtimes, outcomes, scenario_ids, problems, args.seed, seconds, args.jobs, runs):
         print(f"wrote {path}")
     claim.release()
     for problem in problems:

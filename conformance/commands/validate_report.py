@@ -16,11 +16,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from retryproof import spec
-from retryproof.conformance.errors import KitError, load_user_file
-from retryproof.conformance.events import STATUSES, ScenarioResult
-from retryproof.conformance.validation import schema_message
-from retryproof.conformance.verdict import Verdict, judge
+from retryproof.conformance.errors import KitError, load_user_file, strict_json
+from retryproof.conformance.events import ScenarioResult
+from retryproof.conformance.records import STATUSES, Verdict
+from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers.document import scenario_result
+from retryproof.spec.schema_messages import schema_message
 
 #: Problems printed at most; a report broken everywhere needs no thousand lines.
 MAX_PROBLEMS = 20
@@ -40,12 +41,19 @@ def report_problems(document: Any) -> list[str]:
         return [
             f"scenarios: {json.dumps(exc.args[0])} is not a scenario of this kit's catalogue (a report of another kit version?)"
         ]
-    return [*_count_problems(document["counts"], results), *_verdict_problems(document, results)]
+    return [
+        *_fingerprint_problems(document),
+        *_catalogue_problems(document["scenarios"], results),
+        *_need_problems(document, results),
+        *_reproduce_problems(document),
+        *_count_problems(document["counts"], results),
+        *_verdict_problems(document, results),
+    ]
 
 
 def read_report(path: str) -> Any:
     """A report.json as JSON, unchecked; an unreadable file is a ``KitError``."""
-    return load_user_file(path, "report", json.load, "JSON", "pass the report.json of a run (not report.md)")
+    return load_user_file(path, "report", strict_json, "JSON", "pass the report.json of a run (not report.md)")
 
 
 def load_report(path: str) -> dict[str, Any]:
@@ -75,6 +83,75 @@ def main(args) -> int:
     return 0
 
 
+def _fingerprint_problems(document: dict[str, Any]) -> list[str]:
+    """A released ``spec_version`` names one text (``spec/releases.json``): a report that
+    claims it with other files' fingerprint was judged by something else."""
+    stated, recorded = document.get("spec_fingerprint"), spec.releases().get(document["spec_version"])
+    if stated is None or recorded is None or stated == recorded:
+        return []
+    return [
+        f"spec_fingerprint: says {json.dumps(stated)}, but spec {document['spec_version']} was released as {json.dumps(recorded)}"
+    ]
+
+
+#: Statuses a scenario reaches only by running, so only when its needs were met.
+RAN = ("passed", "failed", "not_applicable")
+
+
+def _catalogue_problems(scenarios: list[dict[str, Any]], results: list[ScenarioResult]) -> list[str]:
+    """A scenario's level and needs are the catalogue's, not the report's to choose:
+    a MUST failure relabelled SHOULD, or a need struck out, would change what the
+    rest of the report is checked against."""
+    return [
+        f"scenarios/{index}/{key}: says {json.dumps(scenario[key])}, but {result.entry.id} has {json.dumps(expected)} in the catalogue"
+        for index, (scenario, result) in enumerate(zip(scenarios, results, strict=True))
+        for key, expected in (("level", result.entry.level), ("needs", list(result.entry.needs)))
+        if scenario[key] != expected
+    ]
+
+
+def _need_problems(document: dict[str, Any], results: list[ScenarioResult]) -> list[str]:
+    """A scenario that ran had what it needs: the capabilities and failpoints the
+    runtime declared in its hello (the report's own ``capabilities`` and
+    ``failpoints``). A forged pass of a scenario the runtime could not run shows here
+    even when counts, verdict and checklist were edited to match."""
+    declared = {*document["capabilities"], *(f"failpoint:{name}" for name in document["failpoints"])}
+    problems = []
+    for index, result in enumerate(results):
+        lacking = [
+            need
+            for need in result.entry.needs
+            if need not in declared and (":" not in need or need.startswith("failpoint:"))
+        ]
+        if result.status in RAN and lacking:
+            problems.append(
+                f"scenarios/{index}: {result.entry.id} is {result.status}, but it needs {', '.join(lacking)}, "
+                "which the runtime's hello (capabilities, failpoints) does not declare"
+            )
+    return problems
+
+
+def _reproduce_problems(document: dict[str, Any]) -> list[str]:
+    """Each reproduce line re-runs its own scenario under the report's seed: a line
+    that names another seed (a shard's, edited in) would reproduce another run."""
+    import shlex
+
+    problems = []
+    for index, scenario in enumerate(document["scenarios"]):
+        try:
+            words = shlex.split(scenario["reproduce"])
+        except ValueError as exc:
+            problems.append(f"scenarios/{index}/reproduce: not a command line ({exc})")
+            continue
+        given = {word: words[at + 1] for at, word in enumerate(words[:-1]) if word in ("--only", "--seed")}
+        expected = {"--only": scenario["id"], "--seed": str(document["seed"])}
+        if given != expected:
+            problems.append(
+                f"scenarios/{index}/reproduce: gives {json.dumps(given)}, but the scenario and the report's seed are {json.dumps(expected)}"
+            )
+    return problems
+
+
 def _count_problems(counts: dict[str, int], results: list[ScenarioResult]) -> list[str]:
     actual: dict[str, int] = {status: sum(result.status == status for result in results) for status in STATUSES}
     return [
@@ -92,7 +169,10 @@ def _ids(items: Iterable[Any]) -> str:
 def _verdict_problems(document: dict[str, Any], results: list[ScenarioResult]) -> list[str]:
     # The baseline's entries are exactly the scenarios marked xfail or xpass.
     verdict: Verdict = judge(
-        results, {result.entry.id for result in results if result.baseline}, document.get("black_box", False)
+        results,
+        {result.entry.id for result in results if result.baseline},
+        document.get("black_box", False),
+        document["capabilities"],
     )
     stated = document["verdict"]
     problems = [
@@ -105,6 +185,11 @@ def _verdict_problems(document: dict[str, Any], results: list[ScenarioResult]) -
             problems.append(
                 f"verdict/{key}: lists {_ids(stated[key])}, but the scenario statuses give {_ids(getattr(verdict, key))}"
             )
+    if "tool_paths" in stated and stated["tool_paths"] != dict(verdict.tool_paths):
+        problems.append(
+            f"verdict/tool_paths: says {json.dumps(stated['tool_paths'])}, but the capabilities and the scenario "
+            f"statuses give {json.dumps(dict(verdict.tool_paths))}"
+        )
     derived = {answer.question: answer.answer for answer in verdict.checklist}
     for item in document["checklist"]:
         if item["id"] in derived and item["answer"] != derived[item["id"]]:

@@ -40,6 +40,7 @@ from retryproof.conformance.fuzz.model import (
 )
 from retryproof.conformance.fuzz.profiles import choose_profile
 from retryproof.conformance.options import CALL_TIMEOUT_S
+from retryproof.conformance.outcome import HistoryEvent
 
 _ids = st.sampled_from(SUBMISSION_IDS)
 _task_indexes = st.integers(0, len(TASKS) - 1)
@@ -64,6 +65,10 @@ class FuzzOutcome:
     flaky: bool = False
     steps: list[dict[str, Any]] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
+    #: The minimal history's calls and faults as its last replay ran them, timed from
+    #: ``history_began`` (``time.perf_counter``); empty when it did not fail again.
+    history: tuple[HistoryEvent, ...] = ()
+    history_began: float = 0.0
     hypothesis_report: list[str] = field(default_factory=list)  # what Hypothesis printed
 
     @property
@@ -120,7 +125,7 @@ def run_fuzz(
         def _failed(self, violation: ModelViolation) -> None:
             if not first_failure:
                 outcome.seconds_to_first_failure = time.monotonic() - started
-                first_failure.update(steps=list(self.steps), violation=violation)
+                first_failure.update(steps=list(self.steps), violation=violation, log=list(self.driver.log))
 
         def _silent(self, error: HarnessSilent) -> None:
             silent.append(error)
@@ -143,9 +148,15 @@ def run_fuzz(
             raise
     if first_failure:
         outcome.steps, violation, outcome.log, outcome.flaky = shrink(
-            connection, first_failure["steps"], first_failure["violation"], call_timeout, shrink_budget_s
+            connection,
+            first_failure["steps"],
+            first_failure["violation"],
+            first_failure["log"],
+            call_timeout,
+            shrink_budget_s,
         )
         outcome.violation, outcome.questions = str(violation), violation.questions
+        outcome.history, outcome.history_began = violation.history, violation.began
     outcome.seconds = time.monotonic() - started
     return outcome
 
@@ -154,6 +165,7 @@ def shrink(
     connection: Connection,
     steps: list[dict[str, Any]],
     violation: ModelViolation,
+    log: list[str],
     call_timeout: float,
     budget_s: float,
 ) -> tuple[list[dict[str, Any]], ModelViolation, list[str], bool]:
@@ -161,7 +173,8 @@ def shrink(
 
     Returns ``(steps, violation, log, flaky)``; ``flaky`` when even the unshrunk
     history did not fail again (the failure depended on timing, like a SIGKILL
-    landing in a window a few milliseconds wide).
+    landing in a window a few milliseconds wide): then the history and ``log`` are
+    those of the run that failed, unshrunk, so the report still shows what happened.
     """
     deadline = time.monotonic() + budget_s
     replays = 0
@@ -174,7 +187,7 @@ def shrink(
 
     confirmed = fails(steps)
     if confirmed is None:
-        return steps, violation, [], True
+        return steps, violation, log, True
     index = len(steps) - 1
     while index >= 0 and time.monotonic() < deadline:
         candidate = steps[:index] + steps[index + 1 :]
@@ -221,7 +234,7 @@ class _FuzzMachine(RuleBasedStateMachine):
         used = [i for i in SUBMISSION_IDS if not self.driver.fresh(i)]
         self._do(step="conflict", id=data.draw(st.sampled_from(used), label="id"))
 
-    @precondition(lambda self: "legacy" in self.driver.capabilities)
+    @precondition(lambda self: "legacy" in self.driver.hello.capabilities)
     @rule()
     def legacy(self) -> None:
         self._do(step="legacy")

@@ -23,7 +23,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
@@ -34,7 +35,7 @@ from retryproof.conformance.validation import result_problem
 from retryproof.conformance.variants import VARIANT_KINDS, VariantKind, variant
 from retryproof.spec import load_spec
 from retryproof.spec.digest import request_digest
-from retryproof.spec.protocol import Failure, Success
+from retryproof.spec.protocol import Failure, Hello, Success
 
 SUBMISSION_IDS = ("fz-a", "fz-b", "fz-c", "fz-d")
 # Two tasks share a subject and a body, so fuzzy matching on either merges two
@@ -121,7 +122,7 @@ def step_language() -> dict[str, dict[str, StepField]]:
     }
 
 
-def validate_steps(steps: Sequence[Any], hello: Mapping[str, Any] | None = None) -> None:
+def validate_steps(steps: Sequence[Any], hello: Hello | None = None) -> None:
     """Raise ``StepError`` naming the first step (by index) and field that the step
     language does not allow; with ``hello``, also a step the harness cannot take (a
     legacy call without ``legacy``, a crash at a failpoint it does not declare)."""
@@ -150,15 +151,27 @@ def validate_steps(steps: Sequence[Any], hello: Mapping[str, Any] | None = None)
                 raise StepError(f"{where}: {name}: missing; expected {spec_field.expected}")
         if hello is None:
             continue
-        if kind == "legacy" and "legacy" not in (hello.get("capabilities") or ()):
+        if kind == "legacy" and "legacy" not in hello.capabilities:
             raise StepError(f"{where}: a legacy call, but this harness does not declare the legacy capability")
-        if kind == "crash" and step["failpoint"] not in (hello.get("failpoints") or ()):
+        if kind == "crash" and step["failpoint"] not in hello.failpoints:
             raise StepError(f"{where}: failpoint: this harness does not declare {step['failpoint']}")
 
 
 def conflicting(task: Mapping[str, Any]) -> dict[str, Any]:
     """The same id's task with one real change: a different request."""
     return {**task, "body": task["body"] + " (changed)"}
+
+
+@dataclass
+class _Sent:
+    """A write_task on its way: what was sent, by which start of the harness, when,
+    and when its answer arrived (filled by the future's callback)."""
+
+    args: Mapping[str, Any]
+    process: int
+    at: float
+    pending: Future
+    answered: list[float] = field(default_factory=list)
 
 
 class ModelViolation(AssertionError):
@@ -170,6 +183,10 @@ class ModelViolation(AssertionError):
     def __init__(self, message: str, questions: Sequence[str] = ()):
         super().__init__(message)
         self.questions = tuple(questions)
+        #: The history that broke it, timed from ``began`` (``time.perf_counter``):
+        #: set by ``run_steps`` for the minimal history's report.
+        self.history: tuple[HistoryEvent, ...] = ()
+        self.began = 0.0
 
 
 def step_questions(step: Mapping[str, Any]) -> tuple[str, ...]:
@@ -243,24 +260,22 @@ class Driver:
         self.call_timeout = call_timeout
         if not connection.alive:
             _restart(connection)
-        self.hello = dict(connection.hello or {})
+        self.hello = Hello.read(connection.hello or {})
         self.model = Model()
         self._digests: dict[str, str] = {}
         self.log: list[str] = []
-        #: The write_task calls and the faults of this history, in order (``check_sets`` reads it).
+        #: The write_task calls and the faults of this history, in order (``check_sets`` reads
+        #: it), timed from ``began`` as a scenario's are (a burst's calls on lanes 1..n).
         self.history: list[HistoryEvent] = []
+        self.began = time.perf_counter()
         self._invocations = 0
         self.baseline = self._tasks()
 
     # -- what the harness offers ---------------------------------------------------
 
     @property
-    def capabilities(self) -> set[str]:
-        return set(self.hello.get("capabilities") or ())
-
-    @property
     def crash_failpoints(self) -> list[str]:
-        return sorted(name for name in self.hello.get("failpoints") or () if name.startswith(CRASH_FAILPOINT_PREFIX))
+        return sorted(name for name in self.hello.failpoints if name.startswith(CRASH_FAILPOINT_PREFIX))
 
     # -- steps ---------------------------------------------------------------------
 
@@ -311,12 +326,20 @@ class Driver:
         task["subject"] = f"{task['subject']} [{self.namespace}]"
         return task
 
-    def _send(self, args: Mapping[str, Any]) -> tuple[Mapping[str, Any], int, Any]:
-        """Send one write_task: ``(args, process, pending)`` for ``_record``."""
-        return args, self._process(), self.connection.submit("write_task", args)
+    def _send(self, args: Mapping[str, Any]) -> _Sent:
+        """Send one write_task, for ``_record``."""
+        process, at = self._process(), time.perf_counter()
+        sent = _Sent(args, process, at, self.connection.submit("write_task", args))
+        sent.pending.add_done_callback(lambda _: sent.answered.append(time.perf_counter()))
+        return sent
 
-    def _record(self, args: Mapping[str, Any], process: int, reply: Reply) -> Reply:
-        self.history.append(classify("write_task", args, reply, 0.0, process))
+    def _record(self, sent: _Sent, lane: int = 0) -> Reply:
+        """Wait for a sent call and record it, timed from its send to its answer (or
+        to the end of the wait)."""
+        reply = self.connection.wait(sent.pending, self.call_timeout)
+        ended = sent.answered[0] if sent.answered else time.perf_counter()
+        call = classify("write_task", sent.args, reply, ended - sent.at, sent.process)
+        self.history.append(replace(call, start_s=sent.at - self.began, lane=lane))
         return self._heard(reply)
 
     def _heard(self, reply: Reply) -> Reply:
@@ -327,27 +350,31 @@ class Driver:
         return reply
 
     def _write(self, args: Mapping[str, Any]) -> Reply:
-        sent, process, pending = self._send(args)
-        return self._record(sent, process, self.connection.wait(pending, self.call_timeout))
+        return self._record(self._send(args))
 
     def _process(self) -> int:
         return len(self.connection.exit_statuses())
 
     def _restart(self, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> None:
         """Restart the harness, with the end and the start recorded as faults."""
-        self._fault("shutdown" if graceful else "kill")
+        self._fault("shutdown" if graceful else "kill")  # the old process, as the restart begins
+        began = time.perf_counter()
         _restart(self.connection, failpoints, graceful)
-        self._fault("start", failpoints)
+        self._fault("start", failpoints, began)
 
-    def _fault(self, kind: FaultKind, failpoints: Mapping[str, str] | None = None) -> None:
-        self.history.append(Fault(kind, self._process(), dict(failpoints or {})))
+    def _fault(self, kind: FaultKind, failpoints: Mapping[str, str] | None = None, began: float | None = None) -> None:
+        """Record a fault, timed from ``began`` (default: now) to now."""
+        ended = time.perf_counter()
+        start = ended if began is None else began
+        fault = Fault(kind, self._process(), dict(failpoints or {}), start - self.began, ended - self.began)
+        self.history.append(fault)
 
     def _step_submit(self, id: str, task: int, variant_kind: VariantKind = "same", burst: int = 1) -> None:
         id = self._sid(id)
         request = variant(self._task_for(id, task), variant_kind)
         self.model.attempted.add(id)
         sent = [self._send(self._write_args(id, request)) for _ in range(burst)]
-        replies = [self._record(args, process, self.connection.wait(p, self.call_timeout)) for args, process, p in sent]
+        replies = [self._record(call, lane if burst > 1 else 0) for lane, call in enumerate(sent, 1)]
         what = f"submit {id} ({variant_kind})" + (f" x{burst}" if burst > 1 else "")
         self.log.append(f"{what}: " + ", ".join(_describe(r) for r in replies))
         for reply in replies:
@@ -435,12 +462,13 @@ class Driver:
     def _interrupted(self, submission_id: str, task_index: int, what: str, delay_s: float | None) -> None:
         request = self._task_for(submission_id, task_index)
         self.model.attempted.add(submission_id)
-        args, process, pending = self._send(self._write_args(submission_id, request))
+        sent = self._send(self._write_args(submission_id, request))
         if delay_s is not None:
             time.sleep(delay_s)
-            self._fault("kill")
+            began = time.perf_counter()
             self.connection.kill()
-        first = self._record(args, process, self.connection.wait(pending, self.call_timeout))
+            self._fault("kill", began=began)
+        first = self._record(sent)
         # Restart before judging, so no history is ever left on an armed harness.
         self._restart()
         self._judge_same_request(submission_id, first, what)
@@ -524,5 +552,6 @@ def run_steps(
         for step in steps:
             driver.apply(step)
     except ModelViolation as exc:
+        exc.history, exc.began = tuple(driver.history), driver.began
         return exc, driver.log
     return None, driver.log

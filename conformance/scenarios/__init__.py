@@ -80,8 +80,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from retryproof.conformance.catalogue import catalogue, entry
+from retryproof.conformance.catalogue import Entry, catalogue, entry
 from retryproof.conformance.context import (
     Context,
     NotApplicable,
@@ -94,6 +95,7 @@ from retryproof.conformance.context import (
 __all__ = [
     "Context",
     "NotApplicable",
+    "Scenario",
     "ScenarioFailed",
     "Skipped",
     "TaskSet",
@@ -105,13 +107,10 @@ __all__ = [
 
 ScenarioFunction = Callable[[Context], None]
 
-_REGISTRY: dict[str, ScenarioFunction] = {}
 
-
-def scenario(
-    scenario_id: str, *, alone: bool = False, long: bool = False
-) -> Callable[[ScenarioFunction], ScenarioFunction]:
-    """Bind a function to a catalogue id.
+@dataclass(frozen=True)
+class Scenario:
+    """A catalogue entry bound to the function that runs it, as ``@scenario`` declared it.
 
     How ``--jobs`` schedules it: ``alone`` says that part of it needs the machine to
     itself (the part in ``with ctx.alone():``; see the README, "Parallel runs"), and
@@ -119,22 +118,41 @@ def scenario(
     calls, waits) starts it before the short ones, so it does not run on alone at the
     end, and never while a scenario with an alone part runs, which would wait it out.
     """
-    entry(scenario_id)  # KeyError on an id the spec does not know
+
+    entry: Entry
+    run: ScenarioFunction
+    alone: bool = False
+    long: bool = False
+
+
+_REGISTRY: dict[str, Scenario] = {}
+
+
+def scenario(
+    scenario_id: str, *, alone: bool = False, long: bool = False
+) -> Callable[[ScenarioFunction], ScenarioFunction]:
+    """Bind a function to a catalogue id (a ``Scenario``; see there for ``alone`` and
+    ``long``). The function itself is returned unchanged."""
+    bound_entry = entry(scenario_id)  # KeyError on an id the spec does not know
 
     def bind(function: ScenarioFunction) -> ScenarioFunction:
-        function.runs_alone = alone  # type: ignore[attr-defined]
-        function.runs_long = long  # type: ignore[attr-defined]
         existing = _REGISTRY.get(scenario_id)
-        if existing is not None and existing.__qualname__ != function.__qualname__:
-            raise ValueError(f"{scenario_id} is bound twice: {existing.__qualname__} and {function.__qualname__}")
-        _REGISTRY[scenario_id] = function
+        # The same function again is its module imported a second time (a test session
+        # that dropped and re-imported it); any other is a second binding of the id.
+        if existing is not None and _name(existing.run) != _name(function):
+            raise ValueError(f"{scenario_id} is bound twice: {_name(existing.run)} and {_name(function)}")
+        _REGISTRY[scenario_id] = Scenario(bound_entry, function, alone, long)
         return function
 
     return bind
 
 
-def registry() -> dict[str, ScenarioFunction]:
-    """Import every scenario module and return id -> function."""
+def _name(function: ScenarioFunction) -> str:
+    return f"{function.__module__}.{function.__qualname__}"
+
+
+def registry() -> dict[str, Scenario]:
+    """Import every scenario module and return id -> its ``Scenario``."""
     for module in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{module.name}")
     return dict(_REGISTRY)

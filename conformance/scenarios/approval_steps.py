@@ -188,15 +188,16 @@ def refused(ctx: Context, call: Call, code: str, what: str) -> None:
 
 def faulted(
     ctx: Context, operation: Operation, op: str, failpoint: str, label: str
-) -> tuple[Call, int, Mapping[str, Any]]:
-    """Call ``op`` with ``failpoint=fail`` armed: ``(call, effects, get_operation)`` after it.
+) -> tuple[Call, int, int, Mapping[str, Any]]:
+    """Call ``op`` with ``failpoint=fail`` armed: ``(call, effects, executor calls,
+    get_operation)`` after it.
 
     A ``fail`` failpoint fires every time its step is reached in the process
     (PROTOCOL-R14, PROTOCOL-R17). A success while no audit is pending means it did not
     fire here, so nothing about the window can be judged: the scenario ends in error.
     """
     call = ctx.call(op, {"operation_id": operation.operation_id})
-    count, _ = effects(ctx, operation, label)
+    count, calls = effects(ctx, operation, label)
     view = operation_view(ctx, operation, label)
     if not call.answered:
         raise Unjudgeable(f"{op} ({operation.executor}): no answer with {failpoint}=fail armed ({call.message})")
@@ -205,24 +206,35 @@ def faulted(
             f"{op} ({operation.executor}): the failpoint did not fire: {failpoint}=fail is armed, yet the call answered "
             f"{caller_view(call)} and get_operation shows no audit pending; the window was never tested"
         )
-    return call, count, view
+    return call, count, calls, view
 
 
-def audit_fault_reported(ctx: Context, call: Call, view: Mapping[str, Any], count: int, op: str, label: str) -> None:
-    """APR-2: the caller is told (AUDIT_WRITE_FAILED, never a success), and the record
-    keeps the owed audit while the step stands. Only an approval rolled back with its
-    audit (P1's ``proposed``) owes nothing."""
+def rolled_back(view: Mapping[str, Any], before: str) -> bool:
+    """Whether a faulted step rolled back with its audit line (APPROVAL-R26): the
+    operation shows the state before the step and owes no audit."""
+    return view["state"] == before and view["audit_pending"] is False
+
+
+def audit_fault_reported(
+    ctx: Context, call: Call, view: Mapping[str, Any], count: int, op: str, label: str, before: str
+) -> bool:
+    """APR-2: the caller is told (AUDIT_WRITE_FAILED, never a success), and no step is
+    hidden. Either the step stands and the record owes its audit (write-ahead,
+    APPROVAL-R21), or the step rolled back with its line to ``before``, the state
+    before it, and nothing is owed (APPROVAL-R26). Answers whether it rolled back."""
     ctx.check(
         call.kind != "ok",
         f"{label}: {op} answered {caller_view(call)} although its audit append failed; the caller must be told (AUDIT_WRITE_FAILED)",
     )
     refused(ctx, call, "AUDIT_WRITE_FAILED", f"{label}: {op}")
-    if view["state"] != "proposed":
-        ctx.check(
-            view["audit_pending"] is True,
-            f"{label}: the audit append failed and the operation is {view['state']}, yet get_operation says audit_pending false; the record must keep the owed audit",
-        )
+    undone = rolled_back(view, before)
+    ctx.check(
+        undone or view["audit_pending"] is True,
+        f"{label}: the audit append failed and the operation is {view['state']}, yet get_operation says audit_pending false; "
+        f"either the step stands and the record keeps the owed audit, or it rolls back with its line to {before}",
+    )
     evidence_agrees(ctx, view, count, label)
+    return undone
 
 
 def audit_log(ctx: Context, operation: Operation, label: str) -> list[Mapping[str, Any]]:
@@ -265,15 +277,17 @@ def audit_shows(
     return names
 
 
-def audit_faulted(ctx: Context, probe: str, failpoint: str, op: str) -> tuple[Operation, Mapping[str, Any], int]:
+def audit_faulted(ctx: Context, probe: str, failpoint: str, op: str) -> tuple[Operation, Mapping[str, Any], int, bool]:
     """P1's and P2's start: a process with ``failpoint=fail``, a plain operation that
-    ``op`` is next for, ``op`` faulted, the probe's row and APR-2's checks."""
+    ``op`` is next for, ``op`` faulted, the probe's row and APR-2's checks; the last
+    item says whether the step rolled back with its line."""
     ctx.start(failpoints={failpoint: "fail"})
+    before = "proposed" if op == "approve" else "approved"
     operation = (proposed if op == "approve" else approved)(ctx, "plain")
-    call, count, view = faulted(ctx, operation, op, failpoint, "after the fault")
+    call, count, _, view = faulted(ctx, operation, op, failpoint, "after the fault")
     probe_row(ctx, probe, caller_view(call), view["state"], count)
-    audit_fault_reported(ctx, call, view, count, op, "after the fault")
-    return operation, view, count
+    undone = audit_fault_reported(ctx, call, view, count, op, "after the fault", before)
+    return operation, view, count, undone
 
 
 # -- the probes ----------------------------------------------------------------------

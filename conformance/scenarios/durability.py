@@ -35,7 +35,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from retryproof.adapters.connection import HarnessStartError
-from retryproof.adapters.process import ProcessConnection, Scratch
+from retryproof.adapters.process import ProcessConnection
+from retryproof.adapters.process_groups import Scratch
 from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.scenarios import Context, scenario
 

@@ -60,8 +60,11 @@ def fuzz_model(ctx: Context) -> None:
     # The failure answers no to the questions its minimal history exercises, not to
     # every question FUZZ-MODEL can touch (verdict.answer_checklist reads this).
     ctx.note("checklist_questions", list(outcome.questions))
-    document = outcome.replay_document(ctx.hello.get("implementation"))
+    document = outcome.replay_document(ctx.hello.implementation)
     ctx.note("replay", document)
+    # The report's calls (and timeline) are the minimal history's last replay: exploring
+    # made thousands of calls, which no report lists.
+    ctx.adopt(outcome.history, outcome.history_began)
     ctx.note("minimal_history", outcome.log)
     path = f"replays/{replay_file.file_name(document)}"
     flaky = " (Hypothesis saw it only on some runs of this history: timing-dependent)" if outcome.flaky else ""

@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from retryproof.conformance.context import Context
+from retryproof.conformance.context import Context, Unjudgeable
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import RETRY_PAUSE_S, expect_faithful, expect_identity, tally
 
@@ -39,7 +39,11 @@ def kill_nemesis(ctx: Context) -> None:
     answered: list[float] = []
     for _, _, future in calibration.pending:
         future.add_done_callback(lambda _: answered.append(time.perf_counter() - began))
-    ctx.collect(calibration)
+    calls = ctx.collect(calibration)
+    if not any(call.answered for call in calls):
+        # A runtime that answers nothing cannot be judged on what kills do to it; every
+        # other scenario calls that error, and a liveness failure would blame the kills.
+        raise Unjudgeable(f"none of the {KEYS} calibration calls, before any kill, got an answer ({calls[0].message})")
     # The median answer time: kills before it land while effects are being written.
     horizon_ms = statistics.median(answered) * 1000 if answered else ctx.call_timeout * 1000
     work = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]

@@ -12,13 +12,26 @@ from retryproof.conformance.events import RunFinished
 COLOURS = {"conformant": "brightgreen", "blocked": "red", "partial": "lightgrey"}
 
 
-def render_badge(run: RunFinished) -> str:
+def tone(run: RunFinished) -> str:
+    """conformant, blocked (a MUST scenario blocks) or partial: the badges' colour."""
     verdict = run.verdict
-    tone = "conformant" if verdict.conformant else "blocked" if verdict.blocking else "partial"
+    return "conformant" if verdict.conformant else "blocked" if verdict.blocking else "partial"
+
+
+def message(run: RunFinished) -> str:
+    """The badges' message; a certificate that lacks a tool path says which it covers
+    (VERDICT-R17)."""
+    verdict = run.verdict
+    if not verdict.conformant:
+        return "not conformant"
+    return f"conformant ({', '.join(verdict.certified)} only)" if verdict.scope else "conformant"
+
+
+def render_badge(run: RunFinished) -> str:
     document = {
         "schemaVersion": 1,
         "label": "retryproof",
-        "message": "conformant" if verdict.conformant else "not conformant",
-        "color": COLOURS[tone],
+        "message": message(run),
+        "color": COLOURS[tone(run)],
     }
     return json.dumps(document) + "\n"

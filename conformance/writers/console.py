@@ -12,7 +12,7 @@ from retryproof.conformance.events import (
     RunStarted,
     ScenarioFinished,
 )
-from retryproof.conformance.writers.content import tally
+from retryproof.conformance.writers.content import tally, tool_paths_line
 from retryproof.conformance.writers.escape import one_line
 
 
@@ -52,10 +52,11 @@ class ConsoleWriter:
                 line += f"  {one_line(result.reason, None if result.status in ('failed', 'error') else 160)}"
             self._print(line)
             if result.status in ("failed", "error"):
-                self._print(f"    reproduce: {result.reproduce}")
+                self._print(f"    reproduce: {one_line(result.reproduce)}")
         elif isinstance(event, RunFinished):
             verdict = event.verdict
             self._print(f"{verdict.headline}: {tally(event.results).line()} in {event.duration_s:.1f}s")
+            self._print(f"  {tool_paths_line(event)}")
             for scenario_id, why in verdict.blocking:
                 self._print(f"  blocking {scenario_id}: {one_line(why, 200)}")
             for scenario_id, why in verdict.warnings:

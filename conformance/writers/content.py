@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from retryproof.conformance.catalogue import Entry, requirement_texts
+from retryproof.conformance.catalogue import requirement_questions, requirement_texts
 from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
-from retryproof.conformance.verdict import applies
+from retryproof.conformance.verdict import applies, questions
 
 #: The columns of a call table, in order; ``request_digest`` shows which calls carried
 #: the same request (CONFLICT-DIGEST's second call differs there and only there).
@@ -55,6 +55,7 @@ class Table:
     headers: Sequence[str]
     rows: Sequence[Sequence[Any]]
     whole: bool = False  # evidence a reviewer must see uncut
+    calls: bool = False  # the scenario's calls: row n is call n, bar n of its timeline
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ class Tally:
     """The counts line: how many scenarios ended each way, as the verdict sees them."""
 
     passed: int
-    failed: int  # MUST scenarios that failed or ended in error
+    failed: int  # MUST scenarios that failed: the runtime broke the contract
+    errors: int  # MUST scenarios that ended in error: the kit could not judge (they block too)
     warnings: int  # SHOULD scenarios that failed or ended in error
     not_verified: int  # MUST scenarios skipped for a need that applies (they block)
     skipped: int  # every other skip: a feature the runtime lacks, or a SHOULD scenario's tool
@@ -85,7 +87,8 @@ class Tally:
 
     def line(self) -> str:
         return (
-            f"{self.passed} passed · {self.failed} failed (MUST) · {self.warnings} SHOULD warnings · "
+            f"{self.passed} passed · {self.failed} failed (MUST) · {self.errors} errors (MUST) · "
+            f"{self.warnings} SHOULD warnings · "
             f"{self.not_verified} not verified · {self.skipped} skipped · {self.not_applicable} not applicable"
         )
 
@@ -106,12 +109,19 @@ def not_verified(result: ScenarioResult) -> bool:
 def tally(results: Sequence[ScenarioResult]) -> Tally:
     return Tally(
         passed=sum(result.status == "passed" for result in results),
-        failed=sum(broken(result) and result.entry.level == "MUST" for result in results),
+        failed=sum(result.status == "failed" and result.entry.level == "MUST" for result in results),
+        errors=sum(result.status == "error" and result.entry.level == "MUST" for result in results),
         warnings=sum(broken(result) and result.entry.level != "MUST" for result in results),
         not_verified=sum(not_verified(result) for result in results),
         skipped=sum(result.status == "skipped" and not not_verified(result) for result in results),
         not_applicable=sum(result.status == "not_applicable" for result in results),
     )
+
+
+def tool_paths_line(run: RunFinished) -> str:
+    """Which tool paths the verdict certifies (VERDICT-R17), so that a certificate for
+    approval flows is never read as one for task creation."""
+    return "Tool paths: " + " · ".join(f"{path} {state}" for path, state in run.verdict.tool_paths)
 
 
 def failures(run: RunFinished) -> list[ScenarioResult]:
@@ -123,14 +133,23 @@ def unverified(run: RunFinished) -> list[ScenarioResult]:
     return [result for result in run.results if not_verified(result)]
 
 
-def requirements(item: Entry) -> list[tuple[str, str]]:
-    """(id, text) of every requirement the scenario checks."""
-    texts = requirement_texts()
-    return [(requirement, texts.get(requirement, "(not in this spec version)")) for requirement in item.checks]
+def requirements(result: ScenarioResult) -> list[tuple[str, str]]:
+    """(id, text) of the requirements a failure breaks: those of the scenario's that
+    answer the questions its evidence says it exercised (a FUZZ-MODEL digest conflict
+    breaks CON-1, not the six others FUZZ-MODEL checks); otherwise every one it checks."""
+    texts, answering = requirement_texts(), requirement_questions()
+    checked = result.entry.checks
+    exercised = set(questions(result)) if result.evidence.get("checklist_questions") else set()
+    broken = [requirement for requirement in checked if answering.get(requirement, frozenset()) & exercised]
+    return [(requirement, texts.get(requirement, "(not in this spec version)")) for requirement in broken or checked]
 
 
-def harness_line(info: RunInfo) -> str:
-    return info.harness_command or "the bundled reference runtime"
+def harness_line(info: RunInfo) -> tuple[str, str]:
+    """The environment row of what the kit started: a binding's server is not a
+    harness, and an empty command is the bundled reference only when it is a harness's."""
+    if info.black_box:
+        return ("server command (binding)", info.harness_command or "not recorded")
+    return ("harness command", info.harness_command or "the bundled reference runtime")
 
 
 def environment(run: RunFinished) -> list[tuple[str, Any]]:
@@ -143,10 +162,11 @@ def environment(run: RunFinished) -> list[tuple[str, Any]]:
         ),
         ("kit version", f"retryproof {info.kit_version}"),
         ("spec version", info.spec_version),
+        ("spec fingerprint", info.spec_fingerprint or "not recorded"),
         ("protocol", info.protocol),
         ("Python", info.python or "unknown"),
         ("OS", info.platform or "unknown"),
-        ("harness command", harness_line(info)),
+        harness_line(info),
         ("target arguments", info.target or "none (the bundled reference runtime)"),
         ("seed", info.seed),
         ("concurrency", info.concurrency),
@@ -202,9 +222,10 @@ def merged_tables(results: Sequence[ScenarioResult]) -> list[tuple[Table, list[s
     return [(Table(title, columns, rows), sources) for title, (columns, rows, sources) in merged.items()]
 
 
-def evidence_blocks(result: ScenarioResult) -> list[Block]:
+def evidence_blocks(result: ScenarioResult, black_box: bool = False) -> list[Block]:
     """A scenario's evidence in reading order: snapshots, receipts, its own tables,
-    the other facts, the calls, and for a failure how to reproduce it."""
+    the other facts, the calls, and for a failure how to reproduce it and the stderr
+    of what the kit started (through a binding, a server, not a harness)."""
     evidence = dict(result.evidence)
     blocks: list[Block] = []
     tasks = evidence.pop("tasks", None)
@@ -231,12 +252,12 @@ def evidence_blocks(result: ScenarioResult) -> list[Block]:
                 dispositions[call["disposition"]] = dispositions.get(call["disposition"], 0) + 1
         if dispositions:
             blocks.append(Fact("dispositions", ", ".join(f"{name}={count}" for name, count in dispositions.items())))
-        calls = [[_call_cell(call, column) for column in CALL_COLUMNS] for call in result.calls]
-        blocks.append(Table("calls", CALL_COLUMNS, calls))
+        calls = [[n, *(_call_cell(call, column) for column in CALL_COLUMNS)] for n, call in enumerate(result.calls, 1)]
+        blocks.append(Table("calls", ("#", *CALL_COLUMNS), calls, calls=True))
     if broken(result):
         blocks.append(Code("reproduce", result.reproduce))
         if result.stderr:
-            blocks.append(Code("harness stderr (tail)", result.stderr))
+            blocks.append(Code(f"{'server' if black_box else 'harness'} stderr (tail)", result.stderr))
         if trace:
             blocks.append(Code("kit traceback", str(trace)))
     return blocks
@@ -244,6 +265,8 @@ def evidence_blocks(result: ScenarioResult) -> list[Block]:
 
 def _call_cell(call: Mapping[str, Any], column: str) -> Any:
     value = call.get(column)
+    if value == "":
+        return '""'  # an empty key sent, not a blank cell (which is no key: the legacy path)
     return short_digest(value) if column == "request_digest" else value
 
 

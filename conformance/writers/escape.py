@@ -17,14 +17,6 @@ _CONTROL = re.compile("[\u0000-\u0008\u000b-\u001f\u007f-\u009f]")
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
-def file_stem(value: object, fallback: str, limit: int = 64) -> str:
-    """A file-name part made from harness text: ASCII letters, digits and ``._-`` only
-    (so its length in bytes is its length in characters), at most ``limit`` of them,
-    never empty, never starting with a dot. File systems cap a name at 255 bytes."""
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", str(value)).strip("-.")[:limit].strip("-.")
-    return stem or fallback
-
-
 def xml_text(value: object) -> str:
     """Text safe for an XML document (xml.etree escapes markup; this removes what
     XML cannot carry at all)."""

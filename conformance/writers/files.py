@@ -1,4 +1,4 @@
-"""The report files (report.json, report.md, junit.xml, report.html, badge.json), written when the run ends,
+"""The report files (report.json, report.md, junit.xml, report.html, badge.json, badge.svg), written when the run ends,
 and the replay file of each scenario whose evidence carries one.
 
 A report directory belongs to one run at a time (``prepare_directory`` takes an
@@ -23,6 +23,7 @@ from retryproof.conformance.writers.document import report_document
 from retryproof.conformance.writers.html import render_html
 from retryproof.conformance.writers.junit import render_junit
 from retryproof.conformance.writers.markdown import render_markdown
+from retryproof.conformance.writers.svg import render_checklist_badge
 
 #: --format name -> (file name, renderer)
 FORMATS: dict[str, tuple[str, Callable[[RunFinished], str]]] = {
@@ -31,6 +32,7 @@ FORMATS: dict[str, tuple[str, Callable[[RunFinished], str]]] = {
     "junit": ("junit.xml", render_junit),
     "html": ("report.html", render_html),
     "badge": ("badge.json", render_badge),
+    "svg": ("badge.svg", render_checklist_badge),
 }
 
 
@@ -72,9 +74,20 @@ class DirectoryClaim:
     ``with`` block, or when the process ends, however it ends. Dropping the object
     releases the lock too, so a caller keeps it for as long as it writes."""
 
-    def __init__(self, path: str, fd: int):
+    def __init__(self, path: str, fd: int, created: bool = False):
         self.path = path
         self._fd: int | None = fd
+        self.created = created  # this claim made the directory
+
+    def abandon(self) -> None:
+        """Release the directory and, if this claim made it and nothing was written
+        there, remove it: an interrupted or refused run leaves no empty ``--out``."""
+        self.release()
+        if self.created:
+            try:
+                os.rmdir(self.path)
+            except OSError:
+                pass  # something was written there after all: keep it
 
     def release(self) -> None:
         if self._fd is not None:
@@ -96,6 +109,12 @@ def prepare_directory(path: str) -> DirectoryClaim:
     so that a run which could not keep its reports, or would mix them with another
     run's, stops before it starts, not after minutes of work. Keep the claim for as
     long as the run writes there."""
+    if os.path.islink(path) and not os.path.exists(path):
+        raise KitError(
+            f"cannot write reports to {path}: it is a symbolic link to {os.readlink(path)}, which does not exist",
+            "create the directory it points to, or choose another --out directory",
+        )
+    created = not os.path.isdir(path)
     try:
         os.makedirs(path, exist_ok=True)
         with tempfile.TemporaryFile(dir=path):
@@ -114,7 +133,7 @@ def prepare_directory(path: str) -> DirectoryClaim:
             f"another retryproof run is writing its reports to {path}",
             "let it finish, or give this run an --out directory of its own",
         ) from None
-    return DirectoryClaim(path, fd)
+    return DirectoryClaim(path, fd, created)
 
 
 def write_atomically(path: str, text: str) -> None:

@@ -14,13 +14,35 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from retryproof.conformance.events import STATUSES, RunFinished, ScenarioResult
-from retryproof.conformance.writers import content
+from retryproof.conformance.events import RunFinished, ScenarioResult
+from retryproof.conformance.records import STATUSES
+from retryproof.conformance.writers import content, timeline
 from retryproof.conformance.writers.content import Code, Fact, IdList, Table
 from retryproof.conformance.writers.escape import html_text, one_line, visible_lines
+from retryproof.conformance.writers.svg import render_strip, render_timeline
 
 #: Characters of a table cell shown; report.json keeps the whole value.
 CELL_LIMIT = 300
+#: A cell with a word longer than this (a 128-character id) shows its start and end
+#: only, the whole value on hover (``title``) and in report.json, so no column
+#: pushes the others off a 1280 px page.
+LONG_WORD = 32
+#: The calls table's column widths (percent of the page): laid out fixed, so it always
+#: fits the page and a long value wraps inside its own column.
+CALL_WIDTHS = {
+    "#": 3,
+    "op": 8,
+    "process": 7,
+    "client_submission_id": 13,
+    "request_digest": 11,
+    "kind": 5,
+    "disposition": 9,
+    "action_taken": 7,
+    "task_id": 9,
+    "conflict_reason": 8,
+    "error": 8,
+    "message": 12,
+}
 
 _CSS = (
     """
@@ -31,6 +53,12 @@ h1{font-size:1.5rem;margin:1.2rem 0 .6rem}h2{font-size:1.2rem;margin:2rem 0 .6re
 .banner small{display:block;font-size:.95rem;font-weight:400;margin-top:.3rem}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
 th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top;overflow-wrap:break-word}
+td[title]{text-decoration:underline dotted #57606a}
+table.calls{table-layout:fixed;width:100%}table.calls td,table.calls th{overflow-wrap:anywhere}
+tr:target td{background:#fff8c5}
+figure.picture{margin:.6rem 0}figure.picture svg{max-width:100%;height:auto;display:block}
+figcaption{font-size:.85rem;color:#57606a}figcaption ol{margin:.2rem 0;padding-left:1.6rem}
+figure.picture a:focus-visible rect{stroke:#0969da;stroke-width:3}
 th{background:#f6f8fa}
 .st{font-weight:600;white-space:nowrap}
 .st-passed{color:#1a7f37}.st-failed,.st-error{color:#cf222e}.st-skipped,.st-not_applicable{color:#6e7781}
@@ -57,15 +85,46 @@ def _text(value: Any, limit: int | None = None) -> str:
 
 
 def _cell(value: Any, limit: int | None = CELL_LIMIT) -> str:
+    """A ``<td>``: id lists wrapped; a cell cut at ``limit``, or in a table with a limit
+    holding a word longer than ``LONG_WORD``, shows an elided value with the whole one
+    in its title."""
     if isinstance(value, IdList):
-        return "<br>".join(html.escape(", ".join(line)) for line in value.lines())
-    return _text(value, limit)
+        return "<td>" + "<br>".join(html.escape(", ".join(line)) for line in value.lines()) + "</td>"
+    whole = one_line("" if value is None else value)
+    shown = one_line(whole, limit)
+    if limit is not None and any(len(word) > LONG_WORD for word in shown.split()):
+        shown = " ".join(
+            word if len(word) <= LONG_WORD else f"{word[: LONG_WORD // 2]}…{word[-(LONG_WORD // 2 - 4) :]}"
+            for word in shown.split(" ")
+        )
+    title = f' title="{html_text(whole)}"' if shown != whole else ""
+    return f"<td{title}>{_breakable(html_text(shown))}</td>"
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], limit: int | None = CELL_LIMIT) -> str:
-    head = "".join(f"<th>{_text(header)}</th>" for header in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_cell(cell, limit)}</td>" for cell in row) + "</tr>" for row in rows)
-    return f'<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+def _breakable(markup: str) -> str:
+    """Escaped text that may wrap after an underscore (``write_task``, ``client_submission_id``)
+    before it wraps anywhere else: a narrow column breaks between words, not inside one."""
+    return markup.replace("_", "_<wbr>")
+
+
+def _table(
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], limit: int | None = CELL_LIMIT, row_id: str | None = None
+) -> str:
+    """A table; ``row_id`` makes it a calls table: row n (from 1) gets the id
+    ``<row_id>-<n>`` (bar n of the timeline links to it) and the columns fixed widths."""
+    head = "".join(f"<th>{_breakable(_text(header))}</th>" for header in headers)
+    body = "".join(
+        (f'<tr id="{row_id}-{n}">' if row_id else "<tr>") + "".join(_cell(cell, limit) for cell in row) + "</tr>"
+        for n, row in enumerate(rows, 1)
+    )
+    if row_id is None:
+        # A key-value table (the environment) has no header row: an empty one would show as a blank bar.
+        thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
+        return f'<div class="wide"><table>{thead}<tbody>{body}</tbody></table></div>'
+    widths = "".join(f'<col style="width:{CALL_WIDTHS.get(header, 8)}%">' for header in headers)
+    return (
+        f'<table class="calls"><colgroup>{widths}</colgroup><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    )
 
 
 def _pre(text: str, copy: bool = False) -> str:
@@ -75,6 +134,25 @@ def _pre(text: str, copy: bool = False) -> str:
 def anchor(scenario_id: str) -> str:
     """The id of a scenario's evidence in report.html (``retryproof compare`` links to it)."""
     return "s-" + html.escape(scenario_id)
+
+
+def failing_anchor(scenario_id: str) -> str:
+    """The id of the outlined call on a failed scenario's timeline."""
+    return f"{anchor(scenario_id)}-t-failing"
+
+
+def evidence_anchor(result: ScenarioResult) -> str:
+    """Where report.html shows a failed scenario best (``retryproof compare`` and the
+    kill matrix link there): the outlined call on its timeline, or its evidence when
+    it has no timeline (a report that predates them)."""
+    picture = timeline.timeline(result)
+    if picture is not None and picture.highlighted is not None:
+        return failing_anchor(result.entry.id)
+    return anchor(result.entry.id)
+
+
+def _calls_anchor(scenario_id: str) -> str:
+    return f"{anchor(scenario_id)}-call"
 
 
 def render_html(run: RunFinished) -> str:
@@ -91,10 +169,11 @@ def render_html(run: RunFinished) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>retryproof report: {name}</h1>",
         f'<div class="banner {tone}" id="verdict">Verdict: {_text(verdict.headline)}'
-        f"<small>{html.escape(content.tally(run.results).line())} · exit code {verdict.exit_code}</small></div>",
+        f"<small>{html.escape(content.tally(run.results).line())} · exit code {verdict.exit_code}</small>"
+        f'<small id="tool-paths">{html.escape(content.tool_paths_line(run))}</small></div>',
         *_failures(run),
         "<h2>Environment</h2>",
-        _table(("", ""), content.environment(run)),
+        _table(("", ""), content.environment(run), None),  # whole: a reviewer copies these
         "<h2>The seven checklist questions</h2>",
         _table(("", "question", "answer", "scenarios behind the answer"), content.checklist_rows(run), None),
         *_scenario_table(run.results),
@@ -104,7 +183,7 @@ def render_html(run: RunFinished) -> str:
         out.append(_table(table.headers, table.rows))
     out.append("<h2>Evidence</h2>")
     for result in run.results:
-        out += _evidence(result)
+        out += _evidence(result, run.info.black_box)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -117,11 +196,12 @@ def _failures(run: RunFinished) -> list[str]:
         for result in failures:
             requirements = "".join(
                 f"<li>{html.escape(requirement)}: {_text(text)}</li>"
-                for requirement, text in content.requirements(result.entry)
+                for requirement, text in content.requirements(result)
             )
             out.append(
                 f'<li><a href="#{anchor(result.entry.id)}">{html.escape(result.entry.id)}</a> '
                 f"({result.entry.level}, {_text(content.status_text(result))}): {_text(result.reason, 500)}"
+                f"{_failing_link(result)}"
                 f'<ul class="reqs">{requirements}</ul></li>'
             )
         out.append("</ul>")
@@ -135,7 +215,7 @@ def _failures(run: RunFinished) -> list[str]:
         out.append("</ul>")
     verdict = run.verdict
     if verdict.not_covered:
-        out += ["<h2>Not covered (optional capability not declared)</h2>", "<ul>"]
+        out += ["<h2>Not covered (a tool path or optional capability not offered)</h2>", "<ul>"]
         out += [f"<li>{html.escape(sid)}: {_text(why, 300)}</li>" for sid, why in verdict.not_covered] + ["</ul>"]
     baseline = content.baseline_line(run)
     if baseline:
@@ -171,7 +251,25 @@ def _scenario_table(results: Sequence[ScenarioResult]) -> list[str]:
     return out
 
 
-def _evidence(result: ScenarioResult) -> list[str]:
+def _failing_link(result: ScenarioResult) -> str:
+    picture = timeline.timeline(result)
+    if picture is None or picture.highlighted is None:
+        return ""
+    return f' <a href="#{failing_anchor(result.entry.id)}">({_text(picture.highlight_note)} on the timeline)</a>'
+
+
+def _pictures(result: ScenarioResult) -> list[str]:
+    out = []
+    picture = timeline.timeline(result)
+    if picture is not None:
+        out.append(render_timeline(picture, f"{anchor(result.entry.id)}-t", _calls_anchor(result.entry.id)))
+    restarts = timeline.strip(result)
+    if restarts is not None:
+        out.append(render_strip(restarts, f"{anchor(result.entry.id)}-k"))
+    return out
+
+
+def _evidence(result: ScenarioResult, black_box: bool) -> list[str]:
     item = result.entry
     broken = content.broken(result)
     out = [
@@ -187,13 +285,14 @@ def _evidence(result: ScenarioResult) -> list[str]:
         f"{result.duration_s:.2f}s</p>"
     )
     if result.reason:
-        out.append(f"<p><strong>Reason:</strong> {_text(result.reason)}</p>")
+        out.append(f"<p><strong>Reason:</strong> {_text(result.reason)}{_failing_link(result)}</p>")
     if broken:
         out.append('<ul class="reqs">')
-        out += [f"<li>{html.escape(req)}: {_text(text)}</li>" for req, text in content.requirements(item)]
+        out += [f"<li>{html.escape(req)}: {_text(text)}</li>" for req, text in content.requirements(result)]
         out.append("</ul>")
+    out += _pictures(result)  # first: a reviewer looks at the picture before the tables
     facts: list[str] = []
-    for block in content.evidence_blocks(result):
+    for block in content.evidence_blocks(result, black_box):
         if isinstance(block, Fact):
             if isinstance(block.value, list):
                 items = "".join(f"<li>{_text(value)}</li>" for value in block.value)
@@ -207,7 +306,8 @@ def _evidence(result: ScenarioResult) -> list[str]:
         if isinstance(block, Table):
             if block.caption:
                 out.append(f"<p>{_text(block.caption)}:</p>")
-            out.append(_table(block.headers, block.rows, None if block.whole else CELL_LIMIT))
+            row_id = _calls_anchor(item.id) if block.calls else None
+            out.append(_table(block.headers, block.rows, None if block.whole else CELL_LIMIT, row_id))
         elif isinstance(block, Code):
             out += [f"<p>{_text(block.caption)}:</p>", _pre(block.text, copy=block.caption == "reproduce")]
     if facts:

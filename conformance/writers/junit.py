@@ -21,7 +21,9 @@ def render_junit(run: RunFinished) -> str:
         ("implementation", f"{run.info.implementation.get('name')} {run.info.implementation.get('version')}"),
         ("seed", run.info.seed),
         ("spec_version", run.info.spec_version),
+        ("spec_fingerprint", run.info.spec_fingerprint),
         ("verdict", run.verdict.headline),
+        ("tool_paths", ", ".join(f"{path} {state}" for path, state in run.verdict.tool_paths)),
     ):
         ET.SubElement(properties, "property", name=name, value=xml_text(value))
     blocking = dict(run.verdict.blocking)

@@ -39,6 +39,8 @@ def verdict_lines(run: RunFinished) -> list[str]:
         "",
         content.tally(run.results).line(),
         "",
+        md_inline(content.tool_paths_line(run)),
+        "",
     ]
 
 
@@ -54,7 +56,7 @@ def failure_lines(run: RunFinished, reason_limit: int | None = 500, heading: str
                 f"- `{result.entry.id}` ({result.entry.level}, {content.status_text(result)}): "
                 f"{md_inline(result.reason or result.status, reason_limit)}"
             )
-            out += [f"  - {requirement}: {md_inline(text)}" for requirement, text in content.requirements(result.entry)]
+            out += [f"  - {requirement}: {md_inline(text)}" for requirement, text in content.requirements(result)]
         out.append("")
     unverified = content.unverified(run)
     if unverified:
@@ -74,7 +76,7 @@ def render_markdown(run: RunFinished) -> str:
         *failure_lines(run),
     ]
     if verdict.not_covered:
-        out += ["Not covered (optional capability not declared):", ""]
+        out += ["Not covered (a tool path or optional capability not offered):", ""]
         out += [f"- `{scenario_id}`: {md_inline(why, 300)}" for scenario_id, why in verdict.not_covered] + [""]
     baseline = content.baseline_line(run)
     if baseline:
@@ -100,11 +102,11 @@ def render_markdown(run: RunFinished) -> str:
         out += [md_table(table.headers, table.rows), ""]
     out += ["## Evidence", ""]
     for result in run.results:
-        out += _evidence(result)
+        out += _evidence(result, run.info.black_box)
     return "\n".join(out) + "\n"
 
 
-def _evidence(result: ScenarioResult) -> list[str]:
+def _evidence(result: ScenarioResult, black_box: bool) -> list[str]:
     item = result.entry
     out = [f"### {item.id}: {md_inline(item.title)}", ""]
     if item.description:
@@ -117,7 +119,7 @@ def _evidence(result: ScenarioResult) -> list[str]:
         "",
     ]
     facts = False
-    for block in content.evidence_blocks(result):
+    for block in content.evidence_blocks(result, black_box):
         if isinstance(block, Fact):
             facts = True
             if isinstance(block.value, list):

@@ -58,6 +58,27 @@ class StepSummaryWriter:
                 handle.write(render_step_summary(event))
 
 
+def append_failure(command: str, message: str, hint: str | None, exit_code: int) -> None:
+    """When ``GITHUB_STEP_SUMMARY`` names a file: say that ``retryproof COMMAND`` could
+    not reach a verdict and why, so the job summary is not blank exactly when the job
+    could not run. Best effort: an unwritable summary file is what may have stopped it."""
+    path = os.environ.get(VARIABLE)
+    if not path:
+        return
+    lines = [
+        f"## retryproof {md_inline(command)}: no verdict (exit {exit_code})",
+        "",
+        f"**error:** {md_inline(message)}",
+        "",
+        *([f"**hint:** {md_inline(hint)}", ""] if hint else []),
+    ]
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+    except OSError:
+        pass
+
+
 def from_environment() -> list[StepSummaryWriter]:
     path = os.environ.get(VARIABLE)
     return [StepSummaryWriter(path)] if path else []

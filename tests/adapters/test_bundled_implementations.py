@@ -187,6 +187,7 @@ def test_a_terminated_matrix_ends_its_run_and_stops_its_servers(tmp_path):
     matrix.send_signal(signal.SIGTERM)
     _, stderr = matrix.communicate(timeout=60)
     assert matrix.returncode == 143, stderr
+    assert stderr.decode().count("interrupted") == 1, stderr  # the run's line; the matrix said it twice
     assert log.read_text().split() == ["install", "start", "stop"]
     pid = int(harness_pid.read_text())
     with pytest.raises(ProcessLookupError):

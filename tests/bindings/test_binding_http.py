@@ -157,8 +157,8 @@ def test_a_server_stop_is_bounded_when_an_escaped_process_holds_its_pipes(tmp_pa
     import signal
     import threading
 
+    from retryproof.adapters.binding.binding_file import parse
     from retryproof.adapters.binding.connection import BindingConnection
-    from retryproof.adapters.binding.spec import parse
 
     document = shipped("reference-http")
     escaping = "(setsid sleep 120 &); exec {python} -m retryproof.reference_impl --http"

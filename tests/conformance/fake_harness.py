@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -59,14 +60,28 @@ def hello(args):
     }
 
 
+#: serial-delay, serial-double-create: one write_task at a time, each taking this long, so pipelined calls
+#: answer one after another at known intervals (the timeline tests' known timing).
+SERIAL_DELAY_S = 0.08
+SERIAL = threading.Lock()
+
+
 def write_task(args):
+    if MODE.startswith("serial-"):
+        with SERIAL:
+            time.sleep(SERIAL_DELAY_S)
+            return _write_task(args)
+    return _write_task(args)
+
+
+def _write_task(args):
     if MODE == "hang-on-write":
         time.sleep(3600)
     submission_id = check_submission_id(args["client_submission_id"])
     digest = request_digest(args["task"])
     state = load()
     receipt = state["receipts"].get(submission_id)
-    if receipt and MODE != "double-create":
+    if receipt and not MODE.endswith("double-create"):
         return {**receipt, "disposition": "reused", "action_taken": False}
     task_id = f"T-{len(state['tasks']) + 1}"
     result = {
@@ -146,6 +161,8 @@ def main() -> None:
     stdin = sys.stdin.buffer
     if MODE == "lenient-lines":
         stdin = _lenient(stdin)
+    if MODE == "trims-lines":  # str.strip(): also a vertical tab and a form feed (PROTOCOL-R7 says bad_message)
+        stdin = (line.decode().strip().encode() + b"\n" for line in stdin)
     if MODE == "answers-blank-lines":
         stdin = (b"[]\n" if not line.strip() else line for line in stdin)  # a blank line becomes bad_message
     serve({"hello": hello, "write_task": write_task, "list_tasks": list_tasks, "read_task": read_task}, stdin)

@@ -1,24 +1,25 @@
-"""Every catalogue id has a scenario, except those other issues still own; the set of
-missing ids can only shrink."""
+"""Every catalogue id has a scenario, bound once."""
 
-from retryproof.conformance.scenarios import missing_ids, registry
+import pytest
 
-# Owned by the approval issue and the faulty-runtimes issue; remove ids as they land.
-OWNED_ELSEWHERE = {
-    "P0-CONSUMED",
-    "P1-APPROVAL-AUDIT-FAULT",
-    "P2-START-AUDIT-FAULT",
-    "P3-COMPLETION-AUDIT-FAULT",
-    "RECOVERY-STALE-REQUEST",
-    "RECOVERY-UNKNOWN-EFFECT",
-    "FUZZ-MODEL",
-    "DURABILITY-TRACE",
-}
+from retryproof.conformance.catalogue import entry
+from retryproof.conformance.scenarios import Scenario, missing_ids, registry, scenario
 
 
-def test_only_ids_owned_elsewhere_are_missing():
-    assert set(missing_ids()) <= OWNED_ELSEWHERE
+def test_every_catalogue_id_has_a_scenario():
+    assert missing_ids() == []
 
 
-def test_every_registered_function_is_callable():
-    assert all(callable(function) for function in registry().values())
+def test_the_registry_holds_one_scenario_per_id_bound_to_its_entry():
+    bound = registry()
+    assert all(isinstance(item, Scenario) and item.entry == entry(key) for key, item in bound.items())
+    assert all(callable(item.run) for item in bound.values())
+
+
+def test_a_second_function_for_one_id_is_refused():
+    def create(ctx):  # not WT-CREATE's function: a second binding of its id
+        pass
+
+    with pytest.raises(ValueError, match="WT-CREATE is bound twice: .*basics.create and .*second_function"):
+        scenario("WT-CREATE")(create)
+    assert registry()["WT-CREATE"].run.__module__.endswith("scenarios.basics")

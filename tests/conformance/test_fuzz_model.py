@@ -8,6 +8,7 @@ import json
 import os
 import shlex
 import sys
+from concurrent.futures import Future
 
 import pytest
 from kit import by_id, certify
@@ -81,10 +82,12 @@ class _Stub:
         return reply() if callable(reply) else reply
 
     def submit(self, op, args):
-        return op
+        pending = Future()  # as Connection.submit returns; answered when waited for
+        pending.set_result(op)
+        return pending
 
-    def wait(self, op, timeout=None):
-        return self.call(op)
+    def wait(self, pending, timeout=None):
+        return self.call(pending.result())
 
     def exit_statuses(self):
         return [None]  # one process, running
@@ -137,3 +140,17 @@ def test_a_silent_harness_ends_fuzz_model_in_error(tmp_path):
     _, report = certify(tmp_path, fake, "--only", "FUZZ-MODEL", "--call-timeout", "1", env={**os.environ, ENV_VAR: DEV})
     judged = by_id(report)["FUZZ-MODEL"]
     assert judged["status"] == "error" and "FUZZ-MODEL stopped" in judged["reason"], judged["reason"]
+
+
+def test_a_failure_that_does_not_replay_keeps_the_history_that_failed(monkeypatch):
+    """A timing-dependent failure (a SIGKILL that landed in a window once) does not fail
+    again when replayed: its minimal history used to be [], so the report showed no
+    history at all. The history and log of the run that failed are kept instead."""
+    from retryproof.conformance.fuzz import machine
+
+    monkeypatch.setattr(machine, "run_steps", lambda *args, **kwargs: (None, ["replayed: no violation"]))
+    steps = [{"step": "kill", "id": "a", "task": 0, "delay_ms": 3}, {"step": "restart", "graceful": False}]
+    violation = ModelViolation("lost an acknowledged task")
+    log = ["kill for a: ok created T-1; after restart, retry: ok created T-2", "restart (SIGKILL)"]
+    kept, found, history, flaky = machine.shrink(None, steps, violation, log, call_timeout=1, budget_s=5)
+    assert (kept, found, history, flaky) == (steps, violation, log, True)

@@ -23,7 +23,7 @@ def action():
         return yaml.safe_load(handle)
 
 
-def run_step(tmp_path, exit_code=1, **inputs):
+def run_step(tmp_path, exit_code=1, with_process=False, **inputs):
     script = next(step for step in action()["runs"]["steps"] if step.get("id") == "run")["run"]
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -55,7 +55,7 @@ def run_step(tmp_path, exit_code=1, **inputs):
     )
     assert done.returncode == 0, done.stderr
     argv = record.read_text().splitlines() if record.exists() else None
-    return argv, output.read_text()
+    return (argv, output.read_text(), done) if with_process else (argv, output.read_text())
 
 
 def test_the_action_declares_its_inputs_and_uploads_the_report_directory():
@@ -75,7 +75,7 @@ def test_inputs_become_options_only_when_set(tmp_path):
         "--out",
         "reports-out",
         "--format",
-        "md,json,junit,html,badge",
+        "md,json,junit,html,badge,svg",
         "--harness",
         "node harness.js --fast",
         "--skip",
@@ -96,3 +96,16 @@ def test_args_are_split_never_run(tmp_path):
     assert argv[-6:] == ["--seed", "7", "$(touch", f"{marker})", ";touch", str(marker)]
     argv, output = run_step(tmp_path, args="--seed 'unclosed")
     assert argv is None and output == "exit-code=2\n"
+
+
+def test_unsplittable_args_are_one_error_line_without_a_traceback_or_the_input(tmp_path):
+    argv, output, done = run_step(tmp_path, args="--seed 'unclosed\n::error::INJECTED", with_process=True)
+    assert argv is None and output == "exit-code=2\n"
+    said = done.stdout + done.stderr
+    assert "Traceback" not in said and "INJECTED" not in said, said
+    assert "::error::retryproof: cannot split the args input like a shell command line: No closing quotation" in said
+
+
+def test_the_exit_code_output_names_every_code_the_kit_exits_with():
+    text = action()["outputs"]["exit-code"]["description"]
+    assert all(str(code) in text for code in (0, 1, 2, 3, 130, 143)), text

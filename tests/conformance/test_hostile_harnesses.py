@@ -84,6 +84,7 @@ def test_a_hung_harness_costs_one_timeout_per_pipelined_batch(tmp_path):
         ("honest", None),  # the control: the same runtime with the contract's line handling
         ("lenient-lines", "list_tasks"),  # PROTOCOL-R6: no args or an extra key is bad_message
         ("answers-blank-lines", "a whitespace-only line must be ignored"),  # PROTOCOL-R7
+        ("trims-lines", 'line "\\u000b{\\"id\\": 0'),  # PROTOCOL-R7: a vertical tab is not JSON whitespace
     ],
 )
 def test_invalid_input_judges_how_lines_that_are_not_requests_are_answered(tmp_path, mode, why):
@@ -328,7 +329,7 @@ def test_an_interrupt_while_racing_callers_start_leaves_none_waiting(monkeypatch
 
     from retryproof.conformance.catalogue import entry
     from retryproof.conformance.context import Context
-    from retryproof.spec.protocol import Success
+    from retryproof.spec.protocol import Hello, Success
 
     class Answering:
         def call(self, op, args=None, timeout=None, *, args_json=None):
@@ -337,7 +338,7 @@ def test_an_interrupt_while_racing_callers_start_leaves_none_waiting(monkeypatch
         def exit_statuses(self):
             return [None]
 
-    context = Context(entry("A4-MULTIPROCESS"), Answering, {}, 1, 8)
+    context = Context(entry("A4-MULTIPROCESS"), Answering, Hello.read({}), 1, 8)
     started = []
     real_start = threading.Thread.start
 
@@ -354,3 +355,14 @@ def test_an_interrupt_while_racing_callers_start_leaves_none_waiting(monkeypatch
     for thread in started:
         thread.join(10)
         assert not thread.is_alive(), "a caller still waits at the barrier"
+
+
+def test_kill_nemesis_against_a_runtime_that_never_answers_is_an_error_like_every_scenario(tmp_path):
+    """It used to fail it for liveness after five rounds of kills, where every other
+    scenario says error: the kit could not judge a runtime that answers nothing."""
+    done, report = certify(
+        tmp_path, f"{sys.executable} {FAKE} hang-on-write", "--only", "KILL-NEMESIS", "--call-timeout", "1", seed=7
+    )
+    judged = by_id(report)["KILL-NEMESIS"]
+    assert judged["status"] == "error", judged["reason"]
+    assert "none of the 8 calibration calls, before any kill, got an answer" in judged["reason"]

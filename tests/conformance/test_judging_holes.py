@@ -204,4 +204,4 @@ def test_a_fuzz_digest_conflict_answers_no_to_reuse_not_to_races(tmp_path):
     assert fuzz["status"] == "failed" and fuzz["evidence"]["checklist_questions"] == ["Q2"], fuzz["reason"]
     answers = {answer["id"]: answer["answer"] for answer in report["checklist"]}
     assert answers["Q2"] == "no" and answers["Q4"] == "yes", answers
-    assert "selected): 1 passed · 1 failed (MUST) · 0 SHOULD warnings" in done.stdout, done.stdout
+    assert "selected): 1 passed · 1 failed (MUST) · 0 errors (MUST) · 0 SHOULD warnings" in done.stdout, done.stdout

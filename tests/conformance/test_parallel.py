@@ -18,8 +18,9 @@ from retryproof.conformance.catalogue import entry
 from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.options import REFERENCE_COMMAND, Options
 from retryproof.conformance.runner import probe, run_one
-from retryproof.conformance.scenarios import registry
+from retryproof.conformance.scenarios import Scenario, registry
 from retryproof.conformance.schedule import Overlap, StartOrder, Turn, in_order
+from retryproof.spec.protocol import Hello
 
 
 def test_results_come_back_in_the_given_order_however_they_finish():
@@ -163,10 +164,10 @@ def test_a_waiting_alone_part_goes_first_and_two_never_wait_for_each_other():
 
 
 def test_the_a4_races_are_declared_alone_and_the_restarting_scenarios_long():
-    functions = registry()
-    alone = {scenario_id for scenario_id, function in functions.items() if getattr(function, "runs_alone", False)}
+    bound = registry()
+    alone = {scenario_id for scenario_id, item in bound.items() if item.alone}
     assert alone == {"A4-CONCURRENT", "A4-MULTIPROCESS"}
-    long = {scenario_id for scenario_id, function in functions.items() if getattr(function, "runs_long", False)}
+    long = {scenario_id for scenario_id, item in bound.items() if item.long}
     assert {"FUZZ-MODEL", "KILL-NEMESIS", "RECOVERY-UNKNOWN-EFFECT"} <= long
     assert not long & alone
 
@@ -201,7 +202,12 @@ def test_only_a_scenario_declared_alone_may_ask_to_be_alone():
         with ctx.alone():
             pass
 
-    result = run_one(entry("WT-CREATE"), asks_alone, options, {"capabilities": ["write_task"]})
+    result = run_one(
+        entry("WT-CREATE"),
+        Scenario(entry("WT-CREATE"), asks_alone),
+        options,
+        Hello.read({"capabilities": ["write_task"]}),
+    )
     assert result.status == "error"
     assert "WT-CREATE asks to run alone but its @scenario does not say alone=True" in (result.reason or "")
 

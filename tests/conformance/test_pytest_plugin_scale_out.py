@@ -1,5 +1,5 @@
 """The pytest plugin scaled out as ``retryproof run`` is: under pytest-xdist a scenario's
-alone part has the machine to itself (``Turns``), and ``--retryproof-shard K/N`` writes
+alone part has the machine to itself (``schedule.Turns``), and ``--retryproof-shard K/N`` writes
 shard reports that ``retryproof merge`` joins, mixed with the CLI's, into the whole run.
 """
 
@@ -17,11 +17,10 @@ import pytest
 import sharded
 from kit import UNUSED_PLUGINS, retryproof
 
-from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
-from retryproof.conformance.options import Shard
-from retryproof.conformance.pytest_plugin import NoTurn, Turns
+from retryproof.conformance.records import Shard
 from retryproof.conformance.runner import select
+from retryproof.conformance.schedule import NoTurn, Turns
 
 pytest_plugins = ["pytester"]
 
@@ -56,7 +55,7 @@ def test_items_share_the_machine_and_an_alone_part_has_it_to_itself(tmp_path):
     one, two, impatient = Turns(str(tmp_path), wait_s=30), Turns(str(tmp_path), wait_s=0.05), Turns(str(tmp_path), 0.05)
     first, second = one.take(), two.take()  # items run side by side
     with pytest.raises(
-        Unjudgeable, match="no turn: it runs alone, and other pytest-xdist workers' tests kept the machine for 0.05 s"
+        NoTurn, match="no turn: it runs alone, and other pytest-xdist workers' tests kept the machine for 0.05 s"
     ):
         with two.alone():  # the other item's share is in the way
             pass
@@ -92,7 +91,7 @@ def test_a_waiting_alone_part_goes_first(tmp_path):
 
 def test_a_worker_that_dies_holds_no_turn(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from retryproof.conformance.pytest_plugin import Turns;"
+        [sys.executable, "-c", "import sys, time; from retryproof.conformance.schedule import Turns;"
          f"turns = Turns({str(tmp_path)!r}); turns.take(); part = turns.alone(); part.__enter__();"
          "print('held', flush=True); time.sleep(120)"],
         stdout=subprocess.PIPE, text=True,
@@ -117,10 +116,10 @@ def test_under_xdist_an_alone_part_overlaps_no_other_test(pytester):
     pytester.makepyfile(
         timeline=f"""
         import contextlib, json, os, time
-        from retryproof.conformance import pytest_plugin
+        from retryproof.conformance import schedule
 
         worker = None
-        held = pytest_plugin.Turns.alone
+        held = schedule.Turns.alone
 
         @contextlib.contextmanager
         def logged(turns):
@@ -133,7 +132,7 @@ def test_under_xdist_an_alone_part_overlaps_no_other_test(pytester):
                         test = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
                         log.write(json.dumps([test, began, time.time()]) + "\\n")
 
-        pytest_plugin.Turns.alone = logged
+        schedule.Turns.alone = logged
 
         def pytest_configure(config):
             # by workerinput, not by PYTEST_XDIST_WORKER: this session's controller inherits
@@ -197,7 +196,8 @@ def test_an_alone_part_that_gets_no_turn_is_an_error_not_a_gap(pytester):
         holder=f"""
         import fcntl, os, threading, time
         import pytest
-        from retryproof.conformance.pytest_plugin import STATE, Turns
+        from retryproof.conformance.pytest_plugin import STATE
+        from retryproof.conformance.schedule import Turns
 
         def queued(path):
             fd = os.open(path, os.O_RDWR | os.O_CREAT)

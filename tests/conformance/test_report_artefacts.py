@@ -207,7 +207,10 @@ def test_the_step_summary_is_appended_with_the_failure_and_its_fix_line(liar):
     text = (liar / "step-summary.md").read_text()
     assert text.startswith("earlier step\n## retryproof: ")  # appended, never overwritten
     assert "**Verdict: NOT CONFORMANT" in text
-    assert "0 passed · 2 failed (MUST) · 0 SHOULD warnings · 0 not verified · 0 skipped · 0 not applicable" in text
+    assert (
+        "0 passed · 2 failed (MUST) · 0 errors (MUST) · 0 SHOULD warnings · 0 not verified · 0 skipped · 0 not applicable"
+        in text
+    )
     assert "`WT-CREATE` (MUST, failed)" in text and "SUB-1: The first call" in text
     assert "retryproof run --only WT-CREATE --seed 7" in text
     assert "<script>" not in text
@@ -228,7 +231,7 @@ def test_report_md_has_counts_requirements_environment_and_a_digest_column(liar)
     for label in ("kit version", "spec version", "protocol", "Python", "OS", "harness command", "seed", "started"):
         assert f"| {label} " in environment, label
     assert "fake\\_harness.py liar" in environment
-    header = next(line for line in text.splitlines() if line.startswith("| op "))
+    header = next(line for line in text.splitlines() if line.startswith("| # "))
     assert "request\\_digest" in header
     assert re.search(r"\| write\\_task +\| 1 +\| rp-wt-create-\S+ +\| sha256:[0-9a-f]{12}… ", text)
     document = json.loads((liar / "report.json").read_text())

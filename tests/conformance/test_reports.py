@@ -47,7 +47,7 @@ def hostile_run():
             entry("A2-RESPONSE-LOSS"), "passed", None, 0.2, "retryproof run --only A2-RESPONSE-LOSS --seed 7"
         ),
     )
-    return RunFinished(info, results, judge(results), 0.7)
+    return RunFinished(info, results, judge(results, capabilities=info.capabilities), 0.7)
 
 
 def test_markdown_cannot_be_forged_by_harness_strings():

@@ -14,6 +14,7 @@ from retryproof.conformance.outcome import Call, Fault
 from retryproof.conformance.set_check import check_sets
 from retryproof.conformance.variants import VARIANT_KINDS, variant
 from retryproof.spec.digest import ARRAY_FIELDS, SCALAR_FIELDS, request_digest
+from retryproof.spec.protocol import Hello
 
 # Strings without CR: the variants add line endings, which is equal only where none was.
 _TEXT = st.text(st.characters(blacklist_characters="\r", blacklist_categories=("Cs",)), max_size=8)
@@ -107,9 +108,9 @@ class _NoConnection:
 
 
 def test_a_scenario_cannot_arm_a_failpoint_its_needs_do_not_list():
-    ctx = Context(entry("WT-CREATE"), _NoConnection(), {}, seed=1, concurrency=8)
+    ctx = Context(entry("WT-CREATE"), _NoConnection(), Hello.read({}), seed=1, concurrency=8)
     with pytest.raises(CatalogueViolation, match="WT-CREATE arms write_task.after_commit"):
         ctx.start(failpoints={"write_task.after_commit": "crash"})
-    ctx = Context(entry("CRASH-AFTER-COMMIT"), _NoConnection(), {}, seed=1, concurrency=8)
+    ctx = Context(entry("CRASH-AFTER-COMMIT"), _NoConnection(), Hello.read({}), seed=1, concurrency=8)
     with pytest.raises(CatalogueViolation, match="approval.after_effect"):
         ctx.start(failpoints={"write_task.after_commit": "crash", "approval.after_effect": "crash"})

@@ -9,7 +9,7 @@ import json
 import pytest
 from sharded import kit
 
-from retryproof.conformance.options import Shard
+from retryproof.conformance.records import Shard
 from retryproof.conformance.runner import select
 
 
@@ -54,6 +54,18 @@ def _edited(shard_runs, tmp_path, name: str, **changes) -> str:
     return str(path)
 
 
+def _reseeded(shard_runs, tmp_path, name: str, seed: int) -> str:
+    """A shard edited to another seed, its reproduce lines too (a seed alone edited is
+    refused earlier: its reproduce lines would not agree with it)."""
+    document = report(shard_runs / name / "report.json")
+    for scenario in document["scenarios"]:
+        scenario["reproduce"] = scenario["reproduce"].replace(f"--seed {document['seed']}", f"--seed {seed}")
+    document["seed"] = seed
+    path = tmp_path / f"{name}-reseeded.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
 @pytest.mark.parametrize(
     "case, message",
     [
@@ -70,7 +82,7 @@ def test_shards_that_are_not_one_whole_run_are_refused(shard_runs, tmp_path, cas
     reports = {
         "missing": lambda: [one],
         "overlapping": lambda: [one, two, one],
-        "other seed": lambda: [one, _edited(shard_runs, tmp_path, "two", seed=10)],
+        "other seed": lambda: [one, _reseeded(shard_runs, tmp_path, "two", 10)],
         "other harness": lambda: [one, _edited(shard_runs, tmp_path, "two", target="--harness other")],
         "not a shard": lambda: [str(shard_runs / "whole/report.json"), two],
         "edited": lambda: [

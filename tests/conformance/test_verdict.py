@@ -1,5 +1,7 @@
 """The verdict rules of spec ``verdict``: what blocks, what does not, and the baseline."""
 
+import pytest
+
 from retryproof.conformance.catalogue import catalogue, entry
 from retryproof.conformance.events import ScenarioResult
 from retryproof.conformance.verdict import judge
@@ -53,11 +55,8 @@ def test_through_a_binding_harness_hooks_do_not_block_but_stay_unverified():
     assert [sid for sid, _ in black_box.needs_harness] == ["CRASH-AFTER-RESERVE", "INVALID-INPUT"]
     assert [sid for sid, _ in black_box.not_covered] == ["P1-APPROVAL-AUDIT-FAULT"]
     assert next(a for a in black_box.checklist if a.question == "Q5").answer == "unverified"
-    # The same skips through a harness block, and a missing capability that is not a
-    # hook blocks through a binding too.
+    # The same skips through a harness block.
     assert not judge(all_passed(**hooks)).conformant
-    write_task = {"WT-CREATE": result("WT-CREATE", "skipped", ["write_task"])}
-    assert not judge(all_passed(**hooks, **write_task), black_box=True).conformant
 
 
 def test_error_blocks_and_should_failure_only_warns():
@@ -110,13 +109,55 @@ def test_a_runtime_without_approval_is_not_blocked_by_approval_failpoints():
 
 
 def test_a_declared_optional_feature_without_its_failpoint_blocks():
-    """Declaring approval but not its failpoint, or lacking another hook besides approval,
-    leaves the scenario applying and unverified."""
+    """Declaring approval but not its failpoint, or lacking another hook besides an
+    optional feature, leaves the scenario applying and unverified."""
     item = next(item for item in catalogue() if "approval" in item.capabilities and item.failpoints)
-    failpoint = f"failpoint:{item.failpoints[0]}"
-    for missing in ([failpoint], ["approval", failpoint, "tamper"], ["approval", "failpoint:write_task.after_reserve"]):
-        verdict = judge(all_passed(**{item.id: result(item.id, "skipped", missing)}))
-        assert [sid for sid, _ in verdict.blocking] == [item.id], missing
+    for scenario_id, missing in (
+        (item.id, [f"failpoint:{item.failpoints[0]}"]),
+        ("LEGACY-NO-ID", ["legacy", "tamper"]),
+        ("LEGACY-NO-ID", ["legacy", "failpoint:approval.audit_started"]),
+    ):
+        verdict = judge(all_passed(**{scenario_id: result(scenario_id, "skipped", missing)}))
+        assert [sid for sid, _ in verdict.blocking] == [scenario_id], missing
+
+
+@pytest.mark.parametrize("path", ["write_task", "approval"])
+def test_a_tool_path_not_offered_is_not_covered_whatever_else_is_missing(path):
+    """VERDICT-R16: a runtime without a tool path is not judged on its scenarios, even
+    those that also need hooks it lacks; the verdict certifies only what it offers."""
+    items = [item for item in catalogue() if path in item.capabilities]
+    skipped = {item.id: result(item.id, "skipped", [path, "diagnose", "tamper", "tool:strace"]) for item in items}
+    other = "approval" if path == "write_task" else "write_task"
+    verdict = judge(all_passed(**skipped), capabilities=[other, "diagnose"])
+    assert verdict.conformant and verdict.blocking == ()
+    assert {sid for sid, _ in verdict.not_covered} == set(skipped)
+    assert dict(verdict.tool_paths) == {path: "not offered", other: "certified"}
+    assert verdict.headline == f"CONFORMANT ({other} only: {path} not offered, not certified)"
+
+
+def test_without_write_task_no_checklist_question_answers_yes():
+    """VERDICT-R18: approval scenarios that passed answer nothing about task creation;
+    a MUST failure behind a question still answers no."""
+    items = [item for item in catalogue() if "write_task" in item.capabilities]
+    skipped = {item.id: result(item.id, "skipped", ["write_task"]) for item in items}
+    passing = judge(all_passed(**skipped), capabilities=["approval"])
+    assert {answer.answer for answer in passing.checklist} == {"unanswered"}
+    failing = judge(
+        all_passed(**skipped, **{"P3-COMPLETION-AUDIT-FAULT": result("P3-COMPLETION-AUDIT-FAULT", "failed")}),
+        capabilities=["approval"],
+    )
+    answers = {answer.question: answer.answer for answer in failing.checklist}
+    assert answers["Q1"] == answers["Q2"] == "no" and answers["Q4"] == "unanswered"
+    assert not failing.conformant and dict(failing.tool_paths) == {
+        "write_task": "not offered",
+        "approval": "not certified",
+    }
+    assert failing.headline == "NOT CONFORMANT"
+
+
+def test_a_runtime_offering_both_tool_paths_keeps_its_headline():
+    verdict = judge(all_passed(), capabilities=["write_task", "approval", "legacy"])
+    assert verdict.headline == "CONFORMANT" and verdict.certified == ("write_task", "approval")
 
 
 def test_a_fuzz_failure_answers_no_only_to_the_questions_its_history_exercised():

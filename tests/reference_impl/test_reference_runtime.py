@@ -321,3 +321,21 @@ def test_one_bounded_wait_inside_the_kits_call_timeout(state_dir):
         [sys.executable, "-m", "retryproof.reference_impl", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert f"(default {WAIT_TIMEOUT_S}," in " ".join(usage.split())
+
+
+def test_the_served_listing_reads_each_task_file_once(tmp_path, monkeypatch):
+    """The HTTP and MCP listing (key and stored task per effect) used to read every task
+    file twice: once to list it, once more for its task."""
+    from retryproof.reference_impl import runtime as runtime_module
+    from retryproof.reference_impl.served import listing
+
+    service = Runtime(str(tmp_path))
+    for number in range(3):
+        service.write_task({**TASK, "subject": f"task {number}"}, f"sub-{number}")
+    reads: list[str] = []
+    real = runtime_module._read_bytes
+    monkeypatch.setattr(runtime_module, "_read_bytes", lambda path: reads.append(path) or real(path))
+    listed = listing(service)["tasks"]
+    assert len(listed) == 3 and all(entry["task"]["subject"].startswith("task ") for entry in listed)
+    task_reads = [path for path in reads if os.sep + "tasks" + os.sep in path]
+    assert len(task_reads) == len(set(task_reads)) == 3, reads

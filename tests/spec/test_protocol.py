@@ -168,3 +168,35 @@ def test_hello_handler_answers_the_declarations_and_refuses_another_protocol():
         with pytest.raises(ContractError) as raised:
             hello(args)
         assert raised.value.code == "invalid_request"
+
+
+def test_hello_is_read_once_into_sets_and_keeps_the_answer_as_given():
+    import pickle
+
+    from retryproof.spec.protocol import Hello, greeting
+
+    answer = greeting(
+        {"name": "x", "version": "1", "language": "go"},
+        ("write_task", "tamper", "legacy"),
+        ("write_task.after_commit",),
+        ("remove_task",),
+    )
+    hello = Hello.read(answer)
+    assert hello.capabilities == {"write_task", "tamper", "legacy"} and hello.failpoints == {"write_task.after_commit"}
+    assert hello.listed("capabilities") == ("write_task", "tamper", "legacy")  # the runtime's order, for reports
+    assert hello.implementation["name"] == "x" and hello.digest_schema_version == "write-task-v1"
+    assert hello.performs("remove_task") and not hello.performs("occupy_task_path")
+    assert dict(hello.result) == answer and pickle.loads(pickle.dumps(hello)) == hello
+    with pytest.raises(AttributeError):
+        hello.capabilities = frozenset()
+    # Declaring tamper without a list of actions means every action; without tamper, none.
+    assert Hello.read({**answer, "tamper_actions": None}).performs("occupy_task_path")
+    assert not Hello.read({**answer, "capabilities": ["write_task"]}).performs("remove_task")
+    # What a binding or a test hands over may be less than a checked answer: missing is empty.
+    empty = Hello.read({})
+    assert (empty.capabilities, empty.failpoints, dict(empty.implementation), empty.tamper_actions) == (
+        frozenset(),
+        frozenset(),
+        {},
+        None,
+    )

@@ -151,9 +151,13 @@ WRONG = {
     "success without a result": ("harness-response", {"id": 1, "ok": True}),
     "failure without a code": ("harness-response", {"id": 1, "ok": False, "error": {"message": "x"}}),
     "success with a null id": ("harness-response", {"id": None, "ok": True, "result": {}}),
-    "hello without write_task": (
+    "hello without a tool path": (
         "harness-response#/$defs/hello_result",
-        _with("harness-response#/$defs/hello_result", capabilities=["legacy"]),
+        _with("harness-response#/$defs/hello_result", capabilities=["legacy", "diagnose"]),
+    ),
+    "hello without capabilities": (
+        "harness-response#/$defs/hello_result",
+        _with("harness-response#/$defs/hello_result", capabilities=[]),
     ),
     "hello with a misspelt capability": (
         "harness-response#/$defs/hello_result",
@@ -180,6 +184,13 @@ def test_task_paths_with_dots_that_stay_inside_are_valid(path):
 def test_a_wrong_instance_fails(case):
     name, instance = WRONG[case]
     assert errors(name, instance) != []
+
+
+@pytest.mark.parametrize("capabilities", [["write_task"], ["approval"], ["approval", "write_task", "legacy"]])
+def test_hello_names_write_task_approval_or_both(capabilities):
+    """PROTOCOL-R20: an approval gate with no tasks can be certified (verdict.tool_paths)."""
+    hello = _with("harness-response#/$defs/hello_result", capabilities=capabilities)
+    assert errors("harness-response#/$defs/hello_result", hello) == []
 
 
 def test_results_may_carry_vendor_fields_but_requests_may_not():

@@ -118,6 +118,21 @@ def test_tamper_actions_are_the_declared_ones():
     assert actions == list(PROTO["tamper_actions"])
 
 
+def test_tool_paths_are_capabilities_and_the_checklist_asks_about_one():
+    tool_paths = SPEC["verdict"]["tool_paths"]
+    assert set(tool_paths) == {"write_task", "approval"} <= set(PROTO["capabilities"])
+    assert SPEC["verdict"]["checklist_tool_path"] in tool_paths
+    capabilities = RESPONSE_DEFS["hello_result"]["properties"]["capabilities"]
+    assert [branch["contains"]["const"] for branch in capabilities["anyOf"]] == list(tool_paths)
+
+
+def test_after_crash_gives_each_executor_an_outcome_and_a_reason():
+    after_crash = SPEC["approval"]["after_crash"]
+    assert set(after_crash) == set(SPEC["approval"]["executors"])
+    for executor, owed in after_crash.items():
+        assert set(owed) == {"outcome", "reason"} and owed["outcome"] in SPEC["approval"]["outcomes"], executor
+
+
 def test_approval_vocabulary_is_one_list():
     approval = SPEC["approval"]
     assert RESPONSE_DEFS["approval_state"]["enum"] == approval["states"]

@@ -92,7 +92,13 @@ def main() -> None:
     from waitress import serve
 
     call_command("createcachetable", verbosity=0)
-    serve(get_wsgi_application(), host="127.0.0.1", port=int(os.environ.get("PORT") or os.environ["RETRYPROOF_PORT"]), threads=8, _quiet=True)
+    serve(
+        get_wsgi_application(),
+        host="127.0.0.1",
+        port=int(os.environ.get("PORT") or os.environ["RETRYPROOF_PORT"]),
+        threads=8,
+        _quiet=True,
+    )
 
 
 if __name__ == "__main__":

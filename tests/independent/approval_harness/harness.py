@@ -815,7 +815,7 @@ def main(argv=None):
         return 2
     runtime = Runtime(os.path.abspath(state_dir), failpoints, options.mode)
     for line in sys.stdin.buffer:
-        if not line.strip():
+        if not line.strip(b" \t\r\n"):  # only JSON whitespace is ignored (PROTOCOL-R7)
             continue
         request_id = None
         try:

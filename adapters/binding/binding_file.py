@@ -15,16 +15,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from retryproof.adapters.binding.transports import Transport, wire
 from retryproof.spec import validator
 from retryproof.spec.digest import ARRAY_FIELDS, SCALAR_FIELDS
+from retryproof.spec.schema_messages import schema_message
 
 FORMAT = "retryproof-binding/1"
-#: The parts of one answer a path may start with, per transport.
-ANSWER_ROOTS = {
-    "http": ("status", "header", "body"),
-    "mcp": ("result", "text", "isError", "error"),
-    "command": ("body",),
-}
+#: The parts of a listing command's answer (its JSON output); a transport's answers
+#: have the parts its ``Transport.answer_roots`` names.
+COMMAND_ROOTS = ("body",)
 #: What an answer rule may say the call did.
 MEANINGS = ("created", "reused", "conflict", "in_flight", "invalid_key", "invalid_request")
 
@@ -52,7 +51,8 @@ class Binding:
     source: str
     name: str
     version: str
-    transport: str  # mcp | http
+    transport: str  # a key of transports.TRANSPORTS
+    wire: type[Transport]  # the transport's wire for this binding (with a url or without)
     command: tuple[str, ...]
     url: str | None
     tool: str | None
@@ -69,11 +69,6 @@ class Binding:
     recovery_s: float = 0.0
 
     @property
-    def over_http(self) -> bool:
-        """Whether the server listens on RETRYPROOF_PORT (http, mcp over streamable HTTP)."""
-        return self.url is not None
-
-    @property
     def protocol_parts(self) -> tuple[str, ...]:
         """The ``protocol:`` needs of the catalogue a binding meets: only a claimed
         write-task-v1 comparison (framing, digests and invocation data stay the harness's)."""
@@ -81,11 +76,7 @@ class Binding:
 
     @property
     def target(self) -> str:
-        return (
-            "mcp over streamable HTTP"
-            if self.transport == "mcp" and self.url
-            else ("mcp over stdio" if self.transport == "mcp" else "http")
-        )
+        return self.wire.label
 
     def start_command(self, port: int | None, state_dir: str) -> list[str]:
         return self.fill(self.command, port, state_dir)
@@ -109,32 +100,30 @@ def parse(document: Any, source: str) -> Binding:
     if not isinstance(document, dict):
         raise BindingError("(top level)", "a binding is a mapping", "start from the example in spec/README.md")
     _check_schema(document)
+    _check_placeholders(document, "")
     transport = document["transport"]
     start, call, answers, listing = document["start"], document["call"], document["answers"], document["listing"]
     url = start.get("url")
     command = _words(start["command"], "start.command")
     if "command" in listing:
         listing = {**listing, "command": _words(listing["command"], "listing.command")}
-    if transport == "http":
-        if url is None:
-            raise BindingError("start.url", "an http binding needs the url the service listens on")
-        for key in ("method", "path"):
-            if key not in call:
-                raise BindingError(f"call.{key}", "an http call needs a method and a path")
-        _only(call, "call", ("tool",), transport)
-        _only(call["key"], "call.key", ("argument", "meta"), transport)
-        _only(listing, "listing", ("tool", "resource"), transport)
-    else:
-        if "tool" not in call:
-            raise BindingError("call.tool", "an mcp call needs the tool name")
-        _only(call, "call", ("method", "path"), transport)
-        _only(call["key"], "call.key", ("header",), transport)
-        _only(listing, "listing", ("get",), transport)
-    _check_path(answers["task_id"], "answers.task_id", transport)
+    chosen = wire(transport, url)
+    if chosen is None:
+        needs = "needs the url the service listens on" if url is None else "speaks on stdin and stdout: it has no url"
+        raise BindingError("start.url", f"an {transport} binding {needs}")
+    call_keys, missing_call_key = chosen.call_needs
+    for key in call_keys:
+        if key not in call:
+            raise BindingError(f"call.{key}", missing_call_key)
+    sections = {"call": call, "call.key": call["key"], "listing": listing}
+    for where, foreign in chosen.foreign.items():
+        _only(sections[where], where, foreign, transport)
+    roots = {transport: chosen.answer_roots, "command": COMMAND_ROOTS}
+    _check_path(answers["task_id"], "answers.task_id", transport, roots)
     rules = []
     for index, rule in enumerate(answers["outcomes"]):
         for path in rule["when"]:
-            _check_path(path, f"answers.outcomes[{index}].when.{path}", transport)
+            _check_path(path, f"answers.outcomes[{index}].when.{path}", transport, roots)
         rules.append(Rule(dict(rule["when"]), rule["means"]))
     for needed in ("created", "reused"):
         if needed not in {rule.means for rule in rules}:
@@ -144,7 +133,7 @@ def parse(document: Any, source: str) -> Binding:
                 "the kit must tell a call that made the effect from one that answered an earlier effect (for example status 201 against 200 with Idempotent-Replayed: true)",
             )
     listing_kind = "command" if "command" in listing else transport
-    _check_path(listing["items"], "listing.items", listing_kind)
+    _check_path(listing["items"], "listing.items", listing_kind, roots)
     if "resource" in listing and listing["items"].split(".")[0] != "text":
         raise BindingError(
             "listing.items", "a resource listing is read as the JSON text of the resource: start with text"
@@ -156,6 +145,7 @@ def parse(document: Any, source: str) -> Binding:
         name=document["name"],
         version=version,
         transport=transport,
+        wire=chosen,
         command=command,
         url=url,
         tool=call.get("tool"),
@@ -200,7 +190,31 @@ def _check_schema(document: Mapping[str, Any]) -> None:
         missing = [name for name in error.validator_value if name not in error.instance]
         name = missing[0] if missing else "?"
         raise BindingError(f"{where}.{name}" if where else name, "is required", "see spec/schemas/binding.json")
-    raise BindingError(where or "(top level)", error.message[:300], "see spec/schemas/binding.json")
+    raise BindingError(
+        where or "(top level)", schema_message(error, "the binding format"), "see spec/schemas/binding.json"
+    )
+
+
+#: Where ``{python}``, ``{port}`` and ``{state_dir}`` are filled in; anywhere else one
+#: would reach the service as the literal text.
+FILLED = ("start.command", "start.url", "listing.command")
+PLACEHOLDERS = ("{python}", "{port}", "{state_dir}")
+
+
+def _check_placeholders(value: Any, where: str) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_placeholders(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_placeholders(item, f"{where}[{index}]")
+    elif isinstance(value, str) and not where.startswith(FILLED):
+        used = [placeholder for placeholder in PLACEHOLDERS if placeholder in value]
+        if used:
+            raise BindingError(
+                where,
+                f"{used[0]} is filled in only in {', '.join(FILLED)}; here it would be sent as the text {used[0]}",
+            )
 
 
 def _dotted(parts: Sequence[Any]) -> str:
@@ -216,9 +230,9 @@ def _only(section: Mapping[str, Any], where: str, foreign: Sequence[str], transp
             raise BindingError(f"{where}.{key}", f"does not apply to transport {transport}")
 
 
-def _check_path(path: str, where: str, kind: str) -> None:
+def _check_path(path: str, where: str, kind: str, answer_roots: Mapping[str, tuple[str, ...]]) -> None:
     root = path.split(".")[0]
-    roots = ANSWER_ROOTS[kind]
+    roots = answer_roots[kind]
     if root not in roots:
         raise BindingError(
             where,

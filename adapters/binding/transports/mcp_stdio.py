@@ -1,0 +1,129 @@
+"""MCP over stdio: JSON-RPC lines on the server's stdin and stdout, calls pipelined
+by id. Lines that answer nothing (notifications, logs) are ignored; a server's own
+request (a ping) is answered empty, so the server never waits on the kit."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, Any
+
+from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES, Gone, Server, json_bytes, parse_json
+from retryproof.adapters.binding.transports.mcp import Mcp, initialize_params, jsonrpc_request
+from retryproof.adapters.pipes import LineTooLong
+
+if TYPE_CHECKING:
+    from retryproof.adapters.binding.transports.base import BoundPath
+
+
+#: Answers under unknown ids named in a missed deadline's message.
+MAX_STRAYS_KEPT = 3
+
+
+class McpStdio(Mcp):
+    label = "mcp over stdio"
+    listens = False
+    # The SDK cancels the call and exits once its input closes.
+    ends_when_left = True
+
+    def __init__(self, binding: BoundPath, server: Server):
+        super().__init__(binding, server)
+        assert server.popen.stdin is not None and server.popen.stdout is not None  # both piped
+        self._stdin, self._stdout = server.popen.stdin, server.popen.stdout
+        self._ids = itertools.count(1)
+        self._pending: dict[int, Future] = {}
+        self._lock = threading.Lock()
+        # Writes have their own lock: a server that stops reading blocks a writer,
+        # never the reader thread that resolves answers.
+        self._write_lock = threading.Lock()
+        self._closed: str | None = None
+        # Answers under ids the kit never asked for: kept (the first few) so that a
+        # missed deadline says what came instead of only "no answer".
+        self._strays: list[Any] = []
+        self._stray_count = 0
+
+    def ready(self, deadline: float) -> None:
+        self.server.pipes.spawn(self._read, name="mcp-stdio-reader")
+        answer = self.request("initialize", initialize_params(), max(0.1, deadline - time.monotonic()))
+        if "result" not in answer:
+            raise Gone(f"initialize answered {str(answer)[:200]}")
+        self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def request(self, method: str, params: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+        future: Future = Future()
+        with self._lock:
+            if self._closed:
+                raise Gone(self._closed)
+            request_id = next(self._ids)
+            self._pending[request_id] = future
+        self._write(jsonrpc_request(request_id, method, params))
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            raise Gone(f"no answer within {timeout:g}s{self._stray_note()}") from None
+        finally:
+            with self._lock:
+                self._pending.pop(request_id, None)
+
+    def leave(self, arguments: dict[str, Any], key: str | None, timeout: float) -> str:
+        """Send the call and close the input at once: the caller went away mid-call."""
+        with self._lock:
+            request_id = next(self._ids)
+        self._write(jsonrpc_request(request_id, "tools/call", self.tool_call(arguments, key)))
+        self.stop()
+        return "the caller closed the server's input right after the request"
+
+    def stop(self) -> None:
+        self.server.pipes.close(self._stdin)
+
+    def _write(self, message: Mapping[str, Any]) -> None:
+        with self._write_lock:
+            written = self.server.pipes.write_all(self._stdin, json_bytes(message) + b"\n")
+        if not written:
+            raise Gone("the server closed its input")
+
+    def _read(self) -> None:
+        try:
+            for line in self.server.pipes.lines(self._stdout, MAX_ANSWER_BYTES):
+                self._answer(line)
+        except (LineTooLong, Gone):
+            pass
+        reason = self.server.ending()
+        with self._lock:
+            self._closed = reason
+            pending, self._pending = list(self._pending.values()), {}
+        for future in pending:
+            future.set_exception(Gone(reason))
+
+    def _answer(self, line: bytes) -> None:
+        """Resolve the call ``line`` answers; answer a request of the server's own (a
+        ping) at once. ``Gone`` when that answer cannot be sent."""
+        message = parse_json(line)
+        if not isinstance(message, dict):
+            return
+        if "method" in message and "id" in message:
+            self._write({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+            return
+        answered = message.get("id")
+        with self._lock:
+            future = self._pending.pop(answered, None) if isinstance(answered, int) else None
+        if future is not None:
+            future.set_result(message)
+        elif "result" in message or "error" in message:
+            with self._lock:
+                self._stray_count += 1
+                if len(self._strays) < MAX_STRAYS_KEPT:
+                    self._strays.append(answered)
+
+    def _stray_note(self) -> str:
+        with self._lock:
+            if not self._stray_count:
+                return ""
+            ids = ", ".join(json.dumps(item)[:40] for item in self._strays)
+            more = f" and {self._stray_count - len(self._strays)} more" if self._stray_count > len(self._strays) else ""
+        return f"; the server sent {self._stray_count} answer(s) under ids never asked for ({ids}{more})"

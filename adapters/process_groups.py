@@ -1,0 +1,203 @@
+"""Process groups, scratch directories and stderr tails: what every child the kit
+starts (a harness, a binding's server) lives in, and what an interrupted run ends.
+
+A child runs in a process group of its own, so SIGKILL of the group reaches whatever it
+started. Every live group and every scratch directory is kept in one module registry,
+so ``end_everything`` (the CLI's SIGINT/SIGTERM handler, and ``atexit``) can end them
+all whatever thread started them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
+
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.pipes import ChildPipes
+
+#: Where every child the kit starts finds its state directory.
+STATE_DIR_ENV = "RETRYPROOF_STATE_DIR"
+#: How long a stop waits for a pipe's end of file once a child's group is gone; a
+#: pipe still open after that is held by a process that escaped the group.
+PIPE_GRACE_S = 1.0
+
+
+# -- the registry of what must end when the kit is interrupted -----------------------
+
+_registry_lock = threading.RLock()  # reentrant: the signal handler runs on the main thread
+_live_groups: dict[int, subprocess.Popen] = {}
+_scratch_dirs: set[str] = set()
+_ending = False
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM reached the kit; ``signum`` says which (exit 128 + signum)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def end_everything() -> None:
+    """SIGKILL every live harness process group, remove every scratch directory, and
+    refuse every later start: what an interrupted run leaves behind is nothing."""
+    global _ending
+    with _registry_lock:
+        _ending = True
+        groups = list(_live_groups.values())
+        folders = list(_scratch_dirs)
+        _scratch_dirs.clear()
+    for popen in groups:
+        kill_group(popen)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+atexit.register(end_everything)  # a run that ends any other way leaves nothing either
+
+
+def interrupt(signum: int, frame: object) -> None:
+    """A signal handler for SIGINT and SIGTERM: end everything at once, then unwind the
+    main thread as ``Interrupted`` (a ``KeyboardInterrupt``, as pytest expects too)."""
+    end_everything()
+    raise Interrupted(signum)
+
+
+class Scratch:
+    """A scenario's scratch space: ``state`` (RETRYPROOF_STATE_DIR, empty) and ``work``
+    (the harness's working directory), removed together by ``remove``."""
+
+    def __init__(self, prefix: str):
+        self.root = tempfile.mkdtemp(prefix=prefix)
+        with _registry_lock:
+            _scratch_dirs.add(self.root)
+        self.state = os.path.join(self.root, "state")
+        self.work = os.path.join(self.root, "work")
+        os.mkdir(self.state)
+        os.mkdir(self.work)
+
+    def remove(self) -> None:
+        with _registry_lock:
+            _scratch_dirs.discard(self.root)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Scratch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()
+
+
+class StderrTail:
+    """A bounded tail of everything a child wrote to stderr (a server: its output too),
+    across restarts."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._data = bytearray()
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def append(self, chunk: bytes) -> None:
+        with self._lock:
+            self._data += chunk
+            excess = len(self._data) - self.limit
+            if excess > 0:
+                del self._data[:excess]
+                self._dropped += excess
+
+    def follow(self, pipes: ChildPipes, stream: IO[bytes]) -> None:
+        """Append what ``stream`` carries until its end: a pipe thread of ``pipes``."""
+        for chunk in pipes.chunks(stream):
+            self.append(chunk)
+
+    def text(self) -> str:
+        with self._lock:
+            head = f"[... {self._dropped} earlier bytes dropped]\n" if self._dropped else ""
+            return head + self._data.decode("utf-8", errors="replace")
+
+
+def start_group(command: Sequence[str], **options: Any) -> subprocess.Popen:
+    """Start ``command`` in a process group of its own (so killpg ends whatever it
+    starts), stdout and stderr piped, registered so that an interrupted run ends it
+    (``end_everything``). The registry lock spans start and registration: an interrupt
+    cannot fall between them."""
+    with _registry_lock:
+        if _ending:
+            raise HarnessStartError("not started: the kit is shutting down")
+        try:
+            popen = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **options
+            )
+        except OSError as exc:
+            raise HarnessStartError(f"cannot run {command[0]!r}: {exc.strerror or exc}") from None
+        _live_groups[popen.pid] = popen
+    return popen
+
+
+def forget_group(popen: subprocess.Popen) -> None:
+    """A reaped group leaves the registry."""
+    with _registry_lock:
+        _live_groups.pop(popen.pid, None)
+
+
+def kill_group(popen: subprocess.Popen) -> None:
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class OutputTooLong(Exception):
+    """A child printed more than the reader's limit to stdout."""
+
+
+def run_to_end(command: Sequence[str], env: Mapping[str, str], timeout: float, limit: int) -> tuple[int, bytes, str]:
+    """Run a short-lived command (a binding's listing query) to its end: ``(status,
+    stdout, stderr's tail)``. Bounded every way a foreign command can stretch it: it gets
+    ``timeout`` seconds (``subprocess.TimeoutExpired``), stdout at most ``limit`` bytes
+    (``OutputTooLong``: ``yes`` would fill memory), stderr its last ``limit`` bytes, and
+    a process it left running holding the pipes is not waited for. Whatever it
+    started, in its group, is SIGKILLed when it ends, however it ends (``sh -c "sleep
+    4242 & ..."`` left the sleep behind), and an interrupted run ends it too."""
+    popen = start_group(command, stdin=subprocess.DEVNULL, env=dict(env))
+    assert popen.stdout is not None and popen.stderr is not None
+    out, err = bytearray(), StderrTail(limit)
+    open_fds = {popen.stdout.fileno(): out.extend, popen.stderr.fileno(): err.append}
+    deadline = time.monotonic() + timeout
+    try:
+        while open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(list(command), timeout)
+            ready, _, _ = select.select(list(open_fds), [], [], min(left, 0.05))
+            for fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    open_fds[fd](chunk)
+                else:
+                    del open_fds[fd]
+            if len(out) > limit:
+                raise OutputTooLong(f"more than {limit} bytes on stdout")
+            if not ready and popen.poll() is not None:
+                break  # the command ended and its pipes are drained; a survivor may hold them open
+        status = popen.wait(max(0.0, deadline - time.monotonic()))
+        return status, bytes(out), err.text()
+    finally:
+        kill_group(popen)
+        try:
+            popen.wait(PIPE_GRACE_S)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+            pass
+        forget_group(popen)
+        popen.stdout.close()
+        popen.stderr.close()

@@ -1,0 +1,62 @@
+"""Binding files written to exhaust the kit: an alias bomb, a value that contains
+itself, a file of many megabytes. Each is a user error naming the file, exit 2, in
+bounded time and memory, before any server starts."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+
+import pytest
+from test_binding_errors import assert_binding_error
+
+#: The kit's address space in these tests: the alias bomb of issue 22 grew to 2.3 GB.
+MEMORY_LIMIT = 1024 * 1024 * 1024
+
+
+def alias_bomb(levels: int) -> str:
+    """``name`` built from ``levels`` nested aliases, each ten times the one below: a
+    few hundred bytes of YAML, 10**(levels+1) strings once expanded."""
+    lines = ["binding: retryproof-binding/1", "a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{level}: &a{level} [{', '.join([f'*a{level - 1}'] * 10)}]" for level in range(1, levels + 1)]
+    return "\n".join([*lines, f"name: *a{levels}", ""])
+
+
+def run_limited(*args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI with its memory capped, so a blow-up fails quickly instead of swapping."""
+    return subprocess.run(
+        [sys.executable, "-m", "retryproof.conformance.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT)),
+    )
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        (alias_bomb(8), "once its aliases are expanded"),
+        ("binding: retryproof-binding/1\nname: &n [x, *n]\n", "contains itself"),
+        ("binding: retryproof-binding/1\nname: " + "x" * (2 * 1024 * 1024) + "\n", "is larger than 1048576 bytes"),
+        ("binding: retryproof-binding/1\nname: " + "[" * 5000 + "]" * 5000 + "\n", "nests deeper than"),
+    ],
+    ids=["alias-bomb", "recursive-alias", "50-megabyte-name", "deep"],
+)
+def test_a_binding_file_built_to_exhaust_the_kit_is_refused(tmp_path, text, says):
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text, encoding="utf-8")
+    done = run_limited("run", "--binding", str(path), "--out", str(tmp_path / "out"))
+    assert_binding_error(done, path, says)
+
+
+def test_aliases_that_expand_modestly_are_still_read(tmp_path):
+    """Anchors and aliases are YAML; only an expansion larger than the text is refused."""
+    import yaml
+
+    from retryproof.conformance.errors import load_user_file
+
+    path = tmp_path / "anchors.yaml"
+    path.write_text("base: &base {a: 1, b: 2}\none: *base\ntwo: *base\n", encoding="utf-8")
+    assert load_user_file(str(path), "binding", yaml.safe_load, "YAML", "")["two"] == {"a": 1, "b": 2}

@@ -1,0 +1,103 @@
+"""A binding's listing command is a foreign process like a server: its output is
+bounded, its wait is bounded (and named when it runs out), and what it starts ends
+with it, its whole process group, after a normal run and after SIGINT alike."""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+from binding_helpers import HERE, run_binding, write_binding
+from test_binding_http import http_binding
+
+LIST_EFFECTS = f'exec {sys.executable} {HERE / "list_effects.py"} "$RETRYPROOF_STATE_DIR"'
+
+
+def listing_binding(tmp_path, command: list[str]):
+    document = http_binding("replays_any_body.py", "listing-under-test")
+    document["listing"].update({"command": command, "items": "body"})
+    del document["listing"]["get"]
+    return write_binding(tmp_path, document)
+
+
+def alive_with(marker: str) -> list[int]:
+    """Pids whose command line holds ``marker``."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    if marker.encode() in handle.read():
+                        pids.append(int(name))
+            except OSError:
+                pass
+    return pids
+
+
+def sleeper() -> str:
+    return f"{random.randint(10**6, 10**7)}.5"  # a sleep no other process runs
+
+
+def test_what_a_listing_command_starts_ends_with_it(tmp_path):
+    seconds = sleeper()
+    binding = listing_binding(tmp_path, ["sh", "-c", f"sleep {seconds} >/dev/null 2>&1 & {LIST_EFFECTS}"])
+    done, report = run_binding(tmp_path, binding, "WT-CREATE", "--call-timeout", "5")
+    assert report["scenarios"][0]["status"] in ("passed", "failed"), done.stdout
+    assert alive_with(seconds) == []
+
+
+def test_a_listing_command_that_prints_without_end_is_cut_off(tmp_path):
+    binding = listing_binding(tmp_path, ["yes"])
+    limit = 1024 * 1024 * 1024
+    done = subprocess.run(
+        [sys.executable, "-m", "retryproof.conformance.cli", "run", "--binding", str(binding), "--only", "WT-CREATE"]
+        + ["--out", str(tmp_path / "out"), "--format", "json", "--call-timeout", "10"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "the listing command printed more than 4194304 bytes" in done.stdout, done.stdout
+
+
+def test_a_hung_listing_command_is_named_not_no_answer(tmp_path):
+    binding = listing_binding(tmp_path, ["sleep", sleeper()])
+    done, report = run_binding(tmp_path, binding, "WT-CREATE", "--call-timeout", "2")
+    scenario = report["scenarios"][0]
+    assert scenario["status"] == "error"
+    assert "the listing command did not end within 1.6s" in scenario["reason"], scenario["reason"]
+
+
+def test_sigint_during_a_listing_command_ends_its_group_at_once(tmp_path):
+    seconds = sleeper()
+    binding = listing_binding(tmp_path, ["sh", "-c", f"sleep {seconds}; {LIST_EFFECTS}"])
+    kit = subprocess.Popen(
+        [sys.executable, "-m", "retryproof.conformance.cli", "run", "--binding", str(binding), "--only", "WT-CREATE"]
+        + ["--out", str(tmp_path / "out"), "--call-timeout", "60", "--start-timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not alive_with(seconds) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert alive_with(seconds), "the listing command never started"
+        began = time.monotonic()
+        kit.send_signal(signal.SIGINT)
+        _, stderr = kit.communicate(timeout=30)
+        took = time.monotonic() - began
+    finally:
+        kit.kill()
+    assert kit.returncode == 130, stderr
+    assert took < 5, took  # it used to take 8.3 s
+    deadline = time.monotonic() + 5
+    while alive_with(seconds) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive_with(seconds) == []
