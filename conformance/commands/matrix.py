@@ -17,8 +17,9 @@ the comparison still covers every target that has a report in ``--out``.
 A target names ``"binding"`` (a binding file) instead of ``"harness"`` when the
 service is certified as its users call it, and may add ``"options"``, further
 ``retryproof run`` arguments (a longer ``--start-timeout`` for a harness whose
-library takes seconds to import, say). Harness command lines and binding paths are relative to the repository root, where every run starts,
-so the committed reports carry no machine's paths. The matrix needs a checkout (the
+library takes seconds to import, say). Harness command lines and binding paths are
+relative to the repository root, where every run starts, so the committed reports
+carry no machine's paths. The matrix needs a checkout (the
 implementations' scripts are not part of an installed kit).
 """
 

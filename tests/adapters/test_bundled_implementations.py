@@ -108,6 +108,21 @@ def test_a_langgraph_scenario_runs_through_the_kit(tmp_path):
     assert [(s["id"], s["status"]) for s in report["scenarios"]] == [("WT-CREATE", "passed")]
 
 
+@pytest.mark.parametrize(
+    "target",
+    [{"report": "x"}, {"report": "x", "harness": "h", "binding": "b.yaml"}],
+    ids=["neither", "both"],
+)
+def test_a_target_names_one_way_in(tmp_path, target):
+    from retryproof.conformance.errors import KitError
+
+    folder = tmp_path / "adapters" / "implementations" / "fake"
+    folder.mkdir(parents=True)
+    (folder / "matrix.json").write_text(json.dumps({"targets": [target]}))
+    with pytest.raises(KitError, match="exactly one of 'harness' and 'binding'"):
+        discover(tmp_path)
+
+
 def test_a_targets_options_reach_its_run(tmp_path, monkeypatch):
     from argparse import Namespace
 
