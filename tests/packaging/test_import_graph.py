@@ -27,6 +27,9 @@ MAY_IMPORT = {
 }
 
 Graph = Mapping[str, frozenset[str]]
+#: The environments a bundled implementation's ./setup installs inside its folder
+#: (ignored by git): third-party code, not modules of ours.
+INSTALLED = {".venv", "node_modules"}
 
 
 def modules(root: Path, folders: tuple[str, ...]) -> dict[str, Path]:
@@ -35,6 +38,8 @@ def modules(root: Path, folders: tuple[str, ...]) -> dict[str, Path]:
     for folder in folders:
         for path in sorted((root / folder).rglob("*.py")):
             parts = path.relative_to(root).with_suffix("").parts
+            if INSTALLED.intersection(parts):
+                continue
             name = ".".join(("retryproof", *(parts[:-1] if parts[-1] == "__init__" else parts)))
             found[name] = path
     return found
