@@ -14,6 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Union
 
+from retryproof.spec.digest import TASK_FIELDS
 from retryproof.spec.protocol import Failure, Success
 
 #: Seconds a connection waits for one response, and for its start (handshake, readiness),
@@ -63,6 +64,13 @@ class Connection(ABC):
     #: Idempotency-Key draft's 409) instead of waiting for the holder: true only
     #: through a binding; A4 then retries those calls and judges the retries.
     settles_in_flight: bool = False
+    #: The write-task fields the runtime's task model has: a harness has all ten; a
+    #: bound tool has the fields its binding maps, and the kit's tasks hold only those.
+    task_model: tuple[str, ...] = TASK_FIELDS
+    #: Whether requests equal under write-task-v1's normalization (line endings,
+    #: Unicode composition, null for absent) are one request to the runtime: a
+    #: harness's are; a bound tool's only when the binding claims write-task-v1.
+    normalizes: bool = True
 
     @abstractmethod
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:

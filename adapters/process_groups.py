@@ -161,15 +161,18 @@ class OutputTooLong(Exception):
     """A child printed more than the reader's limit to stdout."""
 
 
-def run_to_end(command: Sequence[str], env: Mapping[str, str], timeout: float, limit: int) -> tuple[int, bytes, str]:
+def run_to_end(
+    command: Sequence[str], env: Mapping[str, str], timeout: float, limit: int, cwd: str | None = None
+) -> tuple[int, bytes, str]:
     """Run a short-lived command (a binding's listing query) to its end: ``(status,
     stdout, stderr's tail)``. Bounded every way a foreign command can stretch it: it gets
     ``timeout`` seconds (``subprocess.TimeoutExpired``), stdout at most ``limit`` bytes
     (``OutputTooLong``: ``yes`` would fill memory), stderr its last ``limit`` bytes, and
     a process it left running holding the pipes is not waited for. Whatever it
     started, in its group, is SIGKILLed when it ends, however it ends (``sh -c "sleep
-    4242 & ..."`` left the sleep behind), and an interrupted run ends it too."""
-    popen = start_group(command, stdin=subprocess.DEVNULL, env=dict(env))
+    4242 & ..."`` left the sleep behind), and an interrupted run ends it too. It runs
+    in ``cwd`` (a binding's folder) when given."""
+    popen = start_group(command, stdin=subprocess.DEVNULL, env=dict(env), cwd=cwd)
     assert popen.stdout is not None and popen.stderr is not None
     out, err = bytearray(), StderrTail(limit)
     open_fds = {popen.stdout.fileno(): out.extend, popen.stderr.fileno(): err.append}

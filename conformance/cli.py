@@ -51,6 +51,12 @@ def _validate_report_arguments(validate: argparse.ArgumentParser) -> None:
     validate.add_argument("file")
 
 
+def _list_arguments(listing: argparse.ArgumentParser) -> None:
+    listing.add_argument(
+        "--binding", metavar="FILE", help="say which scenarios apply to the tool this binding file describes, and why"
+    )
+
+
 def _digest_arguments(digest: argparse.ArgumentParser) -> None:
     digest.add_argument("file", nargs="?", default="-", help="a JSON file, or - for stdin (default)")
     digest.add_argument("--canonical", action="store_true", help="print the canonical JSON instead of the digest")
@@ -128,7 +134,7 @@ def _matrix_arguments(matrix: argparse.ArgumentParser) -> None:
 #: arguments (None: it takes none). Each is ``retryproof.conformance.commands.<name>.main(args)``.
 _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | None]] = {
     "run": ("certify a runtime against the contract and write reports", _run_arguments),
-    "list": ("print the scenario catalogue", None),
+    "list": ("print the scenario catalogue (with --binding: which scenarios apply to a tool)", _list_arguments),
     "validate-report": ("check a report.json against the report schema", _validate_report_arguments),
     "digest": ("print the write-task-v1 digest of a task object", _digest_arguments),
     "selftest": ("run the catalogue against the reference and every bundled faulty runtime", _selftest_arguments),

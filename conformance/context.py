@@ -24,6 +24,7 @@ from retryproof.conformance.records import Shard
 from retryproof.conformance.schedule import Turn
 from retryproof.conformance.set_check import check_sets, task_id
 from retryproof.conformance.validation import result_problem
+from retryproof.spec.digest import TASK_FIELDS
 from retryproof.spec.protocol import Hello
 
 
@@ -286,11 +287,14 @@ class Context:
         connection: Connection | None = None,
         timeout: float | None = None,
         args_json: str | None = None,
+        schema_checked: bool = True,
     ) -> Call:
         """One call, recorded and classified; a success is validated against the op's
-        result schema (a violation fails the scenario). ``args_json`` sends the args as
-        that exact JSON text (``args`` then only describes the call in evidence)."""
-        return self._call(op, args, connection or self.conn, timeout, args_json)
+        result schema (a violation fails the scenario), unless not ``schema_checked``:
+        a scenario that sends what must be refused judges a success itself, in words
+        about what the runtime did. ``args_json`` sends the args as that exact JSON text
+        (``args`` then only describes the call in evidence)."""
+        return self._call(op, args, connection or self.conn, timeout, args_json, schema_checked=schema_checked)
 
     def _call(
         self,
@@ -300,11 +304,12 @@ class Context:
         timeout: float | None = None,
         args_json: str | None = None,
         lane: int = 0,
+        schema_checked: bool = True,
     ) -> Call:
         args = dict(args or {})
         began = time.perf_counter()
         reply = connection.call(op, args, timeout, args_json=args_json)
-        return self._record(op, args, reply, began, time.perf_counter(), connection, lane)
+        return self._record(op, args, reply, began, time.perf_counter(), connection, lane, schema_checked)
 
     def concurrently(
         self, requests: Sequence[tuple[str, Mapping[str, Any]]], *, connection: Connection | None = None
@@ -450,6 +455,7 @@ class Context:
         ended: float,
         connection: Connection,
         lane: int = 0,
+        schema_checked: bool = True,
     ) -> Call:
         """Classify and record a call sent at ``began`` whose answer came (or was given
         up on) at ``ended`` (``time.perf_counter``)."""
@@ -462,7 +468,7 @@ class Context:
         )
         with self._calls_lock:
             self.history.append(call)
-        if call.result is not None:
+        if call.result is not None and schema_checked:
             problem = result_problem(op, call.result)
             if problem:
                 self._blame(call, ScenarioFailed(problem))
@@ -470,13 +476,16 @@ class Context:
 
     # -- authoritative state ------------------------------------------------------
 
-    def tasks(self, label: str | None = None, *, connection: Connection | None = None) -> TaskSet:
-        """The tasks in durable state (``list_tasks``); recorded under ``label``."""
+    def tasks(
+        self, label: str | None = None, *, connection: Connection | None = None, schema_checked: bool = True
+    ) -> TaskSet:
+        """The tasks in durable state (``list_tasks``); recorded under ``label``. Not
+        ``schema_checked``: tasks under keys the schema refuses are listed too."""
         fresh = not any(
             isinstance(event, Call) and (event.op in STATE_CHANGING_OPS or event.op == "list_tasks")
             for event in self.history
         )
-        call = self.call("list_tasks", connection=connection)
+        call = self.call("list_tasks", connection=connection, schema_checked=schema_checked)
         snapshot = TaskSet(tuple(self.expect_ok(call, "list_tasks").get("tasks", ())))
         if fresh:
             self.check(
@@ -602,8 +611,14 @@ class Context:
         suffix = "".join(self.rng.choice(string.ascii_lowercase + string.digits) for _ in range(10))
         return f"rp-{self.entry.id.lower()}-{suffix}"
 
+    @property
+    def task_model(self) -> tuple[str, ...]:
+        """The write-task fields the runtime's tasks have (``Connection.task_model``)."""
+        return self.conn.task_model
+
     def task(self, **fields: Any) -> dict[str, Any]:
-        """A plausible task with seeded contents; ``fields`` override."""
+        """A plausible task with seeded contents; ``fields`` override. It holds only
+        the runtime's task model: a bound tool with three fields gets those three."""
         word = lambda: "".join(self.rng.choice(string.ascii_lowercase) for _ in range(self.rng.randint(3, 9)))  # noqa: E731
         task: dict[str, Any] = {
             "sender": self.rng.choice(["PM", "ADMIN", "QA"]),
@@ -614,8 +629,18 @@ class Context:
             "thread_key": f"thread-{self.rng.randrange(10**6)}",
             "references": [f"REF-{self.rng.randrange(1000)}" for _ in range(self.rng.randint(0, 2))],
         }
+        model = self.task_model
+        if len(model) < len(TASK_FIELDS):
+            # A tool that takes these must see them; the full model keeps its seven
+            # drawn fields, so a harness run replays as before.
+            extra: dict[str, Any] = {
+                "parent": f"TASK-{self.rng.randrange(10**6)}",
+                "risk_level": self.rng.choice(["low", "high"]),
+                "depends_on": [f"TASK-{self.rng.randrange(10**6)}"],
+            }
+            task.update({name: value for name, value in extra.items() if name in model})
         task.update(fields)
-        return task
+        return {name: value for name, value in task.items() if name in model}
 
 
 def _shifted(event: HistoryEvent, shift: float) -> HistoryEvent:

@@ -26,6 +26,9 @@ from retryproof.spec.protocol import Failure
 
 #: Error codes that, per spec ``outcome_model.fail_codes``, prove nothing was written.
 FAIL_CODES = frozenset(load_spec()["outcome_model"]["fail_codes"])
+#: Pause between retries of a call that answered ``in_flight`` (wrote nothing; the
+#: scenarios and FUZZ-MODEL retry it within a bound and judge the retry).
+IN_FLIGHT_RETRY_PAUSE_S = 0.05
 
 CallKind = Literal["ok", "fail", "info"]
 FailureMark = Literal["about", "before"]

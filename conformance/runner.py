@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retryproof.adapters.connection import HarnessStartError
 from retryproof.adapters.process_groups import Scratch
@@ -48,6 +48,9 @@ from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
 from retryproof.spec import SPEC_VERSION, fingerprint
 from retryproof.spec.protocol import PROTOCOL, Hello
+
+if TYPE_CHECKING:
+    from retryproof.adapters.binding import Binding
 
 #: The harness stderr kept per failed scenario in reports.
 STDERR_EVIDENCE_CHARS = 8000
@@ -296,7 +299,7 @@ def run_one(
         return finish("error", refused)
     if bound is None:
         return finish("error", "not implemented in this version of the kit")
-    missing = _missing_needs(item, hello, options)
+    missing = missing_needs(item, hello, options.binding)
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
     scratch = Scratch(f"retryproof-{item.id.lower()}-")
@@ -331,14 +334,16 @@ def run_one(
         scratch.remove()
 
 
-def _missing_needs(item: Entry, hello: Hello, options: Options) -> list[str]:
+def missing_needs(item: Entry, hello: Hello, binding: Binding | None) -> list[str]:
+    """The needs of ``item`` the runtime does not meet (``capability``,
+    ``failpoint:NAME``, ``protocol:PART``, ...); empty when the scenario can run."""
     missing = [need for need in item.capabilities if need not in hello.capabilities]
     missing += [f"failpoint:{name}" for name in item.failpoints if name not in hello.failpoints]
     if "tamper" in hello.capabilities:  # else the tamper capability is missing already
         missing += [f"tamper:{action}" for action in item.tamper_actions if not hello.performs(action)]
     missing += [f"tool:{tool}" for tool in item.tools if shutil.which(tool) is None]
-    if options.binding is not None:  # a harness speaks every part of the protocol
-        offered = options.binding.protocol_parts
+    if binding is not None:  # a harness speaks every part of the protocol
+        offered = binding.protocol_parts
         missing += [f"protocol:{part}" for part in item.protocol_parts if part not in offered]
     return missing
 

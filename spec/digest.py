@@ -22,6 +22,7 @@ __all__ = [
     "INVOCATION_FIELDS",
     "SCALAR_FIELDS",
     "SUBMISSION_ID_PATTERN",
+    "TASK_FIELDS",
     "ContractError",
     "canonical_json",
     "canonical_task",
@@ -32,6 +33,8 @@ __all__ = [
 DIGEST_SCHEMA_VERSION = "write-task-v1"
 SCALAR_FIELDS = ("sender", "recipient", "subject", "body", "priority", "thread_key", "parent", "risk_level")
 ARRAY_FIELDS = ("references", "depends_on")
+#: Every field of the task object, in this order wherever the kit lists them.
+TASK_FIELDS = SCALAR_FIELDS + ARRAY_FIELDS
 # Names a caller is likely to put inside the task by mistake; they belong to the call.
 INVOCATION_FIELDS = ("trace_id", "retry_count", "call_time", "attempt", "connection_id", "client_submission_id")
 SUBMISSION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")

@@ -5,16 +5,20 @@ authoritative listing.
 An answer is a plain mapping of its parts (its wire's ``Transport.answer_roots``): ``status``,
 ``header`` (names lowercased), ``body`` for http; ``result``, ``text``, ``isError``,
 ``error`` for mcp. What no rule maps is ``info`` (an error code outside the spec's
-fail codes), never a pass.
+fail codes), never a pass. A binding whose answers do not say "replayed" has its
+created answers told apart by the listing (``Ledger``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+import threading
+import weakref
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from retryproof.adapters.binding.binding_file import Binding, Rule
+from retryproof.adapters.binding.binding_file import ALL_FIELDS, Binding, Rule
 from retryproof.adapters.binding.transports.base import parse_json
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
 from retryproof.spec.protocol import Failure
@@ -52,16 +56,53 @@ def _equal(got: Any, expected: Any) -> bool:
     return got == expected or (isinstance(got, str) and got == str(expected))
 
 
+def _holds(got: Any, expected: tuple[Any, ...] | re.Pattern[str]) -> bool:
+    """Whether one answer value meets one condition: a pattern is searched in a
+    string (anything else never matches it), a tuple lists the accepted scalars."""
+    if isinstance(expected, re.Pattern):
+        return isinstance(got, str) and expected.search(got) is not None
+    return any(_equal(got, option) for option in expected)
+
+
 def meaning(binding: Binding, answer: Mapping[str, Any]) -> Rule | None:
     """The first rule every path of which has one of its values, or None."""
     for rule in binding.rules:
-        if all(
-            found(got := resolve(answer, path))
-            and any(_equal(got, option) for option in (expected if isinstance(expected, list) else [expected]))
-            for path, expected in rule.when.items()
-        ):
+        if all(found(got := resolve(answer, path)) and _holds(got, expected) for path, expected in rule.when.items()):
             return rule
     return None
+
+
+class Ledger:
+    """Reuse judged by the authority, for a service whose answers never say
+    "replayed": an answer naming an effect the listing held before the call is
+    ``reused``; one naming a new effect is ``created``, once; any later answer naming
+    that effect is ``reused`` (of eight racing calls that all name one new effect,
+    one made it, whichever it was). One ledger per state directory, shared by every
+    connection on it (A4-MULTIPROCESS's servers), lives as long as they do."""
+
+    _by_state: weakref.WeakValueDictionary[str, Ledger] = weakref.WeakValueDictionary()
+    _registry_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._named: set[str] = set()
+
+    @classmethod
+    def of(cls, state_dir: str) -> Ledger:
+        with cls._registry_lock:
+            ledger = cls._by_state.get(state_dir)
+            if ledger is None:
+                ledger = cls._by_state[state_dir] = cls()
+            return ledger
+
+    def judge(self, task_id: str, listed_before: Collection[str]) -> str:
+        """``created`` or ``reused`` for an answer naming ``task_id``."""
+        with self._lock:
+            if task_id in listed_before or task_id in self._named:
+                self._named.add(task_id)
+                return "reused"
+            self._named.add(task_id)
+            return "created"
 
 
 def describe(answer: Mapping[str, Any], binding: Binding | None = None) -> str:
@@ -154,8 +195,7 @@ def stored_task(binding: Binding, item: Any) -> dict[str, Any] | None:
         holder = parse_json(holder.encode("utf-8"))
     if not isinstance(holder, Mapping):
         return None
-    names = binding.task_fields
-    return {field: holder[name] for field, name in names.items() if name in holder}
+    return {field: holder[name] for field, name in binding.task_fields.items() if name in holder}
 
 
 def listed_tasks(binding: Binding, answer: Mapping[str, Any]) -> list[dict[str, Any]] | Failure:
@@ -189,14 +229,19 @@ def listed_tasks(binding: Binding, answer: Mapping[str, Any]) -> list[dict[str, 
 
 
 def call_arguments(binding: Binding, task: Any) -> dict[str, Any] | str:
-    """The task as the call carries it (tool arguments or JSON body, before the key),
-    or why it cannot be sent."""
-    if binding.task_member:
-        return {binding.task_member: task}
-    if not isinstance(task, Mapping):
+    """The task as the call carries it (tool arguments or JSON body, with the
+    binding's constants, before the key), or why it cannot be sent. The kit's own
+    tasks hold only the tool's fields (``Binding.task_model``); a field outside them
+    with a value is a task this tool cannot be asked for."""
+    if binding.task_member and binding.task_fields == ALL_FIELDS:
+        carried: Any = task  # the task object as it is, invalid ones included (INVALID-INPUT)
+    elif not isinstance(task, Mapping):
         return "the task is not an object, and this binding sends the task's fields"
-    names = binding.task_fields
-    unsendable = sorted(str(field) for field, value in task.items() if field not in names and value is not None)
-    if unsendable:
-        return f"this binding names no argument for task field(s) {', '.join(unsendable)}"
-    return {names[field]: value for field, value in task.items() if field in names}
+    else:
+        names = binding.task_fields
+        unsendable = sorted(str(field) for field, value in task.items() if field not in names and value is not None)
+        if unsendable:
+            return f"the tool has no field for task field(s) {', '.join(unsendable)} (call.task.fields)"
+        carried = {names[field]: value for field, value in task.items() if field in names}
+    arguments = {binding.task_member: carried} if binding.task_member else carried
+    return {**binding.constants, **arguments}

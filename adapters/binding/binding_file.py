@@ -2,23 +2,29 @@
 
 Everything that can be wrong with a binding is found here, before any server starts:
 the schema (``spec/schemas/binding.json``: unknown keys, wrong types), the transport's
-own rules (an mcp call names a tool, an http call a method and path) and every answer
-path, whose first segment must be a part the transport's answers have. A problem is a
+own rules (an mcp call names a tool, an http call a method and path), every answer
+path, whose first segment must be a part the transport's answers have, and every text
+pattern, which must compile and sit on a path that can hold a string. A problem is a
 ``BindingError`` naming the key, which the kit reports as a user error.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from retryproof.adapters.binding.transports import Transport, wire
 from retryproof.spec import validator
-from retryproof.spec.digest import ARRAY_FIELDS, SCALAR_FIELDS
+from retryproof.spec.digest import TASK_FIELDS
 from retryproof.spec.schema_messages import schema_message
+
+#: A binding without ``call.task.fields``: all ten fields, under their own names.
+ALL_FIELDS = {name: name for name in TASK_FIELDS}
 
 FORMAT = "retryproof-binding/1"
 #: The parts of a listing command's answer (its JSON output); a transport's answers
@@ -26,6 +32,13 @@ FORMAT = "retryproof-binding/1"
 COMMAND_ROOTS = ("body",)
 #: What an answer rule may say the call did.
 MEANINGS = ("created", "reused", "conflict", "in_flight", "invalid_key", "invalid_request")
+#: Paths whose value is never a string, whatever the service does: a text pattern
+#: there could match nothing (http's status is a number, mcp's isError a boolean,
+#: a JSON-RPC error code an integer; header, result and error are objects).
+NEVER_TEXT = {
+    "http": ("status", "header"),
+    "mcp": ("isError", "error.code", "error", "result"),
+}
 
 
 class BindingError(Exception):
@@ -40,7 +53,10 @@ class BindingError(Exception):
 
 @dataclass(frozen=True)
 class Rule:
-    when: Mapping[str, Any]
+    """One outcome rule: each path's value is one of the listed scalars, or a string
+    the compiled pattern finds (``re.search``)."""
+
+    when: Mapping[str, tuple[Any, ...] | re.Pattern[str]]
     means: str
 
 
@@ -60,13 +76,42 @@ class Binding:
     path: str | None
     key: tuple[str, str]  # (argument | meta | header, name)
     task_member: str | None
-    task_fields: Mapping[str, str]  # task field -> the argument or body member it travels as
+    #: The tool's task model: each write-task field it has -> the name it travels
+    #: as. The kit sends, expects and compares only these fields.
+    task_fields: Mapping[str, str]
     task_id: str
     rules: tuple[Rule, ...]
     listing: Mapping[str, Any]
     offers: tuple[str, ...]
     claims: tuple[str, ...]
     recovery_s: float = 0.0
+    #: Arguments (or body members) every call carries unchanged, beside the task.
+    constants: Mapping[str, Any] = field(default_factory=dict)
+    #: Extra environment of the started server (``{port}`` etc. filled in).
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: Where relative paths in the commands are read from: the binding file's folder.
+    directory: str = "."
+
+    @property
+    def task_model(self) -> tuple[str, ...]:
+        """The write-task fields the tool has, in the spec's order."""
+        return tuple(name for name in TASK_FIELDS if name in self.task_fields)
+
+    @property
+    def capabilities(self) -> tuple[str, ...]:
+        """What the synthesized ``hello`` declares: write_task and what it offers."""
+        return ("write_task", *self.offers)
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether the service compares requests by the write-task-v1 digest (claimed)."""
+        return "write-task-v1" in self.claims
+
+    @property
+    def says_reused(self) -> bool:
+        """Whether an answer says "replayed" itself; otherwise the kit tells reuse
+        from creation by the authoritative listing (``answers.Ledger``)."""
+        return any(rule.means == "reused" for rule in self.rules)
 
     @property
     def protocol_parts(self) -> tuple[str, ...]:
@@ -80,6 +125,10 @@ class Binding:
 
     def start_command(self, port: int | None, state_dir: str) -> list[str]:
         return self.fill(self.command, port, state_dir)
+
+    def start_env(self, port: int | None, state_dir: str) -> dict[str, str]:
+        """``start.env`` with ``{python}``, ``{port}`` and ``{state_dir}`` filled in."""
+        return {name: self.fill([value], port, state_dir)[0] for name, value in self.env.items()}
 
     @staticmethod
     def fill(words: Sequence[str], port: int | None, state_dir: str) -> list[str]:
@@ -120,18 +169,16 @@ def parse(document: Any, source: str) -> Binding:
         _only(sections[where], where, foreign, transport)
     roots = {transport: chosen.answer_roots, "command": COMMAND_ROOTS}
     _check_path(answers["task_id"], "answers.task_id", transport, roots)
-    rules = []
-    for index, rule in enumerate(answers["outcomes"]):
-        for path in rule["when"]:
-            _check_path(path, f"answers.outcomes[{index}].when.{path}", transport, roots)
-        rules.append(Rule(dict(rule["when"]), rule["means"]))
-    for needed in ("created", "reused"):
-        if needed not in {rule.means for rule in rules}:
-            raise BindingError(
-                "answers.outcomes",
-                f"no rule means {needed}",
-                "the kit must tell a call that made the effect from one that answered an earlier effect (for example status 201 against 200 with Idempotent-Replayed: true)",
-            )
+    rules = tuple(
+        Rule(_conditions(rule["when"], f"answers.outcomes[{index}].when", transport, roots), rule["means"])
+        for index, rule in enumerate(answers["outcomes"])
+    )
+    if "created" not in {rule.means for rule in rules}:
+        raise BindingError(
+            "answers.outcomes",
+            "no rule means created",
+            "name the answer of a call that succeeded (for example status 201, or 200 and 201 both when the service does not say whether it replayed)",
+        )
     listing_kind = "command" if "command" in listing else transport
     _check_path(listing["items"], "listing.items", listing_kind, roots)
     if "resource" in listing and listing["items"].split(".")[0] != "text":
@@ -139,6 +186,9 @@ def parse(document: Any, source: str) -> Binding:
             "listing.items", "a resource listing is read as the JSON text of the resource: start with text"
         )
     task = call.get("task") or {}
+    task_fields = task.get("fields") or ALL_FIELDS
+    constants = dict(call.get("constants") or {})
+    _check_names(task_fields, constants, call["key"], task.get("member"))
     version = document.get("version", "unversioned")
     return Binding(
         source=source,
@@ -153,14 +203,65 @@ def parse(document: Any, source: str) -> Binding:
         path=call.get("path"),
         key=next(iter(call["key"].items())),
         task_member=task.get("member"),
-        task_fields=task.get("fields") or {field: field for field in (*SCALAR_FIELDS, *ARRAY_FIELDS)},
+        task_fields=task_fields,
         task_id=answers["task_id"],
-        rules=tuple(rules),
+        rules=rules,
         listing=dict(listing),
         offers=tuple(document.get("offers", ())),
         claims=tuple(document.get("claims", ())),
         recovery_s=float(document.get("recovery_s", 0)),
+        constants=constants,
+        env=dict(start.get("env") or {}),
+        directory=os.path.dirname(os.path.abspath(source)),
     )
+
+
+def _conditions(
+    when: Mapping[str, Any], where: str, transport: str, roots: Mapping[str, tuple[str, ...]]
+) -> dict[str, tuple[Any, ...] | re.Pattern[str]]:
+    """A rule's ``when``, each value as the tuple of scalars it accepts or a compiled
+    pattern; a pattern that does not compile, or sits on a path that never holds a
+    string, is refused here."""
+    conditions: dict[str, tuple[Any, ...] | re.Pattern[str]] = {}
+    for path, expected in when.items():
+        _check_path(path, f"{where}.{path}", transport, roots)
+        if not isinstance(expected, dict):
+            conditions[path] = tuple(expected) if isinstance(expected, list) else (expected,)
+            continue
+        if path in NEVER_TEXT.get(transport, ()):
+            raise BindingError(
+                f"{where}.{path}.pattern",
+                f"{path} is never a string in an answer of {transport}, so no pattern can match it",
+                "match text where the service puts it: http body or header.NAME; mcp text (the first text content), result.MEMBER or error.message",
+            )
+        try:
+            conditions[path] = re.compile(expected["pattern"])
+        except re.error as exc:
+            raise BindingError(
+                f"{where}.{path}.pattern",
+                f"is not a regular expression: {exc}",
+                "a pattern is a Python re expression, searched anywhere in the text (anchor it with ^ to match a prefix)",
+            ) from None
+    return conditions
+
+
+def _check_names(
+    fields: Mapping[str, str], constants: Mapping[str, Any], key: Mapping[str, str], member: str | None
+) -> None:
+    """Every name a call carries is used once: two task fields, a constant or the key
+    argument under one name would overwrite each other in the call."""
+    names = list(fields.values()) if member is None else [member]
+    doubled = sorted({name for name in names if names.count(name) > 1})
+    if doubled:
+        raise BindingError("call.task.fields", f"two fields travel as {doubled[0]!r}", "give each field its own name")
+    taken = set(names) | ({key["argument"]} if "argument" in key else set())
+    for name in constants:
+        if name in taken:
+            raise BindingError(
+                f"call.constants.{name}",
+                "is also the name of a task field or of the key argument",
+                "a constant is an argument the task does not carry",
+            )
 
 
 def _words(command: str | list[str], where: str) -> tuple[str, ...]:
@@ -197,7 +298,7 @@ def _check_schema(document: Mapping[str, Any]) -> None:
 
 #: Where ``{python}``, ``{port}`` and ``{state_dir}`` are filled in; anywhere else one
 #: would reach the service as the literal text.
-FILLED = ("start.command", "start.url", "listing.command")
+FILLED = ("start.command", "start.url", "start.env", "listing.command")
 PLACEHOLDERS = ("{python}", "{port}", "{state_dir}")
 
 

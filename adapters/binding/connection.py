@@ -72,6 +72,10 @@ class BindingConnection(Connection):
     ):
         self.binding = binding
         self.recovery_s = binding.recovery_s
+        self.task_model = binding.task_model
+        self.normalizes = binding.normalizes
+        # Without a reused rule, created answers are told apart by the listing.
+        self._ledger = None if binding.says_reused else answers.Ledger.of(state_dir)
         self.state_dir = state_dir
         self.call_timeout = call_timeout
         self.start_timeout = start_timeout
@@ -106,6 +110,7 @@ class BindingConnection(Connection):
         env.pop(PORT_ENV, None)
         if port is not None:
             env[PORT_ENV] = str(port)
+        env.update(binding.start_env(port, self.state_dir))
         command = binding.start_command(port, self.state_dir)
         # As the binding writes it: reports carry no interpreter path, port or state dir.
         shown = shlex.join(binding.command)
@@ -113,7 +118,9 @@ class BindingConnection(Connection):
         stdio = not binding.wire.listens
         # Registered like a harness's group, so an interrupted run (SIGINT, SIGTERM, exit)
         # SIGKILLs the server too (process_groups.end_everything).
-        popen = start_group(command, stdin=subprocess.PIPE if stdio else subprocess.DEVNULL, env=env)
+        popen = start_group(
+            command, stdin=subprocess.PIPE if stdio else subprocess.DEVNULL, env=env, cwd=binding.directory
+        )
         server = Server(popen, port, binding.base_url(port))
         self._servers.append(server)
         streams = [popen.stderr] if stdio else [popen.stderr, popen.stdout]
@@ -126,7 +133,7 @@ class BindingConnection(Connection):
             self.kill()
             raise HarnessStartError(f"the server was not ready: {exc.reason}", self.stderr_text()) from None
         implementation = {"name": binding.name, "version": binding.version, "language": binding.target}
-        self.hello = greeting(implementation, ["write_task", *binding.offers], [])
+        self.hello = greeting(implementation, list(binding.capabilities), [])
         return self.hello
 
     def kill(self) -> None:
@@ -245,12 +252,19 @@ class BindingConnection(Connection):
         arguments = answers.call_arguments(binding, task)
         if isinstance(arguments, str):
             return Lost(arguments)
+        listed_before: set[str] = set()
+        if self._ledger is not None and not drop:
+            before = self._listing(server)
+            if isinstance(before, Failure):
+                return Lost(f"the kit could not read the listing before the call: {before.message}")
+            listed_before = {item["task_id"] for item in before}
         assert server.wire is not None  # a started server got its wire
         if drop:
             return Lost(server.wire.leave(arguments, key, self.call_timeout))
         answer = server.wire.call(arguments, key, self.call_timeout)
         rule = answers.meaning(binding, answer)
-        self._exchanges.append(answers.exchange(binding, key, answer, rule))
+        exchanged = answers.exchange(binding, key, answer, rule)
+        self._exchanges.append(exchanged)
         if rule is None:
             return answers.unmapped(
                 f"no outcome rule of the binding matches the answer: {answers.describe(answer, binding)}"
@@ -267,7 +281,11 @@ class BindingConnection(Connection):
                 return answers.unmapped(
                     f"{rule.means}, but {binding.task_id} names no effect in the answer: {answers.describe(answer)}"
                 )
-            return Success(0, answers.id_path_result(rule.means, task_id, key, digest))
+            means = rule.means
+            if self._ledger is not None and means == "created":
+                # The evidence says which answers were classified by the listing, and how.
+                means = exchanged["judged_by_listing"] = self._ledger.judge(task_id, listed_before)
+            return Success(0, answers.id_path_result(means, task_id, key, digest))
         return self._conflict(server, key, task_id, digest, answer)
 
     def _conflict(self, server: Server, key: str | None, task_id: str | None, digest: str, answer: Any) -> Reply:
@@ -307,11 +325,11 @@ class BindingConnection(Connection):
 
     def _run_listing_command(self, command: tuple[str, ...], port: int | None) -> dict[str, Any] | Failure:
         words = self.binding.fill(command, port, self.state_dir)
-        env = {**os.environ, STATE_DIR_ENV: self.state_dir}
+        env = {**os.environ, STATE_DIR_ENV: self.state_dir, **self.binding.start_env(port, self.state_dir)}
         # Within the call's own timeout, so a hung command is named as such, not "no answer".
         timeout = self.call_timeout * LISTING_SHARE
         try:
-            status, stdout, stderr = run_to_end(words, env, timeout, MAX_ANSWER_BYTES)
+            status, stdout, stderr = run_to_end(words, env, timeout, MAX_ANSWER_BYTES, cwd=self.binding.directory)
         except subprocess.TimeoutExpired:
             raise Gone(f"the listing command did not end within {timeout:g}s") from None
         except OutputTooLong:

@@ -228,6 +228,15 @@ def _summary(columns: list[Column], missing: list[str], started: str, seed: int,
         "Each implementation's README (`adapters/implementations/<name>/README.md`) names the root cause "
         "of every failure in the library's source and an experiment that shows it without the kit.",
         "",
+        "An approval target (its verdict says `write_task not offered`) certifies a library's human-approval "
+        "flow against the approval scenarios alone (P0-P3, RECOVERY-STALE-REQUEST, RECOVERY-UNKNOWN-EFFECT): "
+        "its harness maps propose, approve, execute and recover onto the library's own calls. An audit "
+        "failpoint the library has no hook for is injected where a real fault comes from: the store or "
+        "audit sink the library writes refuses that row on command (a SQLite trigger armed at the process's "
+        "start), never a change to the library; a crash after the effect is the tool's own. Each README's "
+        "Faults table says which failpoints are real hooks, which are injected, and which passes therefore "
+        "say nothing about the library.",
+        "",
         "Not in the matrix, because they cannot run offline here: Temporal (`temporalio`'s "
         "`WorkflowEnvironment.start_local()` downloads its dev server at run time) and Inngest (the "
         "`inngest-cli` npm package fetches its binary in a postinstall script). None was faked.",

@@ -29,12 +29,20 @@ from typing import Any
 
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.conformance.options import CALL_TIMEOUT_S
-from retryproof.conformance.outcome import Call, Fault, FaultKind, HistoryEvent, classify, id_answer_problems
+from retryproof.conformance.outcome import (
+    IN_FLIGHT_RETRY_PAUSE_S,
+    Call,
+    Fault,
+    FaultKind,
+    HistoryEvent,
+    classify,
+    id_answer_problems,
+)
 from retryproof.conformance.set_check import check_sets
 from retryproof.conformance.validation import result_problem
-from retryproof.conformance.variants import VARIANT_KINDS, VariantKind, variant
+from retryproof.conformance.variants import VARIANT_KINDS, VariantKind, changed, variant
 from retryproof.spec import load_spec
-from retryproof.spec.digest import request_digest
+from retryproof.spec.digest import SCALAR_FIELDS, request_digest
 from retryproof.spec.protocol import Failure, Hello, Success
 
 SUBMISSION_IDS = ("fz-a", "fz-b", "fz-c", "fz-d")
@@ -157,11 +165,6 @@ def validate_steps(steps: Sequence[Any], hello: Hello | None = None) -> None:
             raise StepError(f"{where}: failpoint: this harness does not declare {step['failpoint']}")
 
 
-def conflicting(task: Mapping[str, Any]) -> dict[str, Any]:
-    """The same id's task with one real change: a different request."""
-    return {**task, "body": task["body"] + " (changed)"}
-
-
 @dataclass
 class _Sent:
     """A write_task on its way: what was sent, by which start of the harness, when,
@@ -274,6 +277,12 @@ class Driver:
     # -- what the harness offers ---------------------------------------------------
 
     @property
+    def equal_variants(self) -> tuple[VariantKind, ...]:
+        """The variants the runtime must answer as the same request: all of them when
+        it compares by the write-task-v1 digest; else the ones JSON itself makes equal."""
+        return EQUAL_VARIANTS if self.connection.normalizes else ("same", "key_order")
+
+    @property
     def crash_failpoints(self) -> list[str]:
         return sorted(name for name in self.hello.failpoints if name.startswith(CRASH_FAILPOINT_PREFIX))
 
@@ -320,10 +329,14 @@ class Driver:
         return self._digests[submission_id]
 
     def _task(self, index: int) -> dict[str, Any]:
-        # The namespace in the subject keeps a fuzzy matcher from reaching into
-        # another history; inside one history the shared subject stays shared.
-        task = dict(TASKS[index])
-        task["subject"] = f"{task['subject']} [{self.namespace}]"
+        # Only the runtime's fields (a bound tool's task model). The namespace in the
+        # first text field (the subject, for a harness) keeps a fuzzy matcher from
+        # reaching into another history; inside one history a shared value stays shared.
+        model = self.connection.task_model
+        task = {name: value for name, value in TASKS[index].items() if name in model}
+        mark = next((name for name in ("subject", *SCALAR_FIELDS) if name in model), None)
+        if mark is not None:
+            task[mark] = f"{task.get(mark, f'task {index}')} [{self.namespace}]"
         return task
 
     def _send(self, args: Mapping[str, Any]) -> _Sent:
@@ -371,14 +384,30 @@ class Driver:
 
     def _step_submit(self, id: str, task: int, variant_kind: VariantKind = "same", burst: int = 1) -> None:
         id = self._sid(id)
-        request = variant(self._task_for(id, task), variant_kind)
+        request = variant(self._task_for(id, task), variant_kind, self.connection.task_model)
         self.model.attempted.add(id)
         sent = [self._send(self._write_args(id, request)) for _ in range(burst)]
         replies = [self._record(call, lane if burst > 1 else 0) for lane, call in enumerate(sent, 1)]
+        replies = [
+            self._settled(call.args, reply, self.call_timeout) for call, reply in zip(sent, replies, strict=True)
+        ]
         what = f"submit {id} ({variant_kind})" + (f" x{burst}" if burst > 1 else "")
         self.log.append(f"{what}: " + ", ".join(_describe(r) for r in replies))
         for reply in replies:
             self._judge_same_request(id, reply, what)
+
+    def _settled(self, args: Mapping[str, Any], reply: Reply, within: float) -> Reply:
+        """Where the runtime may answer ``in_flight`` (the IETF draft's 409, over a
+        binding), that answer wrote nothing: retry the call, as the A4 scenarios do,
+        until it answers otherwise or ``within`` seconds pass; only an ``in_flight``
+        that never settles is judged (a rejection of the same request)."""
+        if not self.connection.settles_in_flight:
+            return reply
+        deadline = time.monotonic() + within
+        while isinstance(reply, Failure) and reply.code == "in_flight" and time.monotonic() < deadline:
+            time.sleep(IN_FLIGHT_RETRY_PAUSE_S)
+            reply = self._write(args)
+        return reply
 
     def _judge_same_request(self, submission_id: str, reply: Reply, what: str) -> None:
         call = classify("write_task", {}, self._valid("write_task", reply, what), 0.0, 0)
@@ -413,7 +442,7 @@ class Driver:
             self.log.append(f"conflicting request for {id}: not sent, no ok result bound the id yet")
             return
         before = self._tasks()
-        reply = self._write(self._write_args(id, conflicting(self._task_for(id, 0))))
+        reply = self._write(self._write_args(id, changed(self._task_for(id, 0))))
         self.log.append(f"conflicting request for {id}: {_describe(reply)}")
         self._valid("write_task", reply, f"conflicting request for {id}")
         after = self._tasks()
@@ -471,8 +500,11 @@ class Driver:
         first = self._record(sent)
         # Restart before judging, so no history is ever left on an armed harness.
         self._restart()
-        self._judge_same_request(submission_id, first, what)
-        retry = self._write(self._write_args(submission_id, request))
+        if not (self.connection.settles_in_flight and isinstance(first, Failure) and first.code == "in_flight"):
+            self._judge_same_request(submission_id, first, what)  # an in_flight one is settled by the retry
+        retry_args = self._write_args(submission_id, request)
+        # A key interrupted by the kill may stay in flight for the runtime's recovery time.
+        retry = self._settled(retry_args, self._write(retry_args), self.connection.recovery_s + self.call_timeout)
         self.log.append(f"{what} for {submission_id}: {_describe(first)}; after restart, retry: {_describe(retry)}")
         if isinstance(retry, Lost):
             raise HarnessSilent(f"{what}: the retry after restart got no answer ({retry.reason})")
@@ -548,6 +580,12 @@ def run_steps(
     cannot take raise ``StepError`` before any runs."""
     driver = Driver(connection, namespace, call_timeout)
     validate_steps(steps, driver.hello)
+    for index, step in enumerate(steps):
+        if step["step"] == "submit" and step.get("variant_kind", "same") not in driver.equal_variants:
+            raise StepError(
+                f"step {index} (submit): variant_kind: {step['variant_kind']} is another request to this runtime, "
+                "which does not compare by write-task-v1; expected one of " + ", ".join(driver.equal_variants)
+            )
     try:
         for step in steps:
             driver.apply(step)

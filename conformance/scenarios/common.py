@@ -11,11 +11,8 @@ from typing import Any
 
 from retryproof.adapters.connection import Connection
 from retryproof.conformance.context import Context, TaskSet, Unjudgeable
-from retryproof.conformance.outcome import Call, id_answer_problems
+from retryproof.conformance.outcome import IN_FLIGHT_RETRY_PAUSE_S, Call, id_answer_problems
 from retryproof.spec.digest import request_digest
-
-#: Pause between retries of a call that answered in flight.
-RETRY_PAUSE_S = 0.05
 
 
 def expect_created(ctx: Context, call: Call, submission_id: str, task: Any, what: str) -> Mapping[str, Any]:
@@ -142,7 +139,7 @@ def settle_in_flight(ctx: Context, calls: list[Call], what: str) -> list[Call]:
     settled, retries = [], 0
     for call in calls:
         while call.code == "in_flight" and time.monotonic() < deadline:
-            time.sleep(RETRY_PAUSE_S)
+            time.sleep(IN_FLIGHT_RETRY_PAUSE_S)
             retries += 1
             call = ctx.call(call.op, call.args)
         settled.append(call)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from retryproof.conformance.scenarios import Context, scenario
 from retryproof.conformance.scenarios.common import expect_created, stalled_reservation
+from retryproof.conformance.variants import changed
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, request_digest
 
 AFTER_RESERVE = "write_task.after_reserve"
@@ -28,7 +29,7 @@ def _unchanged(ctx: Context, result, stored) -> None:
 @scenario("CONFLICT-DIGEST")
 def conflict_digest(ctx: Context) -> None:
     before, submission_id, task, result, stored = _created_task(ctx)
-    other = ctx.task(subject=f"{task['subject']} (another intent)")
+    other = changed(task)
     conflict = ctx.expect_conflict(ctx.write_task(submission_id, other), "digest_mismatch", "same id, different task")
     ctx.check(conflict.get("action_taken") is False, "a conflict must say action_taken false")
     ctx.check(

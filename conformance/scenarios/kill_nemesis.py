@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from retryproof.conformance.context import Context, Unjudgeable
+from retryproof.conformance.outcome import IN_FLIGHT_RETRY_PAUSE_S
 from retryproof.conformance.scenarios import scenario
-from retryproof.conformance.scenarios.common import RETRY_PAUSE_S, expect_faithful, expect_identity, tally
+from retryproof.conformance.scenarios.common import expect_faithful, expect_identity, tally
 
 KEYS = 8
 ROUNDS = 5
@@ -89,4 +90,4 @@ def _converge(ctx: Context, submission_id: str, task: dict[str, Any], bound: flo
             f"{submission_id} did not answer with its effect within {bound:g}s after the restart "
             f"({attempts} attempts; last: {call.code or 'no answer'} {call.message or ''})".rstrip(),
         )
-        time.sleep(RETRY_PAUSE_S)
+        time.sleep(IN_FLIGHT_RETRY_PAUSE_S)

@@ -34,6 +34,10 @@ def test_every_implementation_has_its_parts_and_targets_inside_its_folder():
         "langgraph",
         "restate",
         "pydantic_ai_dbos",
+        "prefect",
+        "agent_runloop",
+        "langgraph_interrupt",
+        "holdpoint",
     }
     for implementation in implementations:
         for part in ("setup", "harness.py", "README.md"):

@@ -57,3 +57,52 @@ def test_a_stored_task_in_json_text_is_read_back_under_the_task_names():
     item = {"task_id": "T-1", "client_submission_id": "k-1", "task": '{"title": "Fix", "extra": 1}'}
     listed = answers.listed_tasks(binding, {"result": {"tasks": [item]}})
     assert listed[0]["task"] == {"subject": "Fix"} and listed[0]["client_submission_id"] == "k-1"
+
+
+def mcp_binding(outcomes, **call):
+    document = shipped("reference-mcp")
+    document["answers"]["outcomes"] = outcomes
+    document["call"].update(call)
+    return parse(document, "patterns")
+
+
+def test_a_pattern_tells_plain_text_errors_apart_and_never_matches_a_non_string():
+    binding = mcp_binding(
+        [
+            {"when": {"isError": False}, "means": "created"},
+            {"when": {"isError": True, "text": {"pattern": "different task$"}}, "means": "conflict"},
+            {
+                "when": {"isError": True, "text": {"pattern": "^Error executing tool \\w+: still pending"}},
+                "means": "in_flight",
+            },
+        ]
+    )
+    sdk = "Error executing tool create_task: "
+    conflict = {"isError": True, "text": sdk + "key used for a different task", "result": None}
+    pending = {"isError": True, "text": sdk + "still pending, retry", "result": None}
+    assert answers.meaning(binding, conflict).means == "conflict"
+    assert answers.meaning(binding, pending).means == "in_flight"
+    # searched, not matched whole: the prefix rule does not reach "still pending" mid-text
+    assert answers.meaning(binding, {"isError": True, "text": "oops: still pending"}) is None
+    assert answers.meaning(binding, {"isError": True, "text": {"code": 7}}) is None
+
+
+def test_the_tool_shape_travels_as_mapped_with_its_constants():
+    binding = mcp_binding(
+        [{"when": {"isError": False}, "means": "created"}],
+        task={"member": "ticket", "fields": {"subject": "title", "body": "text"}},
+        constants={"project": "demo"},
+    )
+    assert binding.task_model == ("subject", "body") and not binding.says_reused
+    sent = answers.call_arguments(binding, {"subject": "s", "body": "b"})
+    assert sent == {"project": "demo", "ticket": {"title": "s", "text": "b"}}
+    assert "recipient" in answers.call_arguments(binding, {"subject": "s", "recipient": "DEV"})
+
+
+def test_without_a_reused_rule_the_listing_tells_reuse_from_creation():
+    ledger = answers.Ledger()
+    # eight racing calls all name one new effect: one made it, the others reused it
+    assert [ledger.judge("T-1", set()) for _ in range(3)] == ["created", "reused", "reused"]
+    assert ledger.judge("T-2", {"T-1", "T-2"}) == "reused"  # listed before the call
+    assert ledger.judge("T-3", {"T-1", "T-2"}) == "created"
+    assert answers.Ledger.of("/state/a") is answers.Ledger.of("/state/a")

@@ -28,3 +28,23 @@ def test_each_documented_binding_parses_and_fits_in_30_lines(section):
     assert len(text.strip().splitlines()) <= 30
     binding = parse(yaml.safe_load(text), section)
     assert binding.transport == ("mcp" if "MCP" in section else "http")
+
+
+def test_every_key_of_the_binding_schema_has_a_description():
+    from retryproof.spec import schema
+
+    missing = []
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            for name, sub in (node.get("properties") or {}).items():
+                if "description" not in sub:
+                    missing.append(f"{where}.{name}")
+            for key, value in node.items():
+                walk(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                walk(value, f"{where}[{index}]")
+
+    walk(schema("binding"), "binding")
+    assert not missing

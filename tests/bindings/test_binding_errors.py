@@ -45,9 +45,19 @@ def test_bad_yaml_names_the_file(tmp_path):
         (lambda doc: doc["listing"].update(items="tasks"), "listing.items"),
         (lambda doc: doc["call"].update(key={"argument": "idempotency_key"}), "call.key.argument"),
         (
-            lambda doc: doc["answers"].update(outcomes=[{"when": {"status": 201}, "means": "created"}]),
+            lambda doc: doc["answers"].update(outcomes=[{"when": {"status": 200}, "means": "reused"}]),
             "answers.outcomes",
         ),
+        (
+            lambda doc: doc["answers"]["outcomes"][0]["when"].update({"body.error": {"pattern": "(unclosed"}}),
+            "answers.outcomes[0].when.body.error.pattern",
+        ),
+        (
+            lambda doc: doc["answers"]["outcomes"][0]["when"].update({"status": {"pattern": "^2"}}),
+            "answers.outcomes[0].when.status.pattern",
+        ),
+        (lambda doc: doc["call"].update(constants={"subject": "x"}), "call.constants.subject"),
+        (lambda doc: doc["call"].update(task={"fields": {}}), "call.task.fields"),
         (lambda doc: doc["answers"]["outcomes"][0].update(means="maybe"), "answers.outcomes[0].means"),
         (lambda doc: doc.pop("listing"), "listing"),
     ],
@@ -58,7 +68,11 @@ def test_bad_yaml_names_the_file(tmp_path):
         "mcp part in http",
         "listing path",
         "mcp key in http",
-        "no reused rule",
+        "no created rule",
+        "pattern that does not compile",
+        "pattern on a number",
+        "constant named like a field",
+        "a task model without fields",
         "unknown meaning",
         "missing listing",
     ],
@@ -100,3 +114,11 @@ def test_a_server_that_never_listens_is_a_start_error_with_its_stderr(tmp_path):
     done = run_cli("run", "--binding", str(path), "--out", str(tmp_path / "out"))
     assert done.returncode == 2, done.stderr
     assert "exited with status 0 before accepting" in done.stderr and "no port for me" in done.stderr
+
+
+def test_start_env_is_filled_and_commands_run_beside_the_binding_file(tmp_path):
+    document = shipped("reference-http")
+    document["start"]["env"] = {"ORDERS_DB": "{state_dir}/orders.db", "PORT_TOO": "{port}"}
+    binding = parse(document, str(tmp_path / "service.yaml"))
+    assert binding.start_env(8080, "/state") == {"ORDERS_DB": "/state/orders.db", "PORT_TOO": "8080"}
+    assert binding.directory == str(tmp_path)

@@ -102,6 +102,12 @@ def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflic
     }
     conflict = next(s for s in report["scenarios"] if s["id"] == "CONFLICT-DIGEST")
     assert "expected disposition conflict, got disposition reused" in conflict["reason"]
+    # What the service did, every accepted key of it, not the kit's result schema.
+    invalid = next(s for s in report["scenarios"] if s["id"] == "INVALID-KEY")
+    accepted = invalid["evidence"]["accepted_keys"]
+    assert len(accepted) > 1 and 'key "" answered created' in invalid["reason"], invalid["reason"]
+    assert all(line in invalid["reason"] for line in accepted) and "the listing holds" in invalid["reason"]
+    assert "schema" not in invalid["reason"]
 
 
 def http_binding(script: str, name: str, **extra) -> dict:

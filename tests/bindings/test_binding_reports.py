@@ -68,7 +68,10 @@ def test_a_placeholder_where_nothing_fills_it_is_a_binding_error(tmp_path):
     binding = write_binding(tmp_path, document)
     done = run_cli("run", "--binding", str(binding), "--out", str(tmp_path / "o"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "listing.get: {state_dir} is filled in only in start.command, start.url, listing.command" in done.stderr
+    assert (
+        "listing.get: {state_dir} is filled in only in start.command, start.url, start.env, listing.command"
+        in done.stderr
+    )
 
 
 def test_binding_errors_show_values_as_json_not_python(tmp_path):

@@ -13,9 +13,9 @@ from concurrent.futures import Future
 import pytest
 from kit import by_id, certify
 
-from retryproof.adapters.connection import Lost
+from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance.cli import main as cli
-from retryproof.conformance.fuzz.model import Driver, HarnessSilent, ModelViolation
+from retryproof.conformance.fuzz.model import Driver, HarnessSilent, ModelViolation, StepError, run_steps
 from retryproof.conformance.fuzz.profiles import CI, DEV, ENV_VAR, fuzz_settings
 from retryproof.spec.protocol import Failure, Success
 
@@ -71,6 +71,10 @@ class _Stub:
     alive = True
     hello = {"capabilities": ["write_task"], "failpoints": []}
     missed_deadline = None
+    # What a harness connection says of itself (adapters.connection.Connection's defaults).
+    task_model = Connection.task_model
+    normalizes = Connection.normalizes
+    settles_in_flight = Connection.settles_in_flight
 
     def __init__(self, **replies):
         self.replies = replies
@@ -127,6 +131,38 @@ def test_fuzz_model_stops_at_the_first_missed_deadline():
     with pytest.raises(HarnessSilent, match="write_task: no response within 10s"):
         driver.apply(step)
     assert silent.ops == ["list_tasks", "write_task"]  # nothing after the silence
+
+
+def test_fuzz_model_settles_in_flight_by_retrying_and_judges_only_one_that_never_settles():
+    """Over a binding an in_flight answer (the IETF draft's 409) wrote nothing: the
+    driver retries it, as A4 does, and judges the retry; one that is still in flight
+    when the bound (the call timeout) has passed is a rejection of the same request."""
+    step = {"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "same", "burst": 1}
+    busy = Failure(1, "in_flight", "a request with this key is in flight")
+    replies = iter([busy, busy])
+    settling = _Stub(write_task=lambda: next(replies, Failure(1, "io_error", "EIO")), list_tasks=_no_tasks)
+    settling.settles_in_flight = True
+    Driver(settling, "h", call_timeout=5).apply(step)
+    assert settling.ops.count("write_task") == 3  # two retries, the second judged (info: no violation)
+    stuck = _Stub(write_task=busy, list_tasks=_no_tasks)
+    stuck.settles_in_flight = True
+    with pytest.raises(ModelViolation, match="the same request was rejected: error in_flight"):
+        Driver(stuck, "h", call_timeout=0.3).apply(step)
+    assert stuck.ops.count("write_task") > 2
+    # A harness has no in_flight to settle (it must wait for the holder): judged at once.
+    harness = _Stub(write_task=busy, list_tasks=_no_tasks)
+    with pytest.raises(ModelViolation, match="rejected"):
+        Driver(harness, "h", call_timeout=5).apply(step)
+    assert harness.ops.count("write_task") == 1
+
+
+def test_a_replay_sends_no_normalization_variant_to_a_runtime_that_does_not_compare_by_write_task_v1():
+    steps = [{"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "nfd", "burst": 1}]
+    own_bytes = _Stub(list_tasks=_no_tasks)
+    own_bytes.normalizes = False
+    with pytest.raises(StepError, match="step 0 \\(submit\\): variant_kind: nfd is another request"):
+        run_steps(own_bytes, steps)
+    assert own_bytes.ops == ["list_tasks"]  # refused before any step ran
 
 
 def test_every_success_is_checked_against_its_schema():

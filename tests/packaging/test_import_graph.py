@@ -27,18 +27,16 @@ MAY_IMPORT = {
 }
 
 Graph = Mapping[str, frozenset[str]]
-#: The environments a bundled implementation's ./setup installs inside its folder
-#: (ignored by git): third-party code, not modules of ours.
-INSTALLED = {".venv", "node_modules"}
 
 
 def modules(root: Path, folders: tuple[str, ...]) -> dict[str, Path]:
-    """``retryproof.<folder>.<module>`` -> its file, for every module of ``folders``."""
+    """``retryproof.<folder>.<module>`` -> its file, for every module of ``folders``; a
+    hidden folder is none of ours (the matrix's ``.venv``s under adapters/implementations)."""
     found = {}
     for folder in folders:
         for path in sorted((root / folder).rglob("*.py")):
             parts = path.relative_to(root).with_suffix("").parts
-            if INSTALLED.intersection(parts):
+            if any(part.startswith(".") for part in parts):
                 continue
             name = ".".join(("retryproof", *(parts[:-1] if parts[-1] == "__init__" else parts)))
             found[name] = path

@@ -1,0 +1,61 @@
+"""What the tool-shape test services share: effects kept durably under their caller's
+key, one JSON file each (written to a temporary file, fsynced, renamed, the folder
+fsynced), so a SIGKILL leaves an effect whole or absent. Each service decides itself
+what it answers; this only stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from typing import Any
+
+STATE = os.environ["RETRYPROOF_STATE_DIR"]
+LOCK = threading.Lock()
+
+
+def effects() -> list[dict[str, Any]]:
+    found = []
+    for name in sorted(os.listdir(STATE)):
+        if name.startswith("effect-") and name.endswith(".json"):
+            with open(os.path.join(STATE, name), encoding="utf-8") as handle:
+                found.append(json.load(handle))
+    return found
+
+
+def find(key: str | None) -> dict[str, Any] | None:
+    return None if key is None else next((effect for effect in effects() if effect["key"] == key), None)
+
+
+def add(key: str | None, fields: dict[str, Any]) -> dict[str, Any]:
+    """A new effect under ``key`` (the caller holds ``LOCK``)."""
+    effect = {"id": f"T-{len(effects()) + 1}", "key": key, "fields": fields}
+    path = os.path.join(STATE, f"effect-{len(effects()) + 1:06d}.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(effect, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(path + ".tmp", path)
+    folder = os.open(STATE, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+    return effect
+
+
+def keyed_post(handler: Any) -> tuple[Any, str | None] | None:
+    """A POST's JSON body and its ``Idempotency-Key``; None once a malformed key was
+    answered 400 (``handler`` is a ``json_service.JsonHandler``)."""
+    body = json.loads(handler.rfile.read(int(handler.headers.get("Content-Length") or 0)))
+    key = handler.headers.get("Idempotency-Key")
+    if not valid_key(key):
+        handler.answer(400, {"error": "bad idempotency key"})
+        return None
+    return body, key
+
+
+def valid_key(key: str | None) -> bool:
+    """The key syntax of the retryproof contract (no key at all is the legacy path)."""
+    return key is None or re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}", key) is not None

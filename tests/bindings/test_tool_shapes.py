@@ -1,0 +1,106 @@
+"""Tools bound as they are (issue 21's proof): a three-field service with a constant
+argument, a service that never says "replayed", a service answering 409 while in
+flight, and an MCP server (official SDK) whose refusals are plain text. Each is a
+real server process bound by a file of at most 30 lines beside it, with no change to
+its code; the conformant ones are CONFORMANT with no ``error``, and each defect is
+failed by the scenario aimed at it."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from binding_helpers import HERE, run_binding, run_cli, statuses, write_binding
+
+BINDINGS = ("three-fields", "never-says-replayed", "in-flight-409", "mcp-plain-text-errors")
+
+
+def bound(name: str) -> dict:
+    return yaml.safe_load((HERE / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", BINDINGS)
+def test_each_binding_fits_in_30_lines(name):
+    assert len((HERE / f"{name}.yaml").read_text(encoding="utf-8").strip().splitlines()) <= 30
+
+
+@pytest.mark.parametrize("name", BINDINGS[:3])
+def test_a_tool_bound_as_it_is_gets_a_conformant_black_box_verdict(tmp_path, name):
+    done, report = run_binding(tmp_path, HERE / f"{name}.yaml", None)
+    got = statuses(report)
+    assert "error" not in got.values() and "failed" not in got.values(), done.stdout
+    assert report["verdict"]["conformant"] is True and done.returncode == 0, done.stdout
+    scenarios = {scenario["id"]: scenario for scenario in report["scenarios"]}
+    # FUZZ-MODEL explored its whole budget (the dev profile's ten examples), never stopping at step 1.
+    assert scenarios["FUZZ-MODEL"]["evidence"]["fuzz"]["examples"] >= 10
+    a4 = scenarios["A4-CONCURRENT"]["evidence"]
+    if name == "never-says-replayed":
+        judged = {item["judged_by_listing"] for item in a4["exchanges"]}
+        assert judged == {"created", "reused"}, a4["exchanges"][:3]
+    else:
+        assert not any("judged_by_listing" in item for item in a4["exchanges"])
+    if name == "in-flight-409":
+        assert sum(a4["in_flight_retries"].values()) > 0, a4
+
+
+def test_the_three_field_service_is_sent_its_own_fields_and_its_constant(tmp_path):
+    done, report = run_binding(tmp_path, HERE / "three-fields.yaml", "WT-CREATE")
+    assert statuses(report) == {"WT-CREATE": "passed"}, done.stdout
+    stored = next(s for s in report["scenarios"] if s["id"] == "WT-CREATE")["calls"]
+    assert all("error" not in call for call in stored)
+
+
+@pytest.mark.parametrize(
+    ("name", "defect", "scenario", "reason"),
+    [
+        (
+            "three-fields",
+            "replays-any-body",
+            "CONFLICT-DIGEST",
+            "expected disposition conflict, got disposition reused",
+        ),
+        (
+            "never-says-replayed",
+            "forgets-on-restart",
+            "RESTART-REUSE",
+            "expected disposition reused, got disposition created",
+        ),
+        (
+            "mcp-plain-text-errors",
+            "replays-any-payload",
+            "CONFLICT-DIGEST",
+            "expected disposition conflict, got disposition reused",
+        ),
+    ],
+)
+def test_each_defect_is_failed_by_the_scenario_aimed_at_it(tmp_path, name, defect, scenario, reason):
+    if name.startswith("mcp"):
+        pytest.importorskip("mcp.server.mcpserver", reason="the server under test needs the mcp SDK")
+    document = bound(name)
+    script = HERE / document["start"]["command"][1]
+    document["start"]["command"] = ["{python}", str(script), "--defect", defect]
+    done, report = run_binding(tmp_path, write_binding(tmp_path, document), f"WT-CREATE,{scenario}")
+    assert statuses(report) == {"WT-CREATE": "passed", scenario: "failed"}, done.stdout
+    assert reason in next(s["reason"] for s in report["scenarios"] if s["id"] == scenario)
+
+
+def test_an_sdk_server_with_plain_text_errors_is_told_apart_by_pattern(tmp_path):
+    pytest.importorskip("mcp.server.mcpserver", reason="the server under test needs the mcp SDK")
+    only = "WT-CREATE,A4-CONCURRENT,CONFLICT-DIGEST,INVALID-KEY"
+    done, report = run_binding(tmp_path, HERE / "mcp-plain-text-errors.yaml", only)
+    assert statuses(report) == dict.fromkeys(only.split(","), "passed"), done.stdout
+    scenarios = {scenario["id"]: scenario for scenario in report["scenarios"]}
+    # the "still being processed" text is in_flight, retried; "different task" a conflict
+    assert sum(scenarios["A4-CONCURRENT"]["evidence"]["in_flight_retries"].values()) > 0
+    assert any(call.get("conflict_reason") == "digest_mismatch" for call in scenarios["CONFLICT-DIGEST"]["calls"])
+
+
+def test_list_says_which_scenarios_apply_to_a_tool_and_why():
+    done = run_cli("list", "--binding", str(HERE / "three-fields.yaml"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("task model: recipient, subject, body:"), lines[1]
+    assert "sender, priority, thread_key" in lines[1] and "constants sent with every call: project" in done.stdout
+    rows = {line.split("|")[1].strip(): line for line in lines if line.startswith("| ")}
+    assert "| yes " in rows["FUZZ-MODEL"] and "key order only" in rows["FUZZ-MODEL"]
+    assert "| no " in rows["NORMALIZED-EQUAL"] and "does not claim write-task-v1" in rows["NORMALIZED-EQUAL"]
+    assert "| no " in rows["CRASH-AFTER-COMMIT"] and "no failpoints" in rows["CRASH-AFTER-COMMIT"]
