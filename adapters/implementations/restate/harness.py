@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -22,42 +21,17 @@ from importlib.metadata import version
 from typing import Any
 
 from retryproof.adapters.implementations.http_service import START_TIMEOUT_S, HttpServiceRuntime
-from retryproof.adapters.loopback import free_port
 from retryproof.adapters.python_host import check_armed, handlers_for
 from retryproof.spec.protocol import parse_failpoints, serve
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PORTS = ("INGRESS_PORT", "ADMIN_PORT", "NODE_PORT", "SERVICE_PORT")
+sys.path.insert(0, HERE)  # serve.py beside this file: this folder is not a package
+from serve import ports  # noqa: E402  (the runtime's ports, kept per state directory)
 
 
 def server_version() -> str:
     with open(os.path.join(HERE, "node_modules", "@restatedev", "restate-server", "package.json")) as handle:
         return json.load(handle)["version"]
-
-
-def ports(state_dir: str) -> dict[str, str]:
-    """The runtime's ports, drawn at the first start in a state directory and kept:
-    Restate records its node's address and the deployment's URI, so a restart must
-    listen where the first start did (written durably, like any state it keeps)."""
-    path = os.path.join(state_dir, "restate-ports.json")
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except FileNotFoundError:
-        pass
-    chosen = {name: str(free_port()) for name in PORTS}
-    fd, temp = tempfile.mkstemp(dir=state_dir, prefix=".tmp-")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(chosen, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
-    directory = os.open(state_dir, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-    return chosen
 
 
 class RestateRuntime(HttpServiceRuntime):
@@ -77,7 +51,7 @@ class RestateRuntime(HttpServiceRuntime):
     def __init__(self, state_dir: str, failpoints: Mapping[str, str]):
         self.ports = ports(state_dir)
         command = [sys.executable, os.path.join(HERE, "serve.py")]
-        super().__init__(state_dir, failpoints, command, HERE, self.ports, int(self.ports["INGRESS_PORT"]))
+        super().__init__(state_dir, failpoints, command, HERE, port=int(self.ports["INGRESS_PORT"]))
 
     def request_headers(self, task: Any, client_submission_id: str | None) -> dict[str, str]:
         """Restate's idempotency-key header, and the key again in X-Retryproof-Key:

@@ -52,13 +52,15 @@ async def create(ctx: restate.Context, task: Any) -> dict[str, Any]:
     except ContractError as exc:
         # Terminal: Restate records it as the invocation's outcome and does not retry.
         raise restate.TerminalError(f"invalid_request: {exc}", status_code=400) from None
-    # Restate passes the ingress request's headers on, but not idempotency-key: the
-    # harness repeats the key in X-Retryproof-Key, kept with the effect for the listing.
+    # Restate passes the ingress request's headers on, but not idempotency-key (nor, with
+    # server 1.7.12, Request.idempotency_key): the harness repeats the key in
+    # X-Retryproof-Key; a binding's listing finds it by the invocation id (listing.py).
     headers = {name.lower(): value for name, value in ctx.request().headers.items()}
     key = headers.get("x-retryproof-key")
     task_id = await ctx.run_typed("reserve", TaskStore.new_id)
     failpoint("write_task.after_reserve")
     record = {"task_id": task_id, "task": task, "client_submission_id": key, "request_digest": digest}
+    record["invocation_id"] = ctx.request().id
     await ctx.run_typed("write", write, task_id=task_id, record=record)
     failpoint("write_task.after_task_created")
     return {
