@@ -35,9 +35,9 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import TypedDict
 
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
-from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
+from retryproof.adapters.python_host import HostedRuntime, serve_hosted
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
-from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
+from retryproof.spec.protocol import ProtocolError
 
 FAILPOINTS = (
     "write_task.after_task_write",
@@ -170,15 +170,7 @@ def _tool_output(messages: list[AnyMessage]) -> dict[str, Any]:
 
 
 def main() -> int:
-    try:
-        armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
-        check_armed(armed, FAILPOINTS)
-        runtime = LangGraphRuntime(os.environ["RETRYPROOF_STATE_DIR"], armed)
-    except (ValueError, KeyError) as exc:
-        print(f"langgraph harness: {exc}", file=sys.stderr)
-        return 2
-    serve(handlers_for(runtime))
-    return 0
+    return serve_hosted(LangGraphRuntime, "langgraph harness")
 
 
 if __name__ == "__main__":

@@ -41,9 +41,9 @@ from prefect.cache_policies import NO_CACHE, CacheKeyFnPolicy  # noqa: E402
 from prefect.locking.filesystem import FileSystemLockManager  # noqa: E402
 
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result  # noqa: E402
-from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for  # noqa: E402
+from retryproof.adapters.python_host import HostedRuntime, serve_hosted  # noqa: E402
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest  # noqa: E402
-from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve  # noqa: E402
+from retryproof.spec.protocol import ProtocolError  # noqa: E402
 
 FAILPOINTS = ("write_task.after_task_write", "write_task.after_commit")
 
@@ -79,7 +79,9 @@ class PrefectRuntime(StoreListing, HostedRuntime):
     failpoints = FAILPOINTS
 
     def __init__(self, state_dir: str, failpoints: Mapping[str, str]):
+        global RUNTIME
         super().__init__(state_dir, failpoints)
+        RUNTIME = self  # the module-level task reaches the runtime here
         self.store = TaskStore(state_dir)
         prefect = os.path.join(state_dir, "prefect")
         policy = CacheKeyFnPolicy(cache_key_fn=submission_key).configure(
@@ -113,16 +115,7 @@ class PrefectRuntime(StoreListing, HostedRuntime):
 
 
 def main() -> int:
-    global RUNTIME
-    try:
-        armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
-        check_armed(armed, FAILPOINTS)
-        RUNTIME = PrefectRuntime(os.environ["RETRYPROOF_STATE_DIR"], armed)
-    except (ValueError, KeyError) as exc:
-        print(f"prefect harness: {exc}", file=sys.stderr)
-        return 2
-    serve(handlers_for(RUNTIME))
-    return 0
+    return serve_hosted(PrefectRuntime, "prefect harness")
 
 
 if __name__ == "__main__":

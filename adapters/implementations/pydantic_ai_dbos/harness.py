@@ -14,11 +14,12 @@ Run with the interpreter of this folder's virtual environment (``./setup``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib.metadata import version
 from typing import Any
 
@@ -30,9 +31,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from retryproof.adapters.implementations.dbos_startup import await_startup_recovery
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
-from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
+from retryproof.adapters.python_host import HostedRuntime, serve_hosted
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
-from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
+from retryproof.spec.protocol import ProtocolError
 
 FAILPOINTS = (
     "write_task.after_task_write",
@@ -101,7 +102,9 @@ class PydanticAiRuntime(StoreListing, HostedRuntime):
     failpoints = FAILPOINTS
 
     def __init__(self, state_dir: str, failpoints: Mapping[str, str]):
+        global RUNTIME
         super().__init__(state_dir, failpoints)
+        RUNTIME = self  # the module-level tool, step and model reach the runtime here
         self.store = TaskStore(state_dir)
         config: DBOSConfig = {
             "name": "retryproof-pydantic-ai",
@@ -125,6 +128,15 @@ class PydanticAiRuntime(StoreListing, HostedRuntime):
         self.failpoint("write_task.after_commit")
         return creation_result(output, caller, client_submission_id)
 
+    @contextlib.contextmanager
+    def _serving(self) -> Iterator[None]:
+        DBOS.launch()  # recovers this executor's PENDING workflows, as a restarted app would
+        await_startup_recovery()
+        try:
+            yield
+        finally:
+            DBOS.destroy()
+
     def tamper(self, action: str, **args: Any) -> Mapping[str, Any]:
         if action != "remove_task":
             raise ProtocolError("invalid_request", f"unsupported tamper action {action!r}")
@@ -133,21 +145,7 @@ class PydanticAiRuntime(StoreListing, HostedRuntime):
 
 
 def main() -> int:
-    global RUNTIME
-    try:
-        armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
-        check_armed(armed, FAILPOINTS)
-        RUNTIME = PydanticAiRuntime(os.environ["RETRYPROOF_STATE_DIR"], armed)
-    except (ValueError, KeyError) as exc:
-        print(f"pydantic-ai harness: {exc}", file=sys.stderr)
-        return 2
-    DBOS.launch()  # recovers this executor's PENDING workflows, as a restarted app would
-    await_startup_recovery()
-    try:
-        serve(handlers_for(RUNTIME))
-    finally:
-        DBOS.destroy()
-    return 0
+    return serve_hosted(PydanticAiRuntime, "pydantic-ai harness")
 
 
 if __name__ == "__main__":

@@ -10,19 +10,19 @@ Run with this folder's environment (``./setup install``)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from importlib.metadata import version
 from typing import Any
 
 from retryproof.adapters.implementations.http_service import START_TIMEOUT_S, HttpServiceRuntime
-from retryproof.adapters.python_host import check_armed, handlers_for
-from retryproof.spec.protocol import parse_failpoints, serve
+from retryproof.adapters.python_host import serve_hosted
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # serve.py beside this file: this folder is not a package
@@ -62,6 +62,13 @@ class RestateRuntime(HttpServiceRuntime):
             headers["X-Retryproof-Key"] = client_submission_id
         return headers
 
+    @contextlib.contextmanager
+    def _serving(self) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self.close()
+
     def _await_service(self) -> None:
         """The ingress listens before the service is registered; serve only once the
         server knows it (bounded), so no call meets a 404 of a starting server."""
@@ -79,18 +86,7 @@ class RestateRuntime(HttpServiceRuntime):
 
 
 def main() -> int:
-    try:
-        armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
-        check_armed(armed, RestateRuntime.failpoints)
-        runtime = RestateRuntime(os.environ["RETRYPROOF_STATE_DIR"], armed)
-    except (ValueError, KeyError, RuntimeError) as exc:
-        print(f"restate harness: {exc}", file=sys.stderr)
-        return 2
-    try:
-        serve(handlers_for(runtime))
-    finally:
-        runtime.close()
-    return 0
+    return serve_hosted(RestateRuntime, "restate harness")
 
 
 if __name__ == "__main__":
