@@ -32,6 +32,7 @@ The interface, in full:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -131,6 +132,24 @@ def check_armed(armed: Mapping[str, str], supported: Any) -> None:
         raise ValueError(
             f"RETRYPROOF_FAILPOINTS names {', '.join(unknown)}, which this runtime does not list in its failpoints"
         )
+
+
+def serve_hosted(runtime_class: Any, label: str) -> int:
+    """The ``main`` of a harness script that hosts one ``HostedRuntime`` class (the
+    bundled implementations'): refuse unknown failpoints before anything starts, build
+    the runtime in the kit's state directory, serve until EOF or ``shutdown``. A runtime
+    that must start or stop something around serving (a DBOS launch, a child server)
+    gives a ``_serving()`` context manager; private, so it is no protocol op."""
+    try:
+        armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
+        check_armed(armed, runtime_class.failpoints)
+        runtime = runtime_class(os.environ["RETRYPROOF_STATE_DIR"], armed)
+    except (ValueError, KeyError, RuntimeError) as exc:
+        print(f"{label}: {exc}", file=sys.stderr)
+        return 2
+    with getattr(runtime, "_serving", contextlib.nullcontext)():
+        serve(handlers_for(runtime))
+    return 0
 
 
 def host_command(reference: str) -> list[str]:

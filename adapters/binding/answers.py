@@ -77,15 +77,18 @@ class Ledger:
     "replayed": an answer naming an effect the listing held before the call is
     ``reused``; one naming a new effect is ``created``, once; any later answer naming
     that effect is ``reused`` (of eight racing calls that all name one new effect,
-    one made it, whichever it was). One ledger per state directory, shared by every
-    connection on it (A4-MULTIPROCESS's servers), lives as long as they do."""
+    one made it, whichever it was). Only a call whose own listing lacked the effect can
+    be credited with it: a racing call that listed the effect already, and whose answer
+    is judged first, does not take the credit from the one that made it. One ledger per
+    state directory, shared by every connection on it (A4-MULTIPROCESS's servers),
+    lives as long as they do."""
 
     _by_state: weakref.WeakValueDictionary[str, Ledger] = weakref.WeakValueDictionary()
     _registry_lock = threading.Lock()
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._named: set[str] = set()
+        self._credited: set[str] = set()  # effects one answer was already judged to have created
 
     @classmethod
     def of(cls, state_dir: str) -> Ledger:
@@ -98,10 +101,9 @@ class Ledger:
     def judge(self, task_id: str, listed_before: Collection[str]) -> str:
         """``created`` or ``reused`` for an answer naming ``task_id``."""
         with self._lock:
-            if task_id in listed_before or task_id in self._named:
-                self._named.add(task_id)
+            if task_id in listed_before or task_id in self._credited:
                 return "reused"
-            self._named.add(task_id)
+            self._credited.add(task_id)
             return "created"
 
 

@@ -5,13 +5,13 @@ The service (a Django or Express app around the library under test) is started b
 harness as a child process on a free loopback port, with the kit's
 ``RETRYPROOF_STATE_DIR`` and ``RETRYPROOF_FAILPOINTS``; it dies with the harness
 (``PR_SET_PDEATHSIG``), so a SIGKILL of the harness is a SIGKILL of the runtime. Its
-route ``POST /tasks`` creates a task in the shared ``task_store`` format, which the
-harness reads for ``list_tasks`` and ``read_task`` (the authoritative state, never
+route (``path``: ``POST /tasks`` unless a harness names another) creates a task in the
+shared ``task_store`` format, which the harness reads for ``list_tasks`` and ``read_task`` (the authoritative state, never
 what the service answered).
 
 Translation, the same for every library:
 
-* ``write_task`` -> ``POST /tasks`` with the task as the JSON body and the
+* ``write_task`` -> ``POST <path>`` with the task as the JSON body and the
   submission id in the ``Idempotency-Key`` header (no header on the legacy path),
   plus ``X-Retryproof-Call``, a fresh nonce the app echoes into its response. A
   response naming this call's nonce was produced by this call (``created``); one
@@ -62,6 +62,8 @@ class HttpServiceRuntime(StoreListing, HostedRuntime):
     capabilities = ("write_task", "legacy", "tamper")
     #: HTTP status -> protocol error code, for statuses the library itself answers with.
     status_codes: Mapping[int, str] = {}
+    #: The route that creates a task.
+    path = "/tasks"
 
     def __init__(
         self,
@@ -70,10 +72,11 @@ class HttpServiceRuntime(StoreListing, HostedRuntime):
         command: Sequence[str],
         cwd: str,
         environment: Mapping[str, str] | None = None,
+        port: int | None = None,
     ):
         super().__init__(state_dir, failpoints)
         self.store = TaskStore(state_dir)
-        self.port = free_port()
+        self.port = port or free_port()
         environment = dict(os.environ, **(environment or {}), PORT=str(self.port))
         self.service = subprocess.Popen(
             list(command),
@@ -102,7 +105,7 @@ class HttpServiceRuntime(StoreListing, HostedRuntime):
     def _post(self, body: bytes, headers: Mapping[str, str]) -> tuple[int, Any]:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=REQUEST_TIMEOUT_S)
         try:
-            connection.request("POST", "/tasks", body=body, headers={"Content-Type": "application/json", **headers})
+            connection.request("POST", self.path, body=body, headers={"Content-Type": "application/json", **headers})
             response = connection.getresponse()
             status, text = response.status, response.read()
         except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:

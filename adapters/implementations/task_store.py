@@ -131,3 +131,16 @@ class StoreListing:
 
     def read_task(self, task_id: str) -> Mapping[str, Any]:
         return self.store.read_task(task_id)
+
+
+def main() -> None:
+    """``python -m retryproof.adapters.implementations.task_store``: the effects of the
+    state directory ``RETRYPROOF_STATE_DIR`` as JSON, each with its key and stored task,
+    for a binding's listing command (the effect itself is the authority)."""
+    store = TaskStore(os.environ["RETRYPROOF_STATE_DIR"])
+    listed = [{**entry, "task": store.read_task(entry["task_id"])["task"]} for entry in store.list_tasks()["tasks"]]
+    print(json.dumps({"tasks": listed}, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

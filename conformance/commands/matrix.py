@@ -14,8 +14,12 @@ the comparison still covers every target that has a report in ``--out``.
     {"targets": [{"report": "dbos-transact",
                   "harness": "adapters/implementations/dbos_transact/.venv/bin/python adapters/implementations/dbos_transact/harness.py"}]}
 
-Harness command lines are relative to the repository root, where every run starts,
-so the committed reports carry no machine's paths. The matrix needs a checkout (the
+A target names ``"binding"`` (a binding file) instead of ``"harness"`` when the
+service is certified as its users call it, and may add ``"options"``, further
+``retryproof run`` arguments (a longer ``--start-timeout`` for a harness whose
+library takes seconds to import, say). Harness command lines and binding paths are
+relative to the repository root, where every run starts, so the committed reports
+carry no machine's paths. The matrix needs a checkout (the
 implementations' scripts are not part of an installed kit).
 """
 
@@ -47,7 +51,17 @@ STOP_GRACE_S = 30
 @dataclass(frozen=True)
 class Target:
     report: str
-    harness: str
+    #: ``--harness`` or ``--binding``, and its argument.
+    way: tuple[str, str]
+    options: tuple[str, ...] = ()
+
+
+def _target(entry: dict) -> Target:
+    ways = [("--harness", entry["harness"])] if "harness" in entry else []
+    ways += [("--binding", entry["binding"])] if "binding" in entry else []
+    if len(ways) != 1:
+        raise KeyError("each target names exactly one of 'harness' and 'binding'")
+    return Target(entry["report"], ways[0], tuple(str(option) for option in entry.get("options", ())))
 
 
 @dataclass(frozen=True)
@@ -72,7 +86,7 @@ def discover(root: Path) -> list[Implementation]:
     for manifest in sorted((root / "adapters" / "implementations").glob("*/matrix.json")):
         try:
             document = json.loads(manifest.read_text(encoding="utf-8"))
-            targets = tuple(Target(t["report"], t["harness"]) for t in document["targets"])
+            targets = tuple(_target(entry) for entry in document["targets"])
         except (ValueError, KeyError, TypeError) as exc:
             raise KitError(f"{manifest} is not a valid matrix.json: {exc}", "see 'retryproof matrix --help'") from None
         found.append(Implementation(manifest.parent.name, manifest.parent, targets))
@@ -113,9 +127,10 @@ def _setup(implementation: Implementation, step: str, timeout: float) -> None:
 
 def _run(root: Path, target: Target, out: Path, seed: int) -> bool:
     """Certify one target; False when the kit could not run it (no report written)."""
-    command = [sys.executable, "-m", "retryproof.conformance.cli", "run", "--harness", target.harness]
-    command += ["--out", str(out), "--seed", str(seed), "--format", "md,json,junit,html"]
-    print(f"matrix: {target.report}: retryproof run --harness '{target.harness}'", flush=True)
+    way, argument = target.way
+    command = [sys.executable, "-m", "retryproof.conformance.cli", "run", way, argument]
+    command += ["--out", str(out), "--seed", str(seed), "--format", "md,json,junit,html", *target.options]
+    print(f"matrix: {target.report}: retryproof run {way} '{argument}' {' '.join(target.options)}", flush=True)
     try:
         status = _finished(command, RUN_TIMEOUT_S, cwd=root)
     except subprocess.TimeoutExpired:
@@ -221,5 +236,9 @@ def _summary(columns: list[Column], missing: list[str], started: str, seed: int,
         "start), never a change to the library; a crash after the effect is the tool's own. Each README's "
         "Faults table says which failpoints are real hooks, which are injected, and which passes therefore "
         "say nothing about the library.",
+        "",
+        "Not in the matrix, because they cannot run offline here: Temporal (`temporalio`'s "
+        "`WorkflowEnvironment.start_local()` downloads its dev server at run time) and Inngest (the "
+        "`inngest-cli` npm package fetches its binary in a postinstall script). None was faked.",
     ]
     return "\n".join(lines) + "\n"

@@ -21,6 +21,7 @@ from retryproof.conformance.commands.matrix import discover
 
 ROOT = Path(__file__).resolve().parents[2]
 DBOS = ROOT / "adapters" / "implementations" / "dbos_transact"
+LANGGRAPH = ROOT / "adapters" / "implementations" / "langgraph"
 
 
 def test_every_implementation_has_its_parts_and_targets_inside_its_folder():
@@ -30,6 +31,10 @@ def test_every_implementation_has_its_parts_and_targets_inside_its_folder():
         "powertools_redis",
         "django_idempotency_key",
         "express_idempotency",
+        "langgraph",
+        "restate",
+        "pydantic_ai_dbos",
+        "prefect",
         "agent_runloop",
         "langgraph_interrupt",
         "holdpoint",
@@ -38,10 +43,14 @@ def test_every_implementation_has_its_parts_and_targets_inside_its_folder():
         for part in ("setup", "harness.py", "README.md"):
             assert (implementation.folder / part).is_file(), f"{implementation.name} lacks {part}"
         assert os.access(implementation.folder / "setup", os.X_OK)
+        prefix = f"adapters/implementations/{implementation.name}/"
         for target in implementation.targets:
-            words = shlex.split(target.harness)
-            prefix = f"adapters/implementations/{implementation.name}/"
-            assert words[0].startswith(prefix) and words[1].startswith(prefix), target.harness
+            way, argument = target.way
+            if way == "--binding":
+                assert argument.startswith(prefix) and (ROOT / argument).is_file(), argument
+                continue
+            words = shlex.split(argument)
+            assert words[0].startswith(prefix) and words[1].startswith(prefix), argument
 
 
 def _dbos_python() -> Path:
@@ -84,6 +93,65 @@ def test_dbos_harness_handshake_and_one_reuse(tmp_path):
     # returns the first run's output (the README's CONFLICT-DIGEST root cause).
     reused = answers[3]["result"]
     assert (reused["disposition"], reused["task_id"]) == ("reused", answers[2]["result"]["task_id"])
+
+
+def test_a_langgraph_scenario_runs_through_the_kit(tmp_path):
+    """One scenario end to end against a bundled agent runtime (the matrix's plumbing:
+    the folder's environment, its harness, the kit's run), when ./setup installed it."""
+    python = LANGGRAPH / ".venv" / "bin" / "python"
+    if not python.is_file():
+        pytest.skip("LangGraph is not installed: run adapters/implementations/langgraph/setup install")
+    import sys
+
+    harness = "adapters/implementations/langgraph/.venv/bin/python adapters/implementations/langgraph/harness.py"
+    command = [sys.executable, "-m", "retryproof.conformance.cli", "run", "--harness", harness]
+    command += ["--only", "WT-CREATE", "--out", str(tmp_path), "--format", "json"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["implementation"]["name"] == "langgraph", done.stderr[-2000:]
+    assert [(s["id"], s["status"]) for s in report["scenarios"]] == [("WT-CREATE", "passed")]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [{"report": "x"}, {"report": "x", "harness": "h", "binding": "b.yaml"}],
+    ids=["neither", "both"],
+)
+def test_a_target_names_one_way_in(tmp_path, target):
+    from retryproof.conformance.errors import KitError
+
+    folder = tmp_path / "adapters" / "implementations" / "fake"
+    folder.mkdir(parents=True)
+    (folder / "matrix.json").write_text(json.dumps({"targets": [target]}))
+    with pytest.raises(KitError, match="exactly one of 'harness' and 'binding'"):
+        discover(tmp_path)
+
+
+def test_a_targets_options_reach_its_run(tmp_path, monkeypatch):
+    from argparse import Namespace
+
+    from retryproof.conformance.commands import matrix
+    from retryproof.conformance.errors import KitError
+
+    folder = tmp_path / "adapters" / "implementations" / "fake"
+    folder.mkdir(parents=True)
+    (folder / "setup").write_text("#!/usr/bin/env bash\n", encoding="utf-8")
+    (folder / "setup").chmod(0o755)
+    target = {"report": "fake", "harness": "false", "options": ["--start-timeout", "60"]}
+    (folder / "matrix.json").write_text(json.dumps({"targets": [target]}))
+    runs = []
+    real = matrix._finished
+
+    def finished(command, timeout, cwd=None):
+        if "run" in command:
+            runs.append(command)
+        return real(command, timeout, cwd)
+
+    monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
+    monkeypatch.setattr(matrix, "_finished", finished)
+    with pytest.raises(KitError):
+        matrix.main(Namespace(out=str(tmp_path / "reports"), only=None, seed=1, no_install=True))
+    assert runs and runs[0][-2:] == ["--start-timeout", "60"]
 
 
 def test_matrix_stops_what_it_started_when_a_run_fails(tmp_path, monkeypatch):

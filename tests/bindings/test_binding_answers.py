@@ -106,3 +106,12 @@ def test_without_a_reused_rule_the_listing_tells_reuse_from_creation():
     assert ledger.judge("T-2", {"T-1", "T-2"}) == "reused"  # listed before the call
     assert ledger.judge("T-3", {"T-1", "T-2"}) == "created"
     assert answers.Ledger.of("/state/a") is answers.Ledger.of("/state/a")
+
+
+def test_a_racing_call_that_listed_the_effect_first_does_not_take_the_creators_credit():
+    # Call B read the listing after call A's effect appeared, and B's answer is judged
+    # before A's: B reused it, and A, whose listing lacked it, still created it.
+    ledger = answers.Ledger()
+    assert ledger.judge("T-1", {"T-1"}) == "reused"
+    assert ledger.judge("T-1", set()) == "created"
+    assert ledger.judge("T-1", set()) == "reused"

@@ -259,7 +259,7 @@ def test_a_report_naming_a_release_with_other_files_is_invalid(tmp_path):
     from retryproof.spec import releases
 
     document = sample("reference")
-    assert document["spec_version"] in releases()
+    document["spec_version"] = "2.0.0"  # a report claiming the released 2.0.0 (the sample may be unreleased)
     document["spec_fingerprint"] = "sha256:" + "0" * 64
     done = retryproof("validate-report", written(tmp_path, "report.json", document))
     assert done.returncode == 1

@@ -23,6 +23,7 @@ from typing import Any
 from dbos import DBOS, DBOSConfig, SetWorkflowID
 from dbos._serialization import DefaultSerializer
 
+from retryproof.adapters.implementations.dbos_startup import await_startup_recovery
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
 from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
@@ -34,9 +35,6 @@ FAILPOINTS = (
     "write_task.after_task_created",
     "write_task.after_commit",
 )
-
-#: Longest wait for the workflows DBOS resumes at launch (see await_startup_recovery).
-RECOVERY_WAIT_S = 20.0
 
 # DBOS registers workflows and steps at import time, so they are module functions that
 # reach the one runtime of this process through this name.
@@ -163,23 +161,6 @@ class DbosRuntime(StoreListing, HostedRuntime):
                 "UPDATE workflow_output SET output = ? WHERE workflow_uuid = ?",
                 (DefaultSerializer().serialize(output), workflow_id),
             )
-
-
-def await_startup_recovery(timeout_s: float = RECOVERY_WAIT_S) -> None:
-    """Serve only once the workflows DBOS resumes at launch have settled (bounded).
-
-    DBOS resumes them on a background thread; without this wait the kit's first look
-    at the tasks would race that thread, and a verdict would depend on timing. The
-    wait decides nothing: what the resumed workflows do is DBOS's."""
-    deadline = time.monotonic() + timeout_s
-    # Recovery re-enqueues a resumed workflow (ENQUEUED) before it runs again (PENDING).
-    unsettled = ["PENDING", "ENQUEUED"]
-    for workflow in DBOS.list_workflows(status=unsettled):
-        while time.monotonic() < deadline:
-            status = DBOS.get_workflow_status(workflow.workflow_id)
-            if status is None or status.status not in unsettled:
-                break
-            time.sleep(0.05)
 
 
 def main() -> int:

@@ -5,7 +5,7 @@ own middleware, storage ``CacheKeyStorage`` on Django's database cache (SQLite i
 state directory: the most durable backend that runs offline), the default
 ``ThreadLock``, the default 409 status for a replay. The cache never expires entries
 (``TIMEOUT: None``; Django's default would drop them after 300 s). Served by waitress
-on 127.0.0.1:$PORT.
+on 127.0.0.1:$PORT (the harness's) or $RETRYPROOF_PORT (a binding's, ``binding.yaml``).
 
 The view is the application: it validates the task (400), writes it with the shared
 task store and answers 201 with its identity. It is marked ``idempotency_key_optional``
@@ -92,7 +92,13 @@ def main() -> None:
     from waitress import serve
 
     call_command("createcachetable", verbosity=0)
-    serve(get_wsgi_application(), host="127.0.0.1", port=int(os.environ["PORT"]), threads=8, _quiet=True)
+    serve(
+        get_wsgi_application(),
+        host="127.0.0.1",
+        port=int(os.environ.get("PORT") or os.environ["RETRYPROOF_PORT"]),
+        threads=8,
+        _quiet=True,
+    )
 
 
 if __name__ == "__main__":
