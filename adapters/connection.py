@@ -14,6 +14,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Union
 
+from retryproof.adapters.loss import WITHHELD, Loss
 from retryproof.spec.digest import TASK_FIELDS
 from retryproof.spec.protocol import Failure, Success
 
@@ -28,6 +29,10 @@ class Lost:
     """No answer to judge: the call's effect is unknown."""
 
     reason: str
+    #: When the kit lost the answer on purpose and saw its effect listed meanwhile:
+    #: seconds from the request reaching the runtime until the last listing that did
+    #: not hold the effect yet (a lower bound of the time the effect took).
+    effect_listed_s: float | None = None
 
     ok = False
 
@@ -105,11 +110,12 @@ class Connection(ABC):
         """Send raw bytes as one line (not a request) and wait for the ``id: null``
         answer the protocol requires."""
 
-    def lose_response(self, op: str, args: Mapping[str, Any]) -> Reply | None:
-        """Send one request and go away before its answer, for real: the runtime
-        answers into a closed connection (or sees its caller leave). None when this
-        way in cannot (a harness's answers arrive on the one stdout the kit keeps
-        reading, so there the kit reads the answer and disregards it)."""
+    def lose_response(self, op: str, args: Mapping[str, Any], loss: Loss = WITHHELD) -> Reply | None:
+        """Send one request and lose its answer for real, as ``loss`` says (withheld
+        after the runtime answered, or cut while it runs): the caller's connection
+        closes without an answer. None when this way in cannot (a harness's answers
+        arrive on the one stdout the kit keeps reading, so there the kit reads the
+        answer and disregards it)."""
         return None
 
     @abstractmethod

@@ -28,6 +28,8 @@ class Entry:
     checklist: tuple[str, ...]
     needs: tuple[str, ...]
     description: str = ""  # what the scenario does, step by step, in the spec's words
+    #: Failpoints it arms when the runtime declares them; without, it takes a black-box path.
+    uses_failpoints: tuple[str, ...] = ()
 
     @property
     def capabilities(self) -> tuple[str, ...]:
@@ -62,6 +64,7 @@ def catalogue() -> tuple[Entry, ...]:
             checklist=tuple(item.get("checklist", ())),
             needs=tuple(item.get("needs", ())),
             description=" ".join(str(item.get("description", "")).split()),
+            uses_failpoints=tuple(item.get("uses_failpoints", ())),
         )
         for item in load_spec()["scenarios"]
     )

@@ -138,7 +138,7 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | N
     "validate-report": ("check a report.json against the report schema", _validate_report_arguments),
     "digest": ("print the write-task-v1 digest of a task object", _digest_arguments),
     "selftest": ("run the catalogue against the reference and every bundled faulty runtime", _selftest_arguments),
-    "replay": ("re-run a FUZZ-MODEL replay file against a harness", _replay_arguments),
+    "replay": ("re-run a replay file (FUZZ-MODEL, CRASH-POINTS, KILL-NEMESIS) against a harness", _replay_arguments),
     "diff": ("compare two report.json files: regressions, fixes, verdict change", _diff_arguments),
     "merge": ("merge the reports of 'run --shard K/N' runs into the report of the whole run", _merge_arguments),
     "compare": ("implementations side by side, from their report.json files", _compare_arguments),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NoReturn
 
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
+from retryproof.adapters.loss import WITHHELD, Loss
 from retryproof.conformance.catalogue import Entry
 from retryproof.conformance.options import CALL_TIMEOUT_S
 from retryproof.conformance.outcome import Call, FailureMark, Fault, FaultKind, HistoryEvent, classify
@@ -165,10 +166,11 @@ class Context:
         (PROTOCOL-R16), so that a runtime without one skips the scenario instead of
         being judged on a window it never declared."""
         failpoints = dict(failpoints or {})
-        undeclared = sorted(set(failpoints) - set(self.entry.failpoints))
+        undeclared = sorted(set(failpoints) - {*self.entry.failpoints, *self.entry.uses_failpoints})
         if undeclared:
             raise CatalogueViolation(
-                f"{self.entry.id} arms {', '.join(undeclared)}, which its needs in spec/retryproof.yaml do not list"
+                f"{self.entry.id} arms {', '.join(undeclared)}, which its needs (or uses_failpoints) in "
+                "spec/retryproof.yaml do not list"
             )
         if not self.connections:
             self.connections.append(self._connect())
@@ -416,13 +418,21 @@ class Context:
         """``write_task``; a None ``submission_id`` is the legacy path."""
         return self.call("write_task", self.write_task_args(submission_id, task, invocation), connection=connection)
 
-    def lose_response(self, submission_id: str, task: Any) -> Call | None:
-        """``write_task`` whose answer is lost for real (``Connection.lose_response``),
-        recorded as the ``info`` the caller saw; None when the connection cannot."""
+    def lose_response(self, submission_id: str, task: Any, loss: Loss = WITHHELD) -> tuple[Call, float | None] | None:
+        """``write_task`` whose answer is lost for real as ``loss`` says
+        (``Connection.lose_response``), recorded as the ``info`` the caller saw, with the
+        seconds until its effect was listed when the connection saw that; None when
+        the connection cannot lose an answer."""
         args = self.write_task_args(submission_id, task)
         began = time.perf_counter()
-        reply = self.conn.lose_response("write_task", args)
-        return None if reply is None else self._record("write_task", args, reply, began, time.perf_counter(), self.conn)
+        reply = self.conn.lose_response("write_task", args, loss)
+        if reply is None:
+            return None
+        ended = time.perf_counter()
+        call = self._record("write_task", args, reply, began, ended, self.conn)
+        if loss.kill:
+            self._fault("kill", self.conn, ended)
+        return call, reply.effect_listed_s if isinstance(reply, Lost) else None
 
     def effect_of(self, submission_id: str, within: float) -> Mapping[str, Any] | None:
         """Poll ``list_tasks`` until ``submission_id`` has a task, for at most

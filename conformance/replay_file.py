@@ -1,8 +1,10 @@
-"""The FUZZ-MODEL replay file: its format tag and its file name.
+"""Replay files: their format tags and file names.
 
 A replay is written beside a report by the report writers and read back by
 ``retryproof replay``; both sides take the format from here, so neither needs the fuzz
-engine to name or recognize a file.
+engine to name or recognize a file. FUZZ-MODEL's holds the steps of a shrunk history;
+a scenario replay (CRASH-POINTS, KILL-NEMESIS) holds the seed and the environment
+that make ``retryproof run --only ID --seed N`` take exactly the recorded path.
 """
 
 from __future__ import annotations
@@ -13,10 +15,26 @@ from typing import Any
 from retryproof.conformance.file_names import file_stem
 
 FORMAT = "retryproof-fuzz-replay/1"
+SCENARIO_FORMAT = "retryproof-scenario-replay/1"
+
+
+def scenario_replay(
+    scenario_id: str, seed: int, implementation: Mapping[str, Any], env: Mapping[str, str], **facts: Any
+) -> dict[str, Any]:
+    """A scenario replay document: re-running ``scenario_id`` with ``seed`` and ``env``."""
+    return {
+        "format": SCENARIO_FORMAT,
+        "scenario": scenario_id,
+        "seed": seed,
+        "implementation": dict(implementation),
+        "env": dict(env),
+        **facts,
+    }
 
 
 def file_name(document: Mapping[str, Any]) -> str:
     """The file name of a replay: the implementation and the seed, file-name-safe and
     bounded in bytes whatever the harness calls itself."""
     name = file_stem((document.get("implementation") or {}).get("name"), "harness")
-    return f"fuzz-model-{name}-seed{int(document['seed'])}.json"
+    scenario = file_stem(str(document.get("scenario") or "fuzz-model").lower(), "scenario")
+    return f"{scenario}-{name}-seed{int(document['seed'])}.json"

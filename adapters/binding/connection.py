@@ -19,9 +19,11 @@ protocol ops a binding can offer:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -30,10 +32,12 @@ from typing import Any
 
 from retryproof.adapters.binding import answers
 from retryproof.adapters.binding.binding_file import Binding
-from retryproof.adapters.binding.transports import Gone, Server, parse_json
+from retryproof.adapters.binding.proxy import Proxy
+from retryproof.adapters.binding.transports import Gone, Server, Transport, parse_json
 from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES
 from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection, HarnessStartError, Lost, Reply
 from retryproof.adapters.loopback import free_port
+from retryproof.adapters.loss import WITHHELD, Loss
 from retryproof.adapters.process_groups import (
     PIPE_GRACE_S,
     STATE_DIR_ENV,
@@ -55,6 +59,8 @@ OPS = ("write_task", "list_tasks", "read_task")
 LISTING_SHARE = 0.8
 #: Calls in flight at once on one connection (A4 pipelines eight, FUZZ bursts a few).
 MAX_IN_FLIGHT = 32
+#: How often a fault that waits for the effect polls the listing.
+LISTING_POLL_S = 0.02
 
 
 class BindingConnection(Connection):
@@ -69,8 +75,11 @@ class BindingConnection(Connection):
         start_timeout: float = START_TIMEOUT_S,
         stop_timeout: float = 5.0,
         stderr_limit: int = 64 << 10,
+        wrap: tuple[str, ...] = (),
     ):
         self.binding = binding
+        #: A command line the server's command runs under (``strace ...``, for CRASH-POINTS).
+        self.wrap = wrap
         self.recovery_s = binding.recovery_s
         self.task_model = binding.task_model
         self.normalizes = binding.normalizes
@@ -94,6 +103,12 @@ class BindingConnection(Connection):
         return self._servers[-1] if self._servers else None
 
     @property
+    def port(self) -> int | None:
+        """The loopback port the current server listens on (None over stdio)."""
+        current = self._current
+        return current.port if current is not None else None
+
+    @property
     def alive(self) -> bool:
         current = self._current
         return current is not None and current.popen.poll() is None
@@ -111,7 +126,7 @@ class BindingConnection(Connection):
         if port is not None:
             env[PORT_ENV] = str(port)
         env.update(binding.start_env(port, self.state_dir))
-        command = binding.start_command(port, self.state_dir)
+        command = [*self.wrap, *binding.start_command(port, self.state_dir)]
         # As the binding writes it: reports carry no interpreter path, port or state dir.
         shown = shlex.join(binding.command)
         self._stderr.append(f"[retryproof: start #{len(self._servers) + 1}: {shown}]\n".encode())
@@ -202,29 +217,97 @@ class BindingConnection(Connection):
     def send_line(self, raw: bytes, timeout: float | None = None) -> Reply:
         return Lost("a binding has no line framing to send raw bytes on")
 
-    def lose_response(self, op: str, args: Mapping[str, Any]) -> Reply | None:
-        """Over HTTP (plain or MCP) the connection closes as soon as the request is
-        sent; over MCP stdio the kit closes the server's input right after the request,
-        as a caller that goes away does (the SDK cancels the call and exits; the server
-        is then gone, so the caller restarts it)."""
+    def lose_response(self, op: str, args: Mapping[str, Any], loss: Loss = WITHHELD) -> Reply | None:
+        """Lose the answer of one ``write_task`` as ``loss`` says (``adapters/loss.py``):
+        for a listening wire through a loopback proxy of the kit's own (``proxy.py``),
+        after which the retry comes as a new caller (a new MCP session); for a stdio
+        wire on the pipe the kit owns, where the caller then goes away (its input
+        closes; a server that outlives that is SIGKILLed), so the retry meets a new
+        process on the same state."""
         server = self._current
-        if op != "write_task" or server is None:
+        key = args.get("client_submission_id")
+        if op != "write_task" or server is None or server.wire is None or not isinstance(key, str):
             return None
-        try:
-            reply = self._write_task(server, dict(args), drop=True)
-        except Gone as exc:
-            return Lost(exc.reason)
-        if server.wire is not None and server.wire.ends_when_left:
-            try:
-                server.popen.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()  # a server that outlives its caller's input is ended like a hung one
-        return reply
+        if server.wire.ends_when_left:
+            return self._lose_on_the_pipe(server, dict(args), loss)
+        with Proxy(server.port or 0) as proxy:
+            held = proxy.arm(key.encode("ascii", "replace"))
+            wire = server.wire.through(proxy.url(server.base_url or ""))
+            pending = self._pool.submit(self._serve, server, op, dict(args), wire)
+            listed_s = None
+            if held.request_seen.wait(self.call_timeout):
+                with contextlib.suppress(Gone):
+                    listed_s = self._await_fault(server, key, loss, held.answered)
+            if loss.kill:
+                self.kill()
+            held.close()
+            if loss.kind == "cut" and not held.answered.is_set() and self.alive:
+                with contextlib.suppress(Gone):  # through the proxy, as the call went
+                    wire.abandon(self.call_timeout)
+            reply = self.wait(pending)
+        if self.alive:
+            with contextlib.suppress(Gone):
+                server.wire.ready(time.monotonic() + self.call_timeout)  # the retry is a new caller
+        if not isinstance(reply, Lost):  # the proxy never saw the call: nothing was lost
+            return Lost(f"the kit could not interpose on the call ({held.describe()}); it answered {reply}")
+        return Lost(f"{loss.describe()['fault']}: {held.describe()}", listed_s)
 
-    def _serve(self, server: Server, op: str, args: dict[str, Any]) -> Reply:
+    def _await_fault(self, server: Server, key: str, loss: Loss, answered: threading.Event) -> float | None:
+        """Wait until the moment ``loss`` names (bounded by a call timeout); an answer
+        that arrives first is withheld all the same. When the wait polled the listing
+        and saw the effect: seconds until the last listing that did not hold it yet
+        began (the effect was made after that, however slow the listing)."""
+        began = time.monotonic()
+        deadline = began + self.call_timeout
+        if loss.kind == "cut" and not loss.when_listed:
+            answered.wait(min(loss.after_s or 0.0, self.call_timeout))
+            return None
+        unlisted_s, seen = 0.0, False
+        while time.monotonic() < deadline:
+            done = answered.is_set()
+            asked = time.monotonic() - began
+            listed = self._listing(server)
+            if not isinstance(listed, Failure) and any(item["client_submission_id"] == key for item in listed):
+                seen = True
+                break
+            unlisted_s = asked
+            if done:
+                break
+            time.sleep(LISTING_POLL_S)
+        if loss.kind == "withheld":
+            answered.wait(max(0.0, deadline - time.monotonic()))
+        return unlisted_s if seen else None
+
+    def _lose_on_the_pipe(self, server: Server, args: dict[str, Any], loss: Loss) -> Reply:
+        assert server.wire is not None  # the caller checked
+        answered = threading.Event()
+        pending = self._pool.submit(self._serve, server, "write_task", args)
+        pending.add_done_callback(lambda _: answered.set())
+        began = time.monotonic()
+        listed_s = None
+        with contextlib.suppress(Gone):
+            listed_s = self._await_fault(server, str(args["client_submission_id"]), loss, answered)
+        # What the caller left behind when it went away: an answer that had arrived (and
+        # is not delivered), or none yet.
+        arrived = answered.is_set() and not isinstance(pending.result(0), Lost)
+        if loss.kill:
+            self.kill()
+        server.wire.stop()
+        closed_after = time.monotonic() - began
+        try:
+            server.popen.wait(self.stop_timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()  # a server that outlives its caller's input is ended like a hung one
+        what = "the answer had arrived" if arrived else "no answer yet"
+        fault = loss.describe()["fault"]
+        return Lost(
+            f"{fault}: {what}; the caller closed the server's input {closed_after:.3f}s after the request", listed_s
+        )
+
+    def _serve(self, server: Server, op: str, args: dict[str, Any], wire: Transport | None = None) -> Reply:
         try:
             if op == "write_task":
-                return self._write_task(server, args)
+                return self._write_task(server, args, wire)
             if op in ("list_tasks", "read_task"):
                 listed = self._listing(server)
                 if isinstance(listed, Failure):
@@ -243,7 +326,8 @@ class BindingConnection(Connection):
         except (UnicodeError, ValueError) as exc:  # a key a header cannot carry, say
             return Lost(f"the kit cannot send this call over {self.binding.target}: {exc}")
 
-    def _write_task(self, server: Server, args: dict[str, Any], drop: bool = False) -> Reply:
+    def _write_task(self, server: Server, args: dict[str, Any], wire: Transport | None = None) -> Reply:
+        """``wire``: the server's wire aimed at the kit's proxy, for a call whose answer is lost."""
         binding = self.binding
         task = args.get("task")
         key = args.get("client_submission_id")
@@ -253,15 +337,14 @@ class BindingConnection(Connection):
         if isinstance(arguments, str):
             return Lost(arguments)
         listed_before: set[str] = set()
-        if self._ledger is not None and not drop:
+        if self._ledger is not None:
             before = self._listing(server)
             if isinstance(before, Failure):
                 return Lost(f"the kit could not read the listing before the call: {before.message}")
             listed_before = {item["task_id"] for item in before}
-        assert server.wire is not None  # a started server got its wire
-        if drop:
-            return Lost(server.wire.leave(arguments, key, self.call_timeout))
-        answer = server.wire.call(arguments, key, self.call_timeout)
+        wire = wire or server.wire
+        assert wire is not None  # a started server got its wire
+        answer = wire.call(arguments, key, self.call_timeout)
         rule = answers.meaning(binding, answer)
         exchanged = answers.exchange(binding, key, answer, rule)
         self._exchanges.append(exchanged)

@@ -1,4 +1,5 @@
-"""``retryproof replay FILE [--harness CMD | --binding FILE]``: re-run a FUZZ-MODEL history.
+"""``retryproof replay FILE [--harness CMD | --binding FILE]``: re-run a FUZZ-MODEL history,
+or a CRASH-POINTS or KILL-NEMESIS failure (a scenario replay: seed and environment).
 
 The replay file holds the steps of a shrunk failing history. They run against the
 harness (default: the bundled reference runtime, and only for a file recorded from it:
@@ -6,12 +7,16 @@ replaying another implementation's history against the reference would quietly a
 a different question) on a fresh state directory, through
 the same driver and invariants as the fuzz run, one line per step. Exit 1 when the
 history still breaks an invariant (reproduced), 0 when it no longer does, 2 when the
-file or the harness is unusable.
+file or the harness is unusable. A scenario replay re-runs its scenario with the
+recorded seed and environment against the target it names (``--harness`` or
+``--binding``, required: the recorded timings and points belong to that runtime), with
+the same exit codes.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -29,18 +34,13 @@ from retryproof.conformance.fuzz import (
 )
 from retryproof.spec.protocol import Hello
 
+_FILE_HINT = "pass a file a FUZZ-MODEL, CRASH-POINTS or KILL-NEMESIS failure wrote (replays/ beside its report)"
 _STEP_HINT = "a replay file holds the steps a FUZZ-MODEL failure wrote: restore that step, or take the file again from replays/ beside the report"
 
 
 def load_replay(path: str) -> dict[str, Any]:
     """The replay document at ``path``, or a ``KitError`` saying what is wrong."""
-    document = load_user_file(
-        path,
-        "replay file",
-        strict_json,
-        "JSON",
-        "pass the file a FUZZ-MODEL failure wrote (replays/ beside its report)",
-    )
+    document = load_user_file(path, "replay file", strict_json, "JSON", _FILE_HINT)
     if not isinstance(document, dict) or document.get("format") != replay_file.FORMAT:
         raise KitError(f"{path} is not a replay file", f'expected an object with "format": "{replay_file.FORMAT}"')
     steps = document.get("steps")
@@ -54,6 +54,9 @@ def load_replay(path: str) -> dict[str, Any]:
 
 
 def main(args) -> int:
+    recorded = load_user_file(args.file, "replay file", strict_json, "JSON", _FILE_HINT)
+    if isinstance(recorded, dict) and recorded.get("format") == replay_file.SCENARIO_FORMAT:
+        return _rerun_scenario(args, recorded)
     document = load_replay(args.file)
     from retryproof.conformance.options import harness_target, load_binding
 
@@ -108,3 +111,34 @@ def _recorded_from_reference(path: str, document: Mapping[str, Any], hello: Hell
             f"{path} records a run of implementation {name}, not of the bundled reference runtime",
             "replay it against that implementation's harness: retryproof replay FILE --harness CMD",
         )
+
+
+def _rerun_scenario(args, document: Mapping[str, Any]) -> int:
+    """A scenario replay: ``retryproof run --only ID --seed N`` against the target, with
+    the recorded environment (the crash point, the kill windows). Exit 1 when the
+    scenario fails again (reproduced), 0 when it passes."""
+    from retryproof.conformance.catalogue import catalogue
+    from retryproof.conformance.cli import build_parser
+    from retryproof.conformance.commands import run
+
+    scenario, seed, env = document.get("scenario"), document.get("seed"), document.get("env")
+    valid_env = isinstance(env, dict) and all(isinstance(value, str) for value in env.values())
+    if scenario not in {item.id for item in catalogue()} or not isinstance(seed, int) or not valid_env:
+        raise KitError(
+            f"replay file {args.file} does not name a catalogue scenario, an integer seed and its environment",
+            _FILE_HINT,
+        )
+    assert isinstance(env, dict)
+    if args.harness is None and args.binding is None:
+        raise KitError(
+            f"{args.file} replays a run of {json.dumps((document.get('implementation') or {}).get('name'))}",
+            "name its target: retryproof replay FILE --harness CMD (or --binding FILE)",
+        )
+    target = ["--harness", args.harness] if args.harness is not None else ["--binding", args.binding]
+    print(f"replaying {scenario} with seed {seed} and {' '.join(f'{k}={v}' for k, v in sorted(env.items()))}")
+    os.environ.update(env)
+    with Scratch("retryproof-replay-") as scratch:
+        argv = ["run", "--only", scenario, "--seed", str(seed), *target, "--out", scratch.work, "--format", "json"]
+        code = run.main(build_parser("run").parse_args(argv))
+    print("REPRODUCED" if code == 1 else "not reproduced: the scenario passed on this target")
+    return code

@@ -218,3 +218,28 @@ def tally(calls: list[Call]) -> dict[str, int]:
         key = call.disposition or call.code or "no answer"
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def converge(
+    ctx: Context, submission_id: str, task: dict[str, Any], bound: float, connection: Connection | None = None
+) -> Mapping[str, Any]:
+    """Retry one key until it answers with its effect; fail past ``bound`` seconds."""
+    deadline = time.monotonic() + bound
+    attempts = 0
+    while True:
+        attempts += 1
+        call = ctx.write_task(submission_id, task, connection=connection)
+        if call.kind == "ok":
+            ctx.evidence.setdefault("retries_to_settle", {})[submission_id] = attempts
+            what = f"retry of {submission_id}"
+            return expect_faithful(ctx, ctx.expect_ok(call, what), submission_id, task, what)
+        ctx.check(
+            call.kind != "fail" or call.code == "in_flight",
+            f"the retry of {submission_id} with its own task answered {call.disposition or call.code}: {call.message or ''}",
+        )
+        ctx.check(
+            time.monotonic() < deadline,
+            f"{submission_id} did not answer with its effect within {bound:g}s after the fault "
+            f"({attempts} attempts; last: {call.code or 'no answer'} {call.message or ''})".rstrip(),
+        )
+        time.sleep(IN_FLIGHT_RETRY_PAUSE_S)

@@ -39,6 +39,7 @@ from retryproof.adapters.process import ProcessConnection
 from retryproof.adapters.process_groups import Scratch
 from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.scenarios import Context, scenario
+from retryproof.conformance.strace import Syscall, parse_trace
 
 # The system calls the check needs; -y prints the path behind every fd argument.
 TRACED_SYSCALLS = (
@@ -61,46 +62,9 @@ TRACED_SYSCALLS = (
     "chdir",
 )
 
-_COMPLETE = re.compile(r"^(?P<pid>\d+)\s+(?P<name>\w+)\((?P<args>.*)\)\s+=\s+(?P<result>.*)$")
-_UNFINISHED = re.compile(r"^(?P<pid>\d+)\s+(?P<name>\w+)\((?P<args>.*?)\s*<unfinished \.\.\.>$")
-_RESUMED = re.compile(r"^(?P<pid>\d+)\s+<\.\.\. (?P<name>\w+) resumed>(?P<args>.*)\)\s+=\s+(?P<result>.*)$")
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _FD_PATH = re.compile(r"^(?:AT_FDCWD|-?\d+)<(?P<path>[^>]*)>")
 _RESULT_PATH = re.compile(r"^\d+<(?P<path>[^>]*)>")
-
-
-@dataclass(frozen=True)
-class Syscall:
-    """One completed system call of the trace, in completion order."""
-
-    seq: int
-    pid: int
-    name: str
-    args: str
-    result: str
-
-    @property
-    def ok(self) -> bool:
-        return not self.result.startswith("-1")
-
-
-def parse_trace(lines: Iterable[str]) -> list[Syscall]:
-    """Parse ``strace -f -y -qq`` output; an interrupted call is joined with its
-    resumption and placed where it completed (its effect is certain only then)."""
-    calls: list[Syscall] = []
-    pending: dict[tuple[int, str], str] = {}
-    for raw in lines:
-        line = raw.rstrip("\n")
-        if match := _UNFINISHED.match(line):
-            pending[(int(match["pid"]), match["name"])] = match["args"]
-        elif match := _RESUMED.match(line):
-            pid, name = int(match["pid"]), match["name"]
-            head = pending.pop((pid, name), None)
-            if head is not None:
-                calls.append(Syscall(len(calls), pid, name, head + match["args"], match["result"].strip()))
-        elif match := _COMPLETE.match(line):
-            calls.append(Syscall(len(calls), int(match["pid"]), match["name"], match["args"], match["result"].strip()))
-    return calls
 
 
 def _unescape(text: str) -> str:

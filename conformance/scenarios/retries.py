@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from retryproof.adapters.loss import WITHHELD, WITHHELD_THEN_KILLED, Loss
 from retryproof.conformance.context import TaskSet
+from retryproof.conformance.outcome import Call
 from retryproof.conformance.scenarios import Context, scenario
 from retryproof.conformance.scenarios.common import (
+    converge,
     expect_created,
+    expect_identity,
     expect_one_creation,
     expect_reuse_of,
     fired,
@@ -19,40 +23,66 @@ def response_loss(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")
     submission_id, task = ctx.submission_id(), ctx.task()
-    lost = ctx.lose_response(submission_id, task)
-    if lost is None:
-        # The caller never sees this answer: the kit reads it only as evidence and
-        # judges the retry against durable state, not against it.
-        ctx.expect_ok(ctx.write_task(submission_id, task), "first call")
-    else:
-        _after_real_loss(ctx, before, submission_id, task)
+    lost = ctx.lose_response(submission_id, task, WITHHELD)
+    if lost is not None:
+        _after_real_losses(ctx, before, (submission_id, task, *lost))
         return
+    # The caller never sees this answer: the kit reads it only as evidence and
+    # judges the retry against durable state, not against it.
+    ctx.expect_ok(ctx.write_task(submission_id, task), "first call")
     retry = ctx.write_task(submission_id, task)
     after = ctx.tasks("after")
     ctx.check_tasks(before, after, new=1)
     expect_reuse_of(ctx, retry, after, submission_id, "retry after the lost response")
 
 
-def _after_real_loss(ctx: Context, before: TaskSet, submission_id: str, task: dict) -> None:
-    """The connection closed before the answer was read (or the caller left): the
-    first call may have made the effect or not. If durable state shows it within a
-    call timeout, the retry must reuse it; if not, the runtime dropped the call with
-    its connection, and the retry must create the one effect. Either way, one task."""
-    if not ctx.conn.alive:  # over MCP stdio the server ends with its caller's input
-        ctx.start()
-    first = ctx.effect_of(submission_id, ctx.call_timeout)
-    ctx.note("first_call_effect", None if first is None else first.get("task_id"))
-    retry = ctx.write_task(submission_id, task)
-    after = ctx.tasks("after")
-    if first is None:
-        expect_created(ctx, retry, submission_id, task, "retry after a call the runtime dropped with its connection")
-    else:
-        expect_reuse_of(ctx, retry, after, submission_id, "retry after the lost response")
-    ctx.check_tasks(before, after, new=1)
+def _after_real_losses(ctx: Context, before: TaskSet, withheld: tuple[str, dict, Call, float | None]) -> None:
+    """Three real losses, each on a fresh key: the answer withheld (which also times
+    the effect), the call cut once its effect is listed, and cut at a seeded fraction of
+    the time the effect took (the last listing without it). After each, the retry (on a new connection; over MCP stdio a
+    new process) must answer the one effect, after in-flight answers within the
+    runtime's recovery bound if any; an effect listed before the retry must be reused."""
+    # The seeded cut lands between the request and the effect, where a runtime that
+    # claims a key and then makes the effect has its window; when the first listing
+    # already held the effect, within the answer time.
+    submission_id, task, call, listed_s = withheld
+    window_s = listed_s or call.duration_s
+    # At most half of it: that lower bound was measured on another call, and the time a
+    # call takes varies with the machine's load.
+    fraction = round(ctx.rng.uniform(0.1, 0.5), 3)
+    ctx.note("effect_not_yet_listed_at_s", listed_s)
+    losses = [(submission_id, task, WITHHELD, call)]
+    for loss in (Loss("cut", when_listed=True), Loss("cut", after_s=round(fraction * window_s, 3))):
+        if not ctx.conn.alive:
+            ctx.start()
+        submission_id, task = ctx.submission_id(), ctx.task()
+        lost = ctx.lose_response(submission_id, task, loss)
+        assert lost is not None  # the connection lost the first answer, so it loses these
+        losses.append((submission_id, task, loss, lost[0]))
+    ctx.note("cut_fraction_of_answer_time", fraction)
+    bound = ctx.conn.recovery_s + ctx.call_timeout
+    evidence = []
+    for submission_id, task, loss, call in losses:
+        if not ctx.conn.alive:  # over MCP stdio the server ends with its caller's input
+            ctx.start()
+        listed = bool(ctx.tasks().for_submission(submission_id))
+        final = converge(ctx, submission_id, task, bound)
+        evidence.append({"key": submission_id, **loss.describe(), "lost": call.message, "listed_before_retry": listed})
+        ctx.note("losses", evidence)
+        ctx.check(
+            not listed or final.get("disposition") == "reused",
+            f"{submission_id} ({loss.describe()['fault']}): the effect was listed before the retry, "
+            f"yet the retry answered {final.get('disposition')}",
+        )
+        expect_identity(ctx, final, ctx.tasks(), submission_id, f"the retry of {submission_id}")
+    ctx.check_tasks(before, ctx.tasks("after"), new=len(losses))
 
 
 @scenario("A2-CRASH-BEFORE-RESPONSE")
 def crash_before_response(ctx: Context) -> None:
+    if not ctx.has_failpoint(AFTER_COMMIT):
+        _killed_after_answering(ctx)
+        return
     ctx.start(failpoints={AFTER_COMMIT: "crash"})
     before = ctx.tasks("before")
     submission_id, task = ctx.submission_id(), ctx.task()
@@ -63,6 +93,29 @@ def crash_before_response(ctx: Context) -> None:
     ctx.check_tasks(before, after, new=1)
     expect_reuse_of(ctx, retry, after, submission_id, "retry after the crash")
     ctx.receipt(submission_id, "after retry")
+
+
+def _killed_after_answering(ctx: Context) -> None:
+    """Without the failpoint: the runtime's answer is withheld (through a binding) or
+    read and disregarded (a harness's one stdout), and the runtime is SIGKILLed at once;
+    after a restart the retry must reach the one effect (within the recovery bound)
+    and answer it reused, since the answer said the effect was made."""
+    ctx.start()
+    before = ctx.tasks("before")
+    submission_id, task = ctx.submission_id(), ctx.task()
+    if ctx.lose_response(submission_id, task, WITHHELD_THEN_KILLED) is None:
+        ctx.expect_ok(ctx.write_task(submission_id, task), "the call whose answer the caller never sees")
+        ctx.kill()
+    ctx.note("crash", "no failpoint: the answer was withheld and the runtime SIGKILLed at once")
+    ctx.start()
+    final = converge(ctx, submission_id, task, ctx.conn.recovery_s + ctx.call_timeout)
+    after = ctx.tasks("after")
+    ctx.check_tasks(before, after, new=1)
+    ctx.check(
+        final.get("disposition") == "reused",
+        f"the retry after the crash answered {final.get('disposition')}, but the effect was made before it",
+    )
+    expect_identity(ctx, final, after, submission_id, "retry after the crash")
 
 
 #: Races per A4 scenario, each with a fresh id: a runtime whose lock is skipped only

@@ -14,7 +14,7 @@ class FinalReceiptOnly(Runtime):
     of the submission, so it creates again.
     """
 
-    killed_by = ("CRASH-AFTER-TASK-WRITE", "CRASH-AFTER-TASK-CREATED")
+    killed_by = ("CRASH-AFTER-TASK-WRITE", "CRASH-AFTER-TASK-CREATED", "CRASH-POINTS")
 
     def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
         if receipt["state"] == "committed":

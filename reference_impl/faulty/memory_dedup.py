@@ -17,7 +17,7 @@ class MemoryDedup(Runtime):
     After a restart (graceful or SIGKILL) the retry creates a second task.
     """
 
-    killed_by = ("RESTART-REUSE", "A2-CRASH-BEFORE-RESPONSE")
+    killed_by = ("RESTART-REUSE", "A2-CRASH-BEFORE-RESPONSE", "CRASH-POINTS")
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

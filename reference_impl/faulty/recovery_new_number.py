@@ -16,7 +16,7 @@ class RecoveryNewNumber(Runtime):
     and a retry are among the histories it explores.
     """
 
-    killed_by = ("CRASH-AFTER-TASK-WRITE", "FUZZ-MODEL")
+    killed_by = ("CRASH-AFTER-TASK-WRITE", "FUZZ-MODEL", "CRASH-POINTS")
 
     def _recover_reserved(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
         if os.path.exists(self._state_path(receipt["task_path"])):

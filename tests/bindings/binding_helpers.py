@@ -65,3 +65,60 @@ def run_binding(
 
 def statuses(report: dict) -> dict[str, str]:
     return {scenario["id"]: scenario["status"] for scenario in report["scenarios"]}
+
+
+def http_binding(script: str, name: str, **extra) -> dict:
+    """A binding for one of the test services here (key in Idempotency-Key, effects at GET /tasks)."""
+    return {
+        "binding": "retryproof-binding/1",
+        "name": name,
+        "transport": "http",
+        "start": {"command": ["{python}", str(HERE / script)], "url": "http://127.0.0.1:{port}"},
+        "call": {"method": "POST", "path": "/tasks", "key": {"header": "Idempotency-Key"}},
+        "answers": {
+            "task_id": "body.id",
+            "outcomes": [
+                {"when": {"status": 201}, "means": "created"},
+                {"when": {"status": 200, "header.idempotent-replayed": "true"}, "means": "reused"},
+                {"when": {"status": 422}, "means": "conflict"},
+                {"when": {"status": 409}, "means": "in_flight"},
+            ],
+        },
+        "listing": {"get": "/tasks", "items": "body", "task_id": "id", "key": "key", "task": "task"},
+        **extra,
+    }
+
+
+#: The wires a claim service (claim_http.py, claim_mcp.py) is served over.
+WIRES = ("http", "mcp-stdio", "mcp-http")
+
+
+def claim_binding(wire: str, defect: str = "") -> dict[str, Any]:
+    """A binding for the claim store over ``wire``, broken by ``defect`` (claim_store.py's
+    RETRYPROOF_DEFECT; empty: the fixed store). Its recovery bound is the store's lease."""
+    env = {"RETRYPROOF_DEFECT": defect}
+    name = f"claim-{wire}-{defect or 'fixed'}"
+    if wire == "http":
+        document = http_binding("claim_http.py", name, recovery_s=1.0)
+        document["start"]["env"] = env
+        return document
+    start: dict[str, Any] = {"command": ["{python}", str(HERE / "claim_mcp.py"), wire.removeprefix("mcp-")], "env": env}
+    if wire == "mcp-http":
+        start["url"] = "http://127.0.0.1:{port}/mcp"
+    return {
+        "binding": "retryproof-binding/1",
+        "name": name,
+        "transport": "mcp",
+        "start": start,
+        "call": {"tool": "create_task", "key": {"argument": "idempotency_key"}, "task": {"member": "task"}},
+        "answers": {
+            "task_id": "result.id",
+            "outcomes": [
+                {"when": {"isError": False, "result.replayed": False}, "means": "created"},
+                {"when": {"isError": False, "result.replayed": True}, "means": "reused"},
+                {"when": {"result.error": "in flight"}, "means": "in_flight"},
+            ],
+        },
+        "listing": {"tool": "list_effects", "items": "result.effects", "task_id": "id", "key": "key", "task": "task"},
+        "recovery_s": 1.0,
+    }

@@ -21,8 +21,8 @@ def _mcp_sdk() -> None:
 #: Each server start costs the SDK's import (seconds on a busy machine): the subsets
 #: keep restarts few; the HTTP tests cover the rest of what a binding offers.
 SUBSETS = {
-    "reference-mcp": "WT-CREATE,INVALID-KEY,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,LEGACY-NO-ID",
-    "reference-mcp-http": "WT-CREATE,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST",
+    "reference-mcp": "WT-CREATE,INVALID-KEY,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,LEGACY-NO-ID",
+    "reference-mcp-http": "WT-CREATE,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST",
 }
 
 

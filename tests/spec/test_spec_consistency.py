@@ -258,3 +258,9 @@ def test_the_after_crash_table_covers_every_executor():
     assert set(approval["after_crash"]) == set(approval["executors"])
     for entry in approval["after_crash"].values():
         assert entry["outcome"] in approval["outcomes"] and entry["reason"].strip()
+
+
+def test_a_failpoint_a_scenario_uses_when_declared_is_a_standard_one():
+    for scenario in SPEC["scenarios"]:
+        for name in scenario.get("uses_failpoints", ()):
+            assert name in PROTO["failpoints"], (scenario["id"], name)

@@ -105,7 +105,8 @@ class Transport(ABC):
     call_needs: ClassVar[tuple[tuple[str, ...], str]]
     #: Keys of other transports, per section of the binding file, that do not apply here.
     foreign: ClassVar[Mapping[str, tuple[str, ...]]]
-    #: Whether the server ends when its caller goes away mid-call (``leave``).
+    #: Whether the server ends when its caller goes away (its input closes): the kit
+    #: then loses an answer on the pipe it owns, not through its proxy.
     ends_when_left: ClassVar[bool] = False
 
     def __init__(self, binding: BoundPath, server: Server):
@@ -120,9 +121,16 @@ class Transport(ABC):
     def call(self, arguments: dict[str, Any], key: str | None, timeout: float) -> dict[str, Any]:
         """The bound call with ``arguments`` (the task as the call carries it) and the key."""
 
-    @abstractmethod
-    def leave(self, arguments: dict[str, Any], key: str | None, timeout: float) -> str:
-        """Send the bound call and go away before its answer: why the answer is lost."""
+    def through(self, url: str) -> Transport:
+        """This wire with its calls sent to ``url`` (the kit's proxy, ``proxy.py``)
+        instead of the server, for one call whose answer the kit loses; a listening
+        wire has one."""
+        raise NotImplementedError(f"{self.label} has no url to send a call through")
+
+    def abandon(self, timeout: float) -> None:
+        """Say that the caller gave up the last call sent on this wire, where the wire
+        has a way to (MCP's cancellation); most have none."""
+        return None  # the closed connection is all the server sees
 
     @abstractmethod
     def listing(self, timeout: float) -> tuple[dict[str, Any], str | None]:

@@ -3,12 +3,23 @@ the JSON body), the listing a GET; each request on a new connection."""
 
 from __future__ import annotations
 
+import copy
 import http.client
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES, Gone, Transport, json_bytes, parse_json
+from retryproof.adapters.binding.transports.base import (
+    MAX_ANSWER_BYTES,
+    Gone,
+    Server,
+    Transport,
+    json_bytes,
+    parse_json,
+)
+
+if TYPE_CHECKING:
+    from retryproof.adapters.binding.transports.base import BoundPath
 
 
 def http_exchange(
@@ -19,11 +30,8 @@ def http_exchange(
     headers: Mapping[str, str] | None = None,
     body: Any = None,
     timeout: float,
-    drop: bool = False,
 ) -> dict[str, Any]:
-    """One HTTP request on a new connection: ``{status, header, body}``. ``drop``
-    closes the connection as soon as the request is sent: the service answers into a
-    closed socket, and the caller never reads it (a real lost response)."""
+    """One HTTP request on a new connection: ``{status, header, body}``."""
     parts = urlsplit(base_url)
     connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
     sent_headers = {"Accept": "application/json", **(headers or {})}
@@ -33,8 +41,6 @@ def http_exchange(
         sent_headers["Content-Type"] = "application/json"
     try:
         connection.request(method, parts.path.rstrip("/") + path, body=payload, headers=sent_headers)
-        if drop:
-            return {}
         response = connection.getresponse()
         data = response.read(MAX_ANSWER_BYTES + 1)
         if len(data) > MAX_ANSWER_BYTES:
@@ -60,25 +66,21 @@ class HttpApi(Transport):
     def ready(self, deadline: float) -> None:
         self.accepting(deadline)
 
+    def __init__(self, binding: BoundPath, server: Server):
+        super().__init__(binding, server)
+        self.url = server.base_url or ""
+
     def call(self, arguments: dict[str, Any], key: str | None, timeout: float) -> dict[str, Any]:
-        return self._send(arguments, key, timeout, drop=False)
-
-    def leave(self, arguments: dict[str, Any], key: str | None, timeout: float) -> str:
-        self._send(arguments, key, timeout, drop=True)
-        return "the kit closed the connection before reading the answer"
-
-    def _send(self, arguments: dict[str, Any], key: str | None, timeout: float, drop: bool) -> dict[str, Any]:
         binding = self.binding
         headers = {binding.key[1]: key} if key is not None else {}
         return http_exchange(
-            self.server.base_url or "",
-            binding.method or "POST",
-            binding.path or "/",
-            headers=headers,
-            body=arguments,
-            timeout=timeout,
-            drop=drop,
+            self.url, binding.method or "POST", binding.path or "/", headers=headers, body=arguments, timeout=timeout
         )
+
+    def through(self, url: str) -> Transport:
+        aimed = copy.copy(self)
+        aimed.url = url
+        return aimed
 
     def listing(self, timeout: float) -> tuple[dict[str, Any], str | None]:
         path = self.binding.listing["get"]

@@ -5,7 +5,8 @@ the parts of an answer.
 The MCP client is written here, on the standard library, rather than taken from the
 ``mcp`` SDK: the kit must own every wait (bounded by its own timeouts, on its own
 threads), the server process (its own process group, SIGKILLed at will) and the
-connection (closed before the answer is read, to lose a response for real). The SDK
+connection (its answer withheld or the call cut by the kit's proxy, ``proxy.py``, to
+lose a response for real). The SDK
 is what the servers under test are built with; the kit only speaks the protocol.
 """
 

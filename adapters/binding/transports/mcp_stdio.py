@@ -70,14 +70,6 @@ class McpStdio(Mcp):
             with self._lock:
                 self._pending.pop(request_id, None)
 
-    def leave(self, arguments: dict[str, Any], key: str | None, timeout: float) -> str:
-        """Send the call and close the input at once: the caller went away mid-call."""
-        with self._lock:
-            request_id = next(self._ids)
-        self._write(jsonrpc_request(request_id, "tools/call", self.tool_call(arguments, key)))
-        self.stop()
-        return "the caller closed the server's input right after the request"
-
     def stop(self) -> None:
         self.server.pipes.close(self._stdin)
 

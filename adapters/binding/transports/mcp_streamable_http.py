@@ -4,6 +4,7 @@ every later message."""
 
 from __future__ import annotations
 
+import copy
 import http.client
 import itertools
 import time
@@ -11,7 +12,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES, Gone, Server, json_bytes, parse_json
+from retryproof.adapters.binding.transports.base import (
+    MAX_ANSWER_BYTES,
+    Gone,
+    Server,
+    Transport,
+    json_bytes,
+    parse_json,
+)
 from retryproof.adapters.binding.transports.mcp import MCP_PROTOCOL_VERSION, Mcp, initialize_params, jsonrpc_request
 
 if TYPE_CHECKING:
@@ -28,6 +36,7 @@ class McpStreamableHttp(Mcp):
         self.session: str | None = None
         self.version = MCP_PROTOCOL_VERSION
         self._ids = itertools.count(1)
+        self._last_id: int | None = None
 
     def ready(self, deadline: float) -> None:
         self.accepting(deadline)
@@ -38,20 +47,27 @@ class McpStreamableHttp(Mcp):
         self.version = str(answer["result"].get("protocolVersion") or MCP_PROTOCOL_VERSION)
         self._post({"jsonrpc": "2.0", "method": "notifications/initialized"}, timeout)
 
-    def request(self, method: str, params: Mapping[str, Any], timeout: float, drop: bool = False) -> dict[str, Any]:
-        request_id = next(self._ids)
-        answer = self._post(jsonrpc_request(request_id, method, params), timeout, drop=drop)
-        if drop:
-            return {}
+    def request(self, method: str, params: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+        request_id = self._last_id = next(self._ids)
+        answer = self._post(jsonrpc_request(request_id, method, params), timeout)
         if not isinstance(answer, dict) or answer.get("id") != request_id:
             raise Gone(f"{method}: an answer for another request: {str(answer)[:200]}")
         return answer
 
-    def leave(self, arguments: dict[str, Any], key: str | None, timeout: float) -> str:
-        self.request("tools/call", self.tool_call(arguments, key), timeout, drop=True)
-        return "the kit closed the connection before reading the answer"
+    def through(self, url: str) -> Transport:
+        """The same session (its id, its request ids) sent to ``url``."""
+        aimed = copy.copy(self)
+        aimed.url = url
+        return aimed
 
-    def _post(self, message: Mapping[str, Any], timeout: float, drop: bool = False) -> Any:
+    def abandon(self, timeout: float) -> None:
+        """A caller that gives up says so (``notifications/cancelled``); the SDK then
+        cancels the call, as it does when a stdio caller's input ends."""
+        if self._last_id is not None:
+            params = {"requestId": self._last_id, "reason": "the caller gave up"}
+            self._post({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params}, timeout)
+
+    def _post(self, message: Mapping[str, Any], timeout: float) -> Any:
         parts = urlsplit(self.url)
         connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
         headers = {
@@ -63,8 +79,6 @@ class McpStreamableHttp(Mcp):
             headers["Mcp-Session-Id"] = self.session
         try:
             connection.request("POST", parts.path or "/", body=json_bytes(message), headers=headers)
-            if drop:
-                return None
             response = connection.getresponse()
             self.session = response.getheader("mcp-session-id") or self.session
             if response.status == 202:

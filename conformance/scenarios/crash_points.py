@@ -1,0 +1,322 @@
+"""CRASH-POINTS: a SIGKILL at every durable step of one write, without any hook.
+
+A runtime without failpoints (a server through a binding, a harness that declares
+none) still has crash windows: between claiming a key and making the effect, between
+two writes of a stored response. Crash-consistency testers find them from the
+system calls (ALICE, CrashMonkey); so does this scenario:
+
+1. *Record.* On a fresh state directory the runtime runs under ``strace -f -ttt -y
+   -yy`` and makes one write. Its points are the system calls entered while that
+   call ran that change durable state or reach another store: a create, write,
+   truncate, rename, link, unlink or mkdir on a file of the state directory; a write
+   or send on a socket the runtime connected to (a database, a cache). An fsync is no
+   point: a SIGKILL loses no page cache, so a kill there leaves what a kill at the
+   next step leaves (DURABILITY-TRACE judges the fsyncs).
+2. *Kill.* For each point, on a fresh state directory: the runtime runs under
+   ``strace --inject=SYSCALL:signal=KILL:when=N`` (N: that call's number among its
+   thread's calls of SYSCALL, as strace counts them) and makes the same write; the
+   kernel kills it on entering that call. It starts again, untraced, on that state,
+   and the key is retried until it answers with its effect within the runtime's
+   recovery bound plus a call timeout. The listing must hold exactly that one effect.
+
+strace counts per thread, and any thread's N-th call of SYSCALL triggers the kill: a
+point another thread reaches first under the same count is not reachable this way
+and is only counted (``unreachable``). Past ``MAX_POINTS`` the points are sampled
+evenly. ``RETRYPROOF_CRASH_POINT=SYSCALL:N`` (in the reproduce line of a failure, and
+in its replay file) runs that one point.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from retryproof.adapters.binding.connection import BindingConnection
+from retryproof.adapters.connection import Connection, HarnessStartError
+from retryproof.adapters.process import ProcessConnection
+from retryproof.adapters.process_groups import Scratch
+from retryproof.conformance import replay_file
+from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
+from retryproof.conformance.scenarios import scenario
+from retryproof.conformance.scenarios.common import converge, expect_identity
+from retryproof.conformance.strace import Syscall, entered
+
+#: The most points one run kills at; past it they are sampled evenly.
+MAX_POINTS = 24
+#: Names a reproduction's point: ``SYSCALL:N``.
+POINT_ENV = "RETRYPROOF_CRASH_POINT"
+#: A traced start and call get this many times their usual bound (every traced call
+#: stops at the tracer).
+SLOWDOWN = 6
+
+_FILE_WRITES = ("write", "pwrite64", "writev", "pwritev", "pwritev2", "ftruncate")
+_SENDS = ("sendto", "sendmsg")
+_NAMES = ("rename", "renameat", "renameat2", "link", "linkat", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir")
+_OPENS = ("open", "openat", "creat")
+TRACED = (*_FILE_WRITES, *_SENDS, *_NAMES, *_OPENS)
+
+_FD = re.compile(r"^-?\d+<(?P<what>.*)>$")
+_RESULT_PATH = re.compile(r"^\d+<(?P<path>[^>]*)>")
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_TCP = re.compile(r"^TCP(?:v6)?:\[(?P<local>.*)->(?P<peer>.*)\]$")
+_UNIX = re.compile(r'^UNIX(?:-STREAM)?:\[\d+(?:->\d+)?,"(?P<path>[^"]+)"\]$')
+
+
+@dataclass(frozen=True)
+class Point:
+    """A durable step: the ``when``-th call of ``syscall`` in its thread, on ``target``
+    (a path in the state directory, or a store's address). With ``path`` the count is
+    of the calls on that path (strace ``-P``; the path is relative to the state
+    directory), for a step that another thread's calls would otherwise pre-empt."""
+
+    syscall: str
+    when: int
+    target: str
+    path: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.syscall}:{self.when}" + (f":{self.path}" if self.path else "")
+
+    def strace_options(self, state_dir: str) -> list[str]:
+        inject = ["-e", f"trace={self.syscall}", "-e", f"inject={self.syscall}:signal=KILL:when={self.when}"]
+        if self.path is None:
+            return inject
+        return ["-P", os.path.join(os.path.realpath(state_dir), self.path), *inject]
+
+
+def find_points(
+    calls: list[Syscall], state_dir: str, began: float, ended: float, own_port: int | None
+) -> tuple[list[Point], int]:
+    """The points among ``calls`` (entry order) entered between ``began`` and
+    ``ended``, and how many more there were that no strace count can reach."""
+    root = os.path.realpath(state_dir)
+    counted: dict[tuple[Any, ...], int] = {}
+    first_to_reach: dict[tuple[Any, ...], int] = {}
+
+    def count(key: tuple[Any, ...], call: Syscall) -> int:
+        mine = (call.pid, *key)
+        when = counted[mine] = counted.get(mine, 0) + 1
+        first_to_reach.setdefault((*key, when), call.seq)
+        return when
+
+    numbered = []
+    for call in calls:
+        paths = _paths(call, root)
+        numbered.append((call, count((call.name,), call), {path: count((call.name, path), call) for path in paths}))
+    points: list[Point] = []
+    unreachable = 0
+    for call, when, on_path in numbered:
+        if call.at is None or not began <= call.at <= ended:
+            continue
+        target = _target(call, root, own_port)
+        if target is None:
+            continue
+        if first_to_reach[(call.name, when)] == call.seq:
+            points.append(Point(call.name, when, target))
+            continue
+        reachable = [path for path, nth in on_path.items() if first_to_reach[(call.name, path, nth)] == call.seq]
+        if reachable:
+            points.append(Point(call.name, on_path[reachable[0]], target, reachable[0]))
+        else:
+            unreachable += 1
+    return points, unreachable
+
+
+def _paths(call: Syscall, root: str) -> list[str]:
+    """The state directory's files a call names (relative), as strace -P matches them."""
+    found = []
+    fd = _FD.match(call.args.split(",", 1)[0].strip())
+    if fd and fd["what"].startswith("/"):
+        found.append(fd["what"])
+    found += [_absolute(text, call.args) for text in _STRING.findall(call.args)]
+    inside = [_inside(path, root) for path in found]
+    return [path for path in inside if path]
+
+
+def _target(call: Syscall, root: str, own_port: int | None) -> str | None:
+    """What the call makes durable, or None when it is no point."""
+    head = call.args.split(",", 1)[0].strip()
+    if call.name in _OPENS:
+        created = call.name == "creat" or "O_CREAT" in call.args
+        opened = _RESULT_PATH.match(call.result)
+        named = _paths(call, root)
+        if not created:
+            return None
+        return _inside(opened["path"], root) if opened else (named[0] if named else None)
+    if call.name in _FILE_WRITES or call.name in _SENDS:
+        fd = _FD.match(head)
+        if fd is None:
+            return None
+        what = fd["what"]
+        if tcp := _TCP.match(what):
+            local_port = tcp["local"].rsplit(":", 1)[-1]
+            return None if own_port is not None and local_port == str(own_port) else f"tcp {tcp['peer']}"
+        if unix := _UNIX.match(what):
+            return f"unix {unix['path']}"
+        return None if call.name in _SENDS else _inside(what, root)
+    strings = [_absolute(text, call.args) for text in _STRING.findall(call.args)]
+    inside = [_inside(path, root) for path in strings]
+    if not any(inside):
+        return None
+    return " -> ".join(path or "(outside)" for path in inside)
+
+
+def _absolute(path: str, args: str) -> str:
+    if path.startswith("/"):
+        return path
+    base = re.match(r"^(?:AT_FDCWD|-?\d+)<(?P<dir>[^>]*)>", args)
+    return os.path.join(base["dir"], path) if base else path
+
+
+def _inside(path: str, root: str) -> str | None:
+    path = os.path.normpath(path)
+    return os.path.relpath(path, root) if path.startswith(root.rstrip("/") + "/") else None
+
+
+def sample(points: list[Point], cap: int) -> list[Point]:
+    """At most ``cap`` points, evenly spread over the write, the first and last kept."""
+    if len(points) <= cap:
+        return list(points)
+    if cap == 1:
+        return [points[0]]
+    return [points[round(index * (len(points) - 1) / (cap - 1))] for index in range(cap)]
+
+
+# -- the scenario ----------------------------------------------------------------------
+
+
+@scenario("CRASH-POINTS", long=True)
+def crash_points(ctx: Context) -> None:
+    strace = shutil.which("strace") or "strace"  # the runner skips the scenario without it
+    probe = ctx.start()
+    if not isinstance(probe, (BindingConnection, ProcessConnection)):
+        ctx.skip("this connection runs no command line the kit can run under strace")
+    ctx.stop()
+    sibling = _siblings(ctx, probe)
+    submission_id, task = ctx.submission_id(), ctx.task()
+    chosen = os.environ.get(POINT_ENV)
+    points, unreachable = _record(ctx, sibling, strace, submission_id, task)
+    if chosen:
+        points = [point for point in points if point.name == chosen]
+        ctx.check(bool(points), f"{POINT_ENV}={chosen} names no point of this runtime's write")
+    if not points:
+        raise Unjudgeable(
+            "the trace of one write shows no system call that makes state durable or reaches a store "
+            f"({unreachable} more that strace's count cannot reach): no crash point to kill at "
+            "(a store written through mmap alone, say)"
+        )
+    run = sample(points, MAX_POINTS)
+    ctx.note("points_found", len(points))
+    ctx.note("points_unreachable", unreachable)
+    ctx.note("points_run", len(run))
+    outcomes: list[dict[str, Any]] = []
+    ctx.note("points", outcomes)
+    for point in run:
+        outcomes.append(_kill_at(ctx, sibling, strace, point, submission_id, task))
+    # A point whose kill did not land while the write ran (a file name that differs from
+    # run to run, under -P) is still judged, and counted here.
+    ctx.note("points_not_reached", sum(not outcome["killed"] for outcome in outcomes))
+    failed = [outcome for outcome in outcomes if outcome["outcome"] != "one effect"]
+    if failed:
+        first = failed[0]
+        ctx.reproduce_env[POINT_ENV] = first["point"]
+        ctx.note(
+            "replay",
+            replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello.implementation, {POINT_ENV: first["point"]}),
+        )
+        ctx.check(
+            False,
+            f"{len(failed)} of {len(run)} crash points broke the write; first, a SIGKILL entering "
+            f"{first['syscall']} #{first['when']} on {first['target']}: {first['outcome']}",
+        )
+
+
+Sibling = Callable[[str, str, tuple[str, ...], float], Connection]
+
+
+def _siblings(ctx: Context, probe: Connection) -> Sibling:
+    """Connections to the same runtime on another state directory, its command run
+    under a prefix (strace), with bounds ``slowdown`` times the usual."""
+
+    def make(state: str, work: str, prefix: tuple[str, ...], slowdown: float) -> Connection:
+        if isinstance(probe, BindingConnection):
+            connection: Connection = BindingConnection(
+                probe.binding,
+                state,
+                call_timeout=probe.call_timeout * slowdown,
+                start_timeout=probe.start_timeout * slowdown,
+                wrap=prefix,
+            )
+        else:
+            assert isinstance(probe, ProcessConnection)
+            connection = ProcessConnection(
+                [*prefix, *probe.command],
+                state,
+                shown=[*(["strace", "..."] if prefix else []), *probe.shown],
+                call_timeout=probe.call_timeout * slowdown,
+                start_timeout=probe.start_timeout * slowdown,
+                work_dir=work,
+            )
+        ctx.connections.append(connection)
+        return connection
+
+    return make
+
+
+def _start(ctx: Context, connection: Connection, traced: bool) -> None:
+    try:
+        connection.start()
+    except HarnessStartError as exc:
+        if traced:
+            ctx.skip(f"strace could not run the runtime here: {(exc.stderr or exc.message).strip()[-300:]}")
+        raise Unjudgeable(f"the runtime did not start: {exc.message}") from None
+
+
+def _record(ctx: Context, sibling: Sibling, strace: str, submission_id: str, task: dict) -> tuple[list[Point], int]:
+    with Scratch("retryproof-crash-points-") as scratch:
+        trace_file = os.path.join(scratch.root, "trace")
+        prefix = (strace, "-f", "-qq", "-ttt", "-y", "-yy", "-e", "trace=" + ",".join(TRACED), "-o", trace_file, "--")
+        traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
+        _start(ctx, traced, traced=True)
+        began = time.time()
+        ctx.expect_ok(ctx.write_task(submission_id, task, connection=traced), "the traced write")
+        ended = time.time()
+        own_port = traced.port if isinstance(traced, BindingConnection) else None
+        traced.kill()
+        with open(trace_file, encoding="utf-8", errors="replace") as handle:
+            calls = entered(handle)
+        return find_points(calls, scratch.state, began, ended, own_port)
+
+
+def _kill_at(ctx: Context, sibling: Sibling, strace: str, point: Point, submission_id: str, task: dict) -> dict:
+    """Kill the runtime entering ``point`` during the write, restart it, and judge the
+    retry; the outcome for the evidence."""
+    outcome: dict[str, Any] = {"point": point.name, "syscall": point.syscall, "when": point.when}
+    outcome.update(target=point.target, counted_on=point.path or "every call of the thread")
+    with Scratch("retryproof-crash-point-") as scratch:
+        prefix = (strace, "-f", "-qq", *point.strace_options(scratch.state), "-o", os.devnull, "--")
+        traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
+        _start(ctx, traced, traced=True)
+        call = ctx.write_task(submission_id, task, connection=traced)
+        outcome["killed"] = not call.answered
+        traced.kill()
+        plain = sibling(scratch.state, scratch.work, (), 1)
+        _start(ctx, plain, traced=False)
+        try:
+            final = converge(ctx, submission_id, task, plain.recovery_s + ctx.call_timeout, connection=plain)
+            listed = ctx.tasks(connection=plain)
+            expect_identity(ctx, final, listed, submission_id, "the retry after the kill")
+            ctx.check(listed.count == 1, f"the listing holds {listed.count} effects after one write")
+            outcome["outcome"] = "one effect"
+            outcome["retry"] = final.get("disposition")
+        except ScenarioFailed as exc:
+            outcome["outcome"] = str(exc)
+        finally:
+            plain.kill()
+    return outcome

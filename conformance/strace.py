@@ -1,0 +1,89 @@
+"""Reading ``strace -f -qq`` output: the system calls of a traced runtime, for the
+scenarios that judge a trace (DURABILITY-TRACE) or kill at a point of one
+(CRASH-POINTS).
+
+Each line is ``PID [SECONDS.MICROS] NAME(ARGS) = RESULT``; a call another thread's line
+interrupted is split into ``NAME(ARGS <unfinished ...>`` and ``<... NAME resumed>REST)
+= RESULT``, joined here. The timestamp is there with ``-ttt``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+_HEAD = r"^(?P<pid>\d+)\s+(?:(?P<at>\d+\.\d+)\s+)?"
+_COMPLETE = re.compile(_HEAD + r"(?P<name>\w+)\((?P<args>.*)\)\s+=\s+(?P<result>.*)$")
+_UNFINISHED = re.compile(_HEAD + r"(?P<name>\w+)\((?P<args>.*?)\s*<unfinished \.\.\.>$")
+_RESUMED = re.compile(_HEAD + r"<\.\.\. (?P<name>\w+) resumed>(?P<args>.*)\)\s+=\s+(?P<result>.*)$")
+
+
+@dataclass(frozen=True)
+class Syscall:
+    """One system call of a trace."""
+
+    seq: int
+    pid: int
+    name: str
+    args: str
+    result: str
+    #: When it was entered (seconds since the epoch), with ``-ttt``.
+    at: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.result.startswith("-1")
+
+
+def parse_trace(lines: Iterable[str]) -> list[Syscall]:
+    """The completed calls in completion order: an interrupted call is placed where
+    it completed (its effect is certain only then)."""
+    return _numbered(_read(lines)[1])
+
+
+def entered(lines: Iterable[str]) -> list[Syscall]:
+    """Every call in the order the calls were entered (where a kill injected at entry
+    lands); a call the trace never shows completed has the result ``?``."""
+    return _numbered(_read(lines)[0])
+
+
+def _read(lines: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The calls in entry order and the completed ones in completion order."""
+    entries: list[dict[str, Any]] = []
+    completed: list[dict[str, Any]] = []
+    pending: dict[tuple[int, str], dict[str, Any]] = {}
+    for raw in lines:
+        line = raw.rstrip("\n")
+        if match := _UNFINISHED.match(line):
+            record = _record(match, "?")
+            entries.append(record)
+            pending[(record["pid"], record["name"])] = record
+        elif match := _RESUMED.match(line):
+            key = (int(match["pid"]), match["name"])
+            if key in pending:
+                record = pending.pop(key)
+                record["args"] += match["args"]
+                record["result"] = match["result"].strip()
+                completed.append(record)
+        elif match := _COMPLETE.match(line):
+            record = _record(match, match["result"].strip())
+            entries.append(record)
+            completed.append(record)
+    return entries, completed
+
+
+def _record(match: re.Match[str], result: str) -> dict[str, Any]:
+    at = match["at"]
+    return {
+        "pid": int(match["pid"]),
+        "name": match["name"],
+        "args": match["args"],
+        "result": result,
+        "at": float(at) if at else None,
+    }
+
+
+def _numbered(records: list[dict[str, Any]]) -> list[Syscall]:
+    return [Syscall(seq, **record) for seq, record in enumerate(records)]

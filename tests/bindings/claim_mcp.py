@@ -1,0 +1,56 @@
+"""The claim store (``claim_store.py``) as an MCP server (official SDK), over stdio or
+streamable HTTP (``python claim_mcp.py stdio|http``): tool ``create_task(task,
+idempotency_key)``, tool ``list_effects``. The waits are awaits, so calls run side by
+side, and the one between claim and effect is where the SDK cancels a call (its caller
+gone).
+RETRYPROOF_STATE_DIR, RETRYPROOF_PORT, RETRYPROOF_DEFECT."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, cast
+
+import anyio
+import claim_store
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, TextContent
+
+server = MCPServer("claim-store")
+
+
+@server.tool(structured_output=True)
+async def create_task(task: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
+    """Create one task; a retry with the same idempotency_key answers the first one."""
+    answered = claim_store.begin(idempotency_key)
+    if answered is None:
+        try:
+            await anyio.sleep(claim_store.WORK_S)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                claim_store.abandon(idempotency_key)
+            raise
+        effect = claim_store.make(idempotency_key, task)
+        with anyio.CancelScope(shield=True):  # past the effect nothing cancels the call
+            await anyio.sleep(claim_store.SETTLE_S)
+        answered = claim_store.finish(idempotency_key, effect)
+    status, body = answered
+    if status < 300:
+        return {**body, "replayed": status == 200}
+    return cast(
+        Any, CallToolResult(content=[TextContent(type="text", text=str(body))], structured_content=body, is_error=True)
+    )
+
+
+@server.tool(structured_output=True)
+def list_effects() -> dict[str, Any]:
+    """Every effect on disk, with the key it was made under."""
+    return {"effects": claim_store.effects()}
+
+
+if sys.argv[1:] == ["http"]:
+    server.run(
+        "streamable-http", host="127.0.0.1", port=int(os.environ["RETRYPROOF_PORT"]), streamable_http_path="/mcp"
+    )
+else:
+    server.run("stdio")

@@ -1,0 +1,73 @@
+"""CRASH-POINTS' reading of a trace: which system calls are points, how strace's
+per-thread count names each, and the even sample past the cap."""
+
+from __future__ import annotations
+
+from retryproof.conformance.scenarios.crash_points import Point, find_points, sample
+from retryproof.conformance.strace import entered
+
+ROOT = "/state"
+
+
+def _points(lines, began=10.0, ended=20.0, own_port=None):
+    return find_points(entered(lines), ROOT, began, ended, own_port)
+
+
+def test_the_durable_calls_of_the_write_are_points_and_nothing_else():
+    points, unreachable = _points(
+        [
+            '7 5.0 openat(AT_FDCWD</w>, "/state/boot", O_WRONLY|O_CREAT, 0666) = 3</state/boot>',  # before the write
+            '7 11.0 openat(AT_FDCWD</w>, "/state/a.tmp", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3</state/a.tmp>',
+            '7 11.1 openat(AT_FDCWD</w>, "/state/a", O_RDONLY) = 4</state/a>',  # a read
+            '7 11.2 write(3</state/a.tmp>, "{}", 2) = 2',
+            '7 11.3 write(2<pipe:[1]>, "log", 3) = 3',  # stderr
+            '7 11.4 rename("/state/a.tmp", "/state/a") = 0',
+            '7 11.5 sendto(4<TCP:[127.0.0.1:8000->127.0.0.1:5000]>, "HTTP/1.1 201", 12, 0, NULL, 0) = 12',  # its caller
+            '7 11.6 sendto(5<TCP:[127.0.0.1:41000->127.0.0.1:6379]>, "SET k v", 7, 0, NULL, 0) = 7',  # its store
+            '7 11.7 write(6<UNIX-STREAM:[1->2]>, "x", 1) = 1',  # an anonymous socket pair
+            '7 11.8 unlinkat(AT_FDCWD</w>, "/tmp/other", 0) = 0',  # outside the state
+        ],
+        own_port=8000,
+    )
+    assert unreachable == 0
+    assert [(p.syscall, p.when, p.target) for p in points] == [
+        ("openat", 2, "a.tmp"),
+        ("write", 1, "a.tmp"),
+        ("rename", 1, "a.tmp -> a"),
+        ("sendto", 2, "tcp 127.0.0.1:6379"),
+    ]
+
+
+def test_a_point_another_thread_would_pre_empt_is_counted_on_its_path():
+    """Thread 7 opens files at start-up; the write's thread 9 opens its first: when=1
+    would kill thread 7 early, so the point is counted on its path (strace -P)."""
+    points, unreachable = _points(
+        [
+            '7 5.0 openat(AT_FDCWD</w>, "/lib/x.so", O_RDONLY) = 3</lib/x.so>',
+            '9 11.0 openat(AT_FDCWD</w>, "/state/a.tmp", O_WRONLY|O_CREAT, 0666) = 3</state/a.tmp>',
+            '9 11.1 write(3</state/a.tmp>, "{}", 2) = 2',
+        ]
+    )
+    assert points == [Point("openat", 1, "a.tmp", "a.tmp"), Point("write", 1, "a.tmp")]
+    assert points[0].strace_options("/state")[:2] == ["-P", "/state/a.tmp"]
+    assert points[1].strace_options("/state") == ["-e", "trace=write", "-e", "inject=write:signal=KILL:when=1"]
+    assert unreachable == 0
+
+
+def test_an_interrupted_call_is_a_point_where_it_was_entered():
+    points, _ = _points(
+        [
+            '9 11.0 write(3</state/a>, "12", 2 <unfinished ...>',
+            '7 11.1 write(4</state/b>, "3", 1) = 1',
+            "9 11.2 <... write resumed>) = 2",
+        ]
+    )
+    assert [p.target for p in points] == ["a", "b"]
+
+
+def test_points_past_the_cap_are_sampled_evenly_keeping_the_first_and_the_last():
+    points = [Point("write", n, f"f{n}") for n in range(1, 51)]
+    chosen = sample(points, 24)
+    assert len(chosen) == 24 and chosen[0] == points[0] and chosen[-1] == points[-1]
+    assert len(set(chosen)) == 24
+    assert sample(points[:5], 24) == points[:5]
