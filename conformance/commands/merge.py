@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from retryproof.conformance.commands.validate_report import load_report
+from retryproof.conformance.commands.validate_report import judged_by_this_text, load_report
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.events import (
     RunFinished,
@@ -32,6 +32,7 @@ from retryproof.conformance.records import Shard
 from retryproof.conformance.runner import SPLIT_ACROSS_SHARDS, select
 from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers.document import scenario_result
+from retryproof.spec import SPEC_VERSION
 
 #: Fields every shard of one run shares (report.json keys).
 SAME_RUN = (
@@ -56,6 +57,12 @@ def load_shard(path: str) -> dict[str, Any]:
     """One shard's report.json: a valid report (``validate-report``'s checks, so a shard
     edited by hand is refused), marked as a shard."""
     document = load_report(path)
+    if not judged_by_this_text(document):
+        # The merged verdict is judged again, by this kit's catalogue and rules.
+        raise KitError(
+            f"{path} was judged under another spec text (spec {document['spec_version']}), not this kit's",
+            f"merge shards run by this kit (spec {SPEC_VERSION}); run the shards again",
+        )
     if not document.get("shard"):
         raise KitError(
             f"{path} is not a shard report (it has no 'shard')",

@@ -41,6 +41,15 @@ def report_problems(document: Any) -> list[str]:
         return [
             f"scenarios: {json.dumps(exc.args[0])} is not a scenario of this kit's catalogue (a report of another kit version?)"
         ]
+    if not judged_by_this_text(document):
+        # Its catalogue and verdict rules were another text's: only what the report
+        # says of itself can be checked (its scenarios' own needs, counts, reproduce lines).
+        return [
+            *_fingerprint_problems(document),
+            *_need_problems(document, results, own_needs=True),
+            *_reproduce_problems(document),
+            *_count_problems(document["counts"], results),
+        ]
     return [
         *_fingerprint_problems(document),
         *_catalogue_problems(document["scenarios"], results),
@@ -49,6 +58,17 @@ def report_problems(document: Any) -> list[str]:
         *_count_problems(document["counts"], results),
         *_verdict_problems(document, results),
     ]
+
+
+def judged_by_this_text(document: dict[str, Any]) -> bool:
+    """Whether the report was judged under the spec text this kit carries: the same
+    fingerprint, or, for a report from before fingerprints, the same spec_version. A
+    report of another text (an older release, or an unreleased version's earlier files)
+    may list other scenarios, needs and levels; this kit's catalogue cannot recheck it."""
+    stated = document.get("spec_fingerprint")
+    if stated is not None:
+        return bool(stated == spec.fingerprint())
+    return bool(document["spec_version"] == spec.SPEC_VERSION)
 
 
 def read_report(path: str) -> Any:
@@ -80,6 +100,12 @@ def main(args) -> int:
         print(f"{args.file}: INVALID ({len(problems)} problem(s))", file=sys.stderr)
         return 1
     print(f"{args.file}: valid report ({document['verdict']['headline']})")
+    if not judged_by_this_text(document):
+        print(
+            f"{args.file}: judged under another spec text (spec {document['spec_version']}, "
+            f"fingerprint {document.get('spec_fingerprint') or 'not recorded'}): its own needs, counts and reproduce "
+            f"lines were checked; its catalogue and verdict are not rechecked by this kit (spec {spec.SPEC_VERSION})"
+        )
     return 0
 
 
@@ -110,18 +136,18 @@ def _catalogue_problems(scenarios: list[dict[str, Any]], results: list[ScenarioR
     ]
 
 
-def _need_problems(document: dict[str, Any], results: list[ScenarioResult]) -> list[str]:
+def _need_problems(document: dict[str, Any], results: list[ScenarioResult], own_needs: bool = False) -> list[str]:
     """A scenario that ran had what it needs: the capabilities and failpoints the
     runtime declared in its hello (the report's own ``capabilities`` and
     ``failpoints``). A forged pass of a scenario the runtime could not run shows here
-    even when counts, verdict and checklist were edited to match."""
+    even when counts, verdict and checklist were edited to match. The needs are the
+    catalogue's, or with ``own_needs`` (a report of another spec text) the report's."""
     declared = {*document["capabilities"], *(f"failpoint:{name}" for name in document["failpoints"])}
     problems = []
     for index, result in enumerate(results):
+        needs = document["scenarios"][index]["needs"] if own_needs else result.entry.needs
         lacking = [
-            need
-            for need in result.entry.needs
-            if need not in declared and (":" not in need or need.startswith("failpoint:"))
+            need for need in needs if need not in declared and (":" not in need or need.startswith("failpoint:"))
         ]
         if result.status in RAN and lacking:
             problems.append(

@@ -4,7 +4,9 @@ console line a report can forge, no traceback, no non-finite number carried on, 
 step summary also when no verdict was reached, a lost verdict counted as a regression,
 and a forgery whose passes its own hello rules out refused.
 
-The reports are the committed samples, edited and re-judged here: no harness runs."""
+The reports are the committed samples, edited and re-judged here: no harness runs. Those
+that must pass every check of this kit start from the reference's sample, the one the
+kit regenerates on its current spec text (the matrix's may be of an earlier text)."""
 
 from __future__ import annotations
 
@@ -52,6 +54,15 @@ def as_one_shard(document: dict[str, Any]) -> dict[str, Any]:
     return {**document, "shard": {"index": 1, "count": 1}}
 
 
+def failing_reference() -> dict[str, Any]:
+    """The reference's report as the kit writes it for a runtime that failed
+    CONFLICT-DIGEST: that scenario failed, counts, verdict and checklist re-judged."""
+    document = sample("reference")
+    scenario = next(s for s in document["scenarios"] if s["id"] == "CONFLICT-DIGEST")
+    scenario.update(status="failed", reason="the same id with another task was answered reused")
+    return rejudged(document)
+
+
 def assert_typed_error(done, code: int = 2) -> None:
     assert done.returncode == code, done.stdout + done.stderr
     assert done.stderr.startswith("error: ") and "\nhint: " in done.stderr, done.stderr
@@ -62,7 +73,7 @@ def assert_typed_error(done, code: int = 2) -> None:
 
 
 def test_merge_prints_no_line_a_crafted_reproduce_string_starts(tmp_path):
-    document = as_one_shard(sample("dbos-transact"))
+    document = as_one_shard(failing_reference())
     for scenario in document["scenarios"]:
         if scenario["status"] in ("failed", "error"):
             scenario["reproduce"] += INJECTED
@@ -74,7 +85,7 @@ def test_merge_prints_no_line_a_crafted_reproduce_string_starts(tmp_path):
 
 
 def test_an_error_quoting_a_crafted_kit_version_is_one_line(tmp_path):
-    document = as_one_shard(sample("dbos-transact"))
+    document = as_one_shard(failing_reference())
     document["kit"]["version"] = "0.0" + INJECTED
     done = retryproof("merge", written(tmp_path, "shard.json", document), "--out", str(tmp_path / "out"))
     assert_typed_error(done)
@@ -131,13 +142,13 @@ def test_the_crash_exit_code_is_documented_and_taken_by_nothing_else():
 def test_merge_appends_the_verdict_to_the_step_summary(tmp_path):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
-    shard = written(tmp_path, "shard.json", as_one_shard(sample("dbos-transact")))
+    shard = written(tmp_path, "shard.json", as_one_shard(failing_reference()))
     done = retryproof(
         "merge", shard, "--out", str(tmp_path / "out"), env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)}
     )
     assert done.returncode == 1, done.stderr
     text = summary.read_text()
-    assert text.startswith("earlier step\n## retryproof: dbos-transact")
+    assert text.startswith("earlier step\n## retryproof: reference")
     assert "**Verdict: NOT CONFORMANT** (exit code 1)" in text and "`CONFLICT-DIGEST` (MUST, failed)" in text
 
 
@@ -200,16 +211,13 @@ def test_a_report_with_a_non_finite_number_is_refused(tmp_path, number):
 
 
 def forged_conformant() -> dict[str, Any]:
-    """express-idempotency's report with every blocking scenario turned into a pass and
-    the counts, verdict and checklist edited to match: a careful forgery."""
-    document = sample("express-idempotency")
-    for scenario in document["scenarios"]:
-        blocking = scenario["status"] == "failed" or (
-            scenario["status"] == "skipped"
-            and not {"approval", "multiprocess", "write_report"} & set(scenario["needs"])
-        )
-        if blocking:
-            scenario.update(status="passed", reason=None, evidence={}, calls=[], stderr=None)
+    """The reference's report with diagnose and two crash failpoints struck from its
+    hello while the scenarios that need them still say passed, the counts, verdict and
+    checklist agreeing: a careful forgery of a runtime that lacks those hooks."""
+    document = sample("reference")
+    document["capabilities"] = [name for name in document["capabilities"] if name != "diagnose"]
+    lacking = ("write_task.after_reserve", "write_task.after_task_created")
+    document["failpoints"] = [name for name in document["failpoints"] if name not in lacking]
     document = rejudged(document)
     assert document["verdict"]["conformant"], document["verdict"]
     return document
@@ -285,7 +293,7 @@ def test_the_counts_line_counts_errors_apart_from_failures():
 
 
 def test_a_report_whose_reproduce_lines_disagree_with_its_seed_is_invalid(tmp_path):
-    document = as_one_shard(sample("dbos-transact"))
+    document = as_one_shard(failing_reference())
     scenario = next(s for s in document["scenarios"] if s["status"] == "failed")
     scenario["reproduce"] = scenario["reproduce"].replace(f"--seed {document['seed']}", "--seed 77")
     path = written(tmp_path, "shard.json", document)
@@ -356,3 +364,33 @@ def test_a_fuzz_failure_names_the_requirement_it_broke_not_every_one_fuzz_model_
     assert named == ["CON-1"], named  # its minimal history answered Q3: the conflict
     conflict = lines.index(next(line for line in lines if line.startswith("- `CONFLICT-DIGEST`")))
     assert lines[conflict + 1].startswith("  - CON-1:")  # a scenario without such evidence names all it checks
+
+
+# --- a report judged under another spec text ---------------------------------------------
+
+
+def test_a_report_of_another_spec_text_is_checked_only_against_itself(tmp_path):
+    """A matrix sample written under spec 2.0.0 lists another catalogue (no CRASH-POINTS,
+    other needs): this kit cannot recheck its verdict, says so, and still catches a
+    pass its own hello and its own needs rule out."""
+    document = sample("express-idempotency")
+    assert document["spec_version"] == "2.0.0"
+    done = retryproof("validate-report", written(tmp_path, "old.json", document))
+    assert done.returncode == 0, done.stderr
+    assert "judged under another spec text (spec 2.0.0" in done.stdout
+    scenario = next(s for s in document["scenarios"] if s["id"] == "CRASH-AFTER-RESERVE")
+    assert scenario["status"] == "skipped"
+    scenario.update(status="passed", reason=None)
+    document["counts"]["skipped"] -= 1
+    document["counts"]["passed"] += 1
+    done = retryproof("validate-report", written(tmp_path, "forged.json", document))
+    assert done.returncode == 1
+    assert "CRASH-AFTER-RESERVE is passed, but it needs" in done.stderr
+
+
+def test_merge_refuses_a_shard_judged_under_another_spec_text(tmp_path):
+    done = retryproof(
+        "merge", written(tmp_path, "old.json", as_one_shard(sample("dbos-transact"))), "--out", str(tmp_path / "out")
+    )
+    assert_typed_error(done)
+    assert "was judged under another spec text (spec 2.0.0)" in done.stderr
