@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection
 from retryproof.adapters.process import ProcessConnection
 from retryproof.adapters.process_groups import Scratch
+from retryproof.spec.protocol import PROTOCOL
 
 if TYPE_CHECKING:
     from retryproof.adapters.binding import Binding
@@ -31,8 +32,6 @@ class Target(ABC):
 
     #: Only the runtime's answers are seen, no hook of a harness: the verdict is black-box.
     black_box: ClassVar[bool]
-    #: The command line a report names (empty when the kit runs none of its own).
-    command: tuple[str, ...]
     #: What to check when its handshake failed, for the user error.
     start_fix: ClassVar[str]
 
@@ -52,6 +51,16 @@ class Target(ABC):
     def what(self) -> str:
         """What the target starts, as a user error names it."""
 
+    @property
+    @abstractmethod
+    def started(self) -> tuple[str, ...]:
+        """The command line the kit starts (a harness, a binding's server), as a report names it."""
+
+    @property
+    @abstractmethod
+    def protocol(self) -> str:
+        """How the kit speaks with it, as a report names it."""
+
 
 @dataclass(frozen=True)
 class HarnessTarget(Target):
@@ -64,6 +73,14 @@ class HarnessTarget(Target):
     @property
     def what(self) -> str:
         return "the harness"
+
+    @property
+    def started(self) -> tuple[str, ...]:
+        return self.command
+
+    @property
+    def protocol(self) -> str:
+        return PROTOCOL
 
     def connect(
         self, scratch: Scratch, *, call_timeout: float = CALL_TIMEOUT_S, start_timeout: float = START_TIMEOUT_S
@@ -83,7 +100,6 @@ class BindingTarget(Target):
     """A server as it is, through a binding file (``adapters/binding/``)."""
 
     binding: Binding
-    command: tuple[str, ...] = ()
     black_box: ClassVar[bool] = True
     start_fix: ClassVar[str] = "check start.command in the binding"
 
@@ -97,6 +113,17 @@ class BindingTarget(Target):
     @property
     def what(self) -> str:
         return f"the server of binding {self.binding.source}"
+
+    @property
+    def started(self) -> tuple[str, ...]:
+        return self.binding.command
+
+    @property
+    def protocol(self) -> str:
+        # The kit speaks no harness protocol with a server: the report names the binding format.
+        from retryproof.adapters.binding.binding_file import FORMAT  # loaded with the binding already
+
+        return FORMAT
 
 
 def shown(command: Sequence[str]) -> tuple[str, ...]:

@@ -47,7 +47,7 @@ from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
 from retryproof.spec import SPEC_VERSION, fingerprint
-from retryproof.spec.protocol import PROTOCOL, Hello
+from retryproof.spec.protocol import Hello
 
 if TYPE_CHECKING:
     from retryproof.adapters.binding import Binding
@@ -117,8 +117,7 @@ def run_info(options: Options, hello: Hello) -> RunInfo:
         kit_version=__version__,
         spec_version=SPEC_VERSION,
         spec_fingerprint=fingerprint(),
-        # Through a binding the kit speaks no harness protocol: the report names the binding format.
-        protocol=PROTOCOL if options.binding is None else _binding_format(),
+        protocol=options.way_in.protocol,
         implementation=dict(hello.implementation),
         target=options.target,
         capabilities=hello.listed("capabilities"),
@@ -127,7 +126,7 @@ def run_info(options: Options, hello: Hello) -> RunInfo:
         concurrency=options.concurrency,
         started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         baseline=options.baseline_file,
-        harness_command=harness_command(options.command if options.binding is None else options.binding.command),
+        harness_command=harness_command(options.way_in.started),
         python=f"{platform.python_implementation()} {platform.python_version()}",
         platform=platform.platform(),
         only=options.only,
@@ -135,12 +134,6 @@ def run_info(options: Options, hello: Hello) -> RunInfo:
         shard=options.shard,
         black_box=options.way_in.black_box,
     )
-
-
-def _binding_format() -> str:
-    from retryproof.adapters.binding.binding_file import FORMAT  # loaded with the binding already
-
-    return FORMAT
 
 
 def harness_command(command: Sequence[str]) -> str:
