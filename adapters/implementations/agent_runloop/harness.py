@@ -27,8 +27,8 @@ from agent_loop import SqliteAgentRunStore, ToolSpec, current_call_id, resume_ag
 from pydantic import BaseModel
 
 from retryproof.adapters.implementations.approval_effects import EffectStore, checked_proposal, request_digest
-from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
-from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
+from retryproof.adapters.python_host import HostedRuntime, serve_hosted
+from retryproof.spec.protocol import ProtocolError
 
 #: Where each armed audit failpoint makes the library's store fail (README: "Faults").
 STORE_FAULTS = {
@@ -43,6 +43,7 @@ FAILPOINTS = (*STORE_FAULTS, "approval.after_effect")
 LEASE_S = 2.0
 TOOL = "apply_change"
 
+#: The runtime this process serves: the tool, a function the library calls, reaches it here.
 RUNTIME: RunloopRuntime
 
 
@@ -95,8 +96,10 @@ class RunloopRuntime(HostedRuntime):
                 if failpoints.get(point) == "fail":
                     db.execute(f"CREATE TRIGGER {trigger} {when} BEGIN SELECT RAISE(ABORT, 'failpoint {point}'); END")
 
-    # -- the library's records, read ------------------------------------------------
+        global RUNTIME
+        RUNTIME = self
 
+    # -- the library's records, read ------------------------------------------------
     def _query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         with closing(sqlite3.connect(self.path, timeout=10)) as db:
             return db.execute(sql, params).fetchall()
@@ -231,16 +234,7 @@ class RunloopRuntime(HostedRuntime):
 
 
 def main() -> int:
-    global RUNTIME
-    try:
-        armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
-        check_armed(armed, FAILPOINTS)
-        RUNTIME = RunloopRuntime(os.environ["RETRYPROOF_STATE_DIR"], armed)
-    except (ValueError, KeyError) as exc:
-        print(f"agent-runloop harness: {exc}", file=sys.stderr)
-        return 2
-    serve(handlers_for(RUNTIME))
-    return 0
+    return serve_hosted(RunloopRuntime, "agent-runloop harness")
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ from retryproof.adapters.implementations.approval_effects import (
     checked_proposal,
     request_digest,
 )
-from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
-from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
+from retryproof.adapters.python_host import HostedRuntime, serve_hosted
+from retryproof.spec.protocol import ProtocolError
 
 #: The holdpoint audit event each failpoint makes its audit_log refuse (README: "Faults");
 #: the approval is the application's own row.
@@ -62,6 +62,7 @@ LINES = {
 ACTOR = "retryproof-operator"
 INTERRUPTED = "holdpoint.Interrupted"
 
+#: The runtime this process serves: the tool, a function the library calls, reaches it here.
 RUNTIME: HoldpointRuntime
 
 
@@ -119,8 +120,10 @@ class HoldpointRuntime(HostedRuntime):
                         f"BEGIN SELECT RAISE(ABORT, 'failpoint {point}'); END"
                     )
 
-    # -- the library's records, read ------------------------------------------------
+        global RUNTIME
+        RUNTIME = self
 
+    # -- the library's records, read ------------------------------------------------
     def _action(self, operation_id: Any) -> Any:
         if not isinstance(operation_id, str):
             raise ProtocolError("invalid_request", "operation_id: must be a string")
@@ -247,16 +250,7 @@ class HoldpointRuntime(HostedRuntime):
 
 
 def main() -> int:
-    global RUNTIME
-    try:
-        armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
-        check_armed(armed, FAILPOINTS)
-        RUNTIME = HoldpointRuntime(os.environ["RETRYPROOF_STATE_DIR"], armed)
-    except (ValueError, KeyError) as exc:
-        print(f"holdpoint harness: {exc}", file=sys.stderr)
-        return 2
-    serve(handlers_for(RUNTIME))
-    return 0
+    return serve_hosted(HoldpointRuntime, "holdpoint harness")
 
 
 if __name__ == "__main__":

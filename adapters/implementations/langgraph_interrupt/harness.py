@@ -26,8 +26,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from retryproof.adapters.implementations.approval_effects import EffectStore, checked_proposal, request_digest
-from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
-from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
+from retryproof.adapters.python_host import HostedRuntime, serve_hosted
+from retryproof.spec.protocol import ProtocolError
 
 #: The audit event each failpoint makes the application's sink refuse (README: "Faults").
 SINK_FAULTS = {
@@ -41,6 +41,7 @@ NODE_EVENTS = {"approval": ("execution_started", "executing"), "tool": ("executi
 #: Every checkpoint is written before the next step starts (LangGraph's strongest mode).
 DURABILITY = "sync"
 
+#: The runtime this process serves: the tool, a function the library calls, reaches it here.
 RUNTIME: LangGraphRuntime
 
 
@@ -123,6 +124,8 @@ class LangGraphRuntime(HostedRuntime):
         self.graph = graph().compile(checkpointer=SqliteSaver(connection))
         self.sink = AuditSink(os.path.join(state_dir, "audit.sqlite"), failpoints)
         self.effects = EffectStore(state_dir)
+        global RUNTIME
+        RUNTIME = self
 
     @staticmethod
     def _config(operation_id: str) -> dict[str, Any]:
@@ -227,16 +230,7 @@ class LangGraphRuntime(HostedRuntime):
 
 
 def main() -> int:
-    global RUNTIME
-    try:
-        armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
-        check_armed(armed, FAILPOINTS)
-        RUNTIME = LangGraphRuntime(os.environ["RETRYPROOF_STATE_DIR"], armed)
-    except (ValueError, KeyError) as exc:
-        print(f"langgraph harness: {exc}", file=sys.stderr)
-        return 2
-    serve(handlers_for(RUNTIME))
-    return 0
+    return serve_hosted(LangGraphRuntime, "langgraph harness")
 
 
 if __name__ == "__main__":
