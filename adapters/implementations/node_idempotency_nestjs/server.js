@@ -23,8 +23,6 @@ const { BadRequestException, Controller, HttpCode, Module, Post, Req } = require
 const { NestFactory } = require('@nestjs/core');
 const { Idempotent, NodeIdempotencyModule } = require('@node-idempotency/nestjs');
 
-const stateDir = process.env.RETRYPROOF_STATE_DIR;
-const tasksDir = path.join(stateDir, 'tasks');
 const KEY_HEADER = 'idempotency-key'; // the library's default header, as it reads it (lower case)
 
 // The application's task model: the write-task-v1 fields, each a string or null (the
@@ -56,65 +54,82 @@ function fsyncPath(target) {
   }
 }
 
-function writeTask(taskId, record) {
-  fs.mkdirSync(tasksDir, { recursive: true });
-  const temp = path.join(tasksDir, `.tmp-${crypto.randomUUID()}`);
-  fs.writeFileSync(temp, JSON.stringify(record));
-  fsyncPath(temp);
-  fs.renameSync(temp, path.join(tasksDir, `${taskId}.json`));
-  fsyncPath(tasksDir);
-}
-
-class TasksController {
-  create(request) {
-    const problem = invalidField(request.body);
-    if (problem) throw new BadRequestException(problem);
+/** The effect: the request's task as one durable JSON file in stateDir/tasks/; its identity. */
+function taskWriter(stateDir) {
+  const tasksDir = path.join(stateDir, 'tasks');
+  return (request) => {
     const taskId = `T-${crypto.randomBytes(8).toString('hex')}`;
-    writeTask(taskId, {
+    const record = {
       task_id: taskId,
       task: request.body,
       client_submission_id: request.headers[KEY_HEADER] ?? null,
       // The app computes no write-task-v1 digest (the library fingerprints the body its
       // own way); the kit judges the listing by the stored task.
       request_digest: null,
-    });
+    };
+    fs.mkdirSync(tasksDir, { recursive: true });
+    const temp = path.join(tasksDir, `.tmp-${crypto.randomUUID()}`);
+    fs.writeFileSync(temp, JSON.stringify(record));
+    fsyncPath(temp);
+    fs.renameSync(temp, path.join(tasksDir, `${taskId}.json`));
+    fsyncPath(tasksDir);
     return { task_id: taskId, task_path: `tasks/${taskId}.json` };
-  }
+  };
 }
 
-// As TypeScript compiles `@Controller('tasks') class { @Post() @HttpCode(201) @Idempotent() create(@Req() request) }`.
-Req()(TasksController.prototype, 'create', 0);
-Reflect.decorate(
-  [Post(), HttpCode(201), Idempotent()],
-  TasksController.prototype,
-  'create',
-  Object.getOwnPropertyDescriptor(TasksController.prototype, 'create'),
-);
-Reflect.decorate([Controller('tasks')], TasksController);
+/** The Nest application: POST /tasks runs `effect(request)` (sync or async) on a valid
+ * task, behind the library on the Redis at `redisUrl`; `options` are the module's
+ * IdempotencyOptions (experiment.js builds this same app with effects of its own). */
+function createApp(effect, redisUrl, options) {
+  class TasksController {
+    create(request) {
+      const problem = invalidField(request.body);
+      if (problem) throw new BadRequestException(problem);
+      return effect(request);
+    }
+  }
+  // As TypeScript compiles `@Controller('tasks') class { @Post() @HttpCode(201) @Idempotent() create(@Req() request) }`.
+  Req()(TasksController.prototype, 'create', 0);
+  Reflect.decorate(
+    [Post(), HttpCode(201), Idempotent()],
+    TasksController.prototype,
+    'create',
+    Object.getOwnPropertyDescriptor(TasksController.prototype, 'create'),
+  );
+  Reflect.decorate([Controller('tasks')], TasksController);
 
-class AppModule {}
-Reflect.decorate(
-  [
-    Module({
-      imports: [
-        NodeIdempotencyModule.forRootAsync({
-          storage: { adapter: 'redis', options: { url: process.env.REDIS_URL } },
-          cacheKeyPrefix: `node-idempotency:${stateDir}`,
-        }),
-      ],
-      controllers: [TasksController],
-    }),
-  ],
-  AppModule,
-);
+  class AppModule {}
+  Reflect.decorate(
+    [
+      Module({
+        imports: [
+          NodeIdempotencyModule.forRootAsync({
+            storage: { adapter: 'redis', options: { url: redisUrl } },
+            ...options,
+          }),
+        ],
+        controllers: [TasksController],
+      }),
+    ],
+    AppModule,
+  );
+  return NestFactory.create(AppModule, { abortOnError: false, logger: ['error', 'warn'] });
+}
 
 async function main() {
-  const app = await NestFactory.create(AppModule, { abortOnError: false, logger: ['error', 'warn'] });
+  const stateDir = process.env.RETRYPROOF_STATE_DIR;
+  const app = await createApp(taskWriter(stateDir), process.env.REDIS_URL, {
+    cacheKeyPrefix: `node-idempotency:${stateDir}`,
+  });
   app.enableShutdownHooks(['SIGTERM']);
   await app.listen(Number(process.env.RETRYPROOF_PORT), '127.0.0.1');
 }
 
-main().catch((error) => {
-  console.error(error);
-  process.exit(1);
-});
+module.exports = { createApp, taskWriter };
+
+if (require.main === module) {
+  main().catch((error) => {
+    console.error(error);
+    process.exit(1);
+  });
+}
