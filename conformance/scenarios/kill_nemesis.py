@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import os
 import statistics
+import threading
 import time
 from typing import Any
 
 from retryproof.conformance import replay_file
-from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
+from retryproof.conformance.context import Batch, Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import converge, expect_identity, tally
 
 KEYS = 8
 ROUNDS = 5
+#: How many times a round is placed: a kill that interrupted no call (every call
+#: was answered before it) proved nothing, so the round is placed again, earlier.
+ATTEMPTS = 4
 #: ``EFFECT_MS,ANSWER_MS``: the windows to use instead of measuring them (a replay).
 WINDOWS_ENV = "RETRYPROOF_KILL_WINDOWS"
 #: How often the calibration polls the listing.
@@ -47,42 +51,50 @@ def kill_nemesis(ctx: Context) -> None:
     measured = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]
     effect_ms, answer_ms = _windows(ctx, measured)
     work = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]
-    fresh: list[tuple[str, dict[str, Any]]] = []
+    # The whole plan is drawn before any kill, so what the kills observe (re-placed
+    # rounds draw fresh keys) cannot shift a later round's count or fraction.
+    plan = [(ctx.rng.randint(2, KEYS), round(ctx.rng.uniform(0.1, 0.9), 3)) for _ in range(ROUNDS)]
+    chosen = [sorted(ctx.rng.sample(range(KEYS), count)) for count, _ in plan]
+    sent_keys: list[tuple[str, dict[str, Any]]] = []
     schedule: list[dict[str, Any]] = []
-    for round_number in range(ROUNDS):
-        count = ctx.rng.randint(2, KEYS)
-        fraction = round(ctx.rng.uniform(0.1, 0.9), 3)
+    unplaced: list[int] = []
+    for round_number, (count, fraction) in enumerate(plan):
         # Even rounds send a seeded subset of the shared keys (a key may be killed in
         # several rounds) and kill at a seeded fraction of the time before the effects
         # show; odd rounds send fresh keys, which have work to do, and kill the moment
-        # the first of their effects is listed (its record is not finished yet,
-        # whatever the machine's load).
+        # the first of their effects is listed (its record is not finished yet).
+        # Either kill comes at the latest when the batch's first answer arrives, so
+        # the rest of the batch is still in flight whatever the machine's load.
         before_effect = round_number % 2 == 0
-        if before_effect:
-            chosen = sorted(ctx.rng.sample(range(KEYS), count))
-            sent = [work[index] for index in chosen]
+        attempts = []
+        for attempt in range(ATTEMPTS):
+            if before_effect and attempt == 0:
+                sent = [work[index] for index in chosen[round_number]]
+            else:
+                # A re-placed round: the keys sent before all answered (a resend would
+                # replay them), so fresh ones, twice as many each time, killed earlier.
+                sent = [(ctx.submission_id(), ctx.task()) for _ in range(min(count << attempt, 2 * KEYS))]
+                sent_keys += sent
+            placed = _kill_once(ctx, sent, fraction * effect_ms / 2**attempt if before_effect else None, answer_ms)
+            attempts.append(placed)
+            if placed["interrupted"]:
+                break
         else:
-            sent = [(ctx.submission_id(), ctx.task()) for _ in range(count)]
-            fresh += sent
-        batch = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in sent])
+            unplaced.append(round_number + 1)
         if before_effect:
-            time.sleep(fraction * effect_ms / 1000)
+            step: dict[str, Any] = {"keys": chosen[round_number], "window": "claim -> effect", "fraction": fraction}
         else:
-            _first_effect(ctx, [submission_id for submission_id, _ in sent], batch.began, answer_ms)
-        killed_ms = round((time.perf_counter() - batch.began) * 1000, 1)
-        ctx.kill()
-        calls = ctx.collect(batch)
-        ctx.start()
-        if before_effect:
-            step: dict[str, Any] = {"keys": chosen, "window": "claim -> effect", "fraction": fraction}
-        else:
-            step = {"fresh_keys": count, "window": "effect -> answer", "at": "the first effect listed"}
-        schedule.append({**step, "kill_after_ms": killed_ms, "answers": tally(calls)})
+            step = {
+                "fresh_keys": count,
+                "window": "effect -> answer",
+                "at": "the first effect listed or the first answer",
+            }
+        schedule.append({**step, **attempts[-1], "attempts": attempts})
     windows = f"{effect_ms:g},{answer_ms:g}"
     ctx.note("schedule", {"effect_ms": effect_ms, "answer_ms": answer_ms, "rounds": schedule})
     try:
         bound = ctx.conn.recovery_s + ctx.call_timeout
-        keys = measured + work + fresh
+        keys = measured + work + sent_keys
         finals = {submission_id: converge(ctx, submission_id, task, bound) for submission_id, task in keys}
         after = ctx.tasks("after")
         ctx.check_tasks(before, after, new=len(keys))
@@ -95,17 +107,71 @@ def kill_nemesis(ctx: Context) -> None:
             replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello.implementation, {WINDOWS_ENV: windows}),
         )
         raise
+    if unplaced:
+        # Nothing was judged about the kills of these rounds: a pass would claim what did not run.
+        raise Unjudgeable(
+            f"the kill of round(s) {', '.join(map(str, unplaced))} interrupted no call in {ATTEMPTS} placements "
+            "(every call was answered before the SIGKILL, however early it came), so no kill landed where the "
+            "crash windows are"
+        )
 
 
-def _first_effect(ctx: Context, keys: list[str], began: float, answer_ms: float) -> None:
-    """Return once the listing holds an effect of one of ``keys`` (fresh ones), or
-    past twice the measured answer time (the batch was answered or lost by then)."""
-    deadline = began + 2 * answer_ms / 1000
+def _kill_once(
+    ctx: Context, sent: list[tuple[str, dict[str, Any]]], delay_ms: float | None, answer_ms: float
+) -> dict[str, Any]:
+    """Send ``sent`` pipelined, SIGKILL the runtime ``delay_ms`` after sending (None:
+    the moment the first of their effects is listed) or when the first answer arrives,
+    whichever comes first, and start it again. Returns the kill's evidence: how many
+    calls it interrupted (sent before it, never answered)."""
+    batch = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in sent])
+    woke = threading.Event()
+    for _, _, future in batch.pending:
+        future.add_done_callback(lambda _: woke.set())
+    listing = None
+    if delay_ms is None:
+        listing = _first_effect(ctx, [submission_id for submission_id, _ in sent], batch, answer_ms, woke)
+    else:
+        woke.wait(delay_ms / 1000)
+    killed_ms = round((time.perf_counter() - batch.began) * 1000, 1)
+    answered_before = sum(moment is not None for moment in batch.answered)
+    ctx.kill()
+    calls = ctx.collect(batch)
+    if listing is not None:
+        ctx.collect(listing)  # recorded as it ended (answered, or lost to the kill); not judged
+    ctx.start()
+    return {
+        "kill_after_ms": killed_ms,
+        "sent": len(sent),
+        "answered_before_kill": answered_before,
+        "interrupted": sum(not call.answered for call in calls),
+        "answers": tally(calls),
+    }
+
+
+def _first_effect(ctx: Context, keys: list[str], batch: Batch, answer_ms: float, woke: threading.Event) -> Batch | None:
+    """Return once the listing holds an effect of one of ``keys`` (fresh ones) or one
+    of them is answered (its effect is made, the others may be mid-call), or past twice
+    the measured answer time. The listing is sent, not awaited, so an answer arriving
+    while it runs (a listing command takes tens of ms) ends the wait at once; the
+    listing still pending then is returned, for the caller to collect after the kill."""
+    deadline = batch.began + 2 * answer_ms / 1000
     wanted = set(keys)
-    while time.perf_counter() < deadline:
-        if wanted & {task.get("client_submission_id") for task in ctx.tasks().tasks}:
-            return
-        time.sleep(POLL_S)
+    while (left := deadline - time.perf_counter()) > 0 and not _any_answered(batch):
+        listing = ctx.submit_all([("list_tasks", {})])
+        listing.pending[0][2].add_done_callback(lambda _: woke.set())
+        woke.wait(left)
+        woke.clear()
+        if _any_answered(batch) or not listing.pending[0][2].done():
+            return listing
+        (call,) = ctx.collect(listing)
+        if wanted & {task.get("client_submission_id") for task in ctx.expect_ok(call, "list_tasks").get("tasks", ())}:
+            return None
+        woke.wait(POLL_S)
+    return None
+
+
+def _any_answered(batch: Batch) -> bool:
+    return any(moment is not None for moment in batch.answered)
 
 
 def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]]) -> tuple[float, float]:
