@@ -1,0 +1,186 @@
+"""KILL-NEMESIS judges what its kills did, never the machine's load: a round counts
+only when its SIGKILL interrupted a call, so a runtime whose answers always come
+before any kill can land is an error, not a pass, and a runtime that strands a key
+claimed mid-call fails on every seed.
+
+The runtimes here live in this process (a kill cancels their calls in flight; their
+durable state is a dict that outlives it), so the timing is the test's own, not the
+machine's; the real processes (the reference, the claim services over HTTP, a NestJS
+app on Redis) are run by ``retryproof run`` and ``benchmarks/bench_faults.py``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import pytest
+
+from retryproof.adapters.connection import Connection, Lost
+from retryproof.conformance.catalogue import entry
+from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
+from retryproof.conformance.scenarios.kill_nemesis import ATTEMPTS, ROUNDS, kill_nemesis
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, request_digest
+from retryproof.spec.protocol import Failure, Hello, Success
+
+#: A call's claim -> effect and effect -> answer windows in the slow runtimes.
+WORK_S = 0.04
+
+
+class Store:
+    """Durable state: what outlives a SIGKILL."""
+
+    def __init__(self) -> None:
+        self.receipts: dict[str, dict[str, Any]] = {}
+        self.tasks: list[dict[str, Any]] = []
+        self.claims: set[str] = set()  # keys claimed and not finished (only a stranding runtime keeps them)
+
+
+class InProcess(Connection):
+    """One runtime: ``instant`` answers every call as it is sent (before any kill can
+    land); otherwise a call claims its key, makes its effect ``WORK_S`` later and
+    answers ``WORK_S`` after that. A kill loses every call in flight; a ``strands``
+    runtime keeps their claims (a retry answers in_flight forever), the others drop them."""
+
+    def __init__(self, store: Store, *, instant: bool = False, strands: bool = False):
+        self.store, self.instant, self.strands = store, instant, strands
+        self.lock = threading.Lock()
+        self.in_flight: dict[Future, tuple[str, list[threading.Timer]]] = {}
+        self.statuses: list[int | None] = []
+
+    def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
+        self.statuses.append(None)
+        return {}
+
+    def submit(self, op: str, args: Mapping[str, Any] | None = None, *, args_json: str | None = None) -> Future:
+        future: Future = Future()
+        args = dict(args or {})
+        with self.lock:
+            if op == "list_tasks":
+                future.set_result(Success(1, {"tasks": [dict(task) for task in self.store.tasks]}))
+                return future
+            key = args["client_submission_id"]
+            if key in self.store.claims:
+                future.set_result(Failure(1, "in_flight", "a request is outstanding for this key"))
+            elif key in self.store.receipts:
+                future.set_result(
+                    Success(1, {**self.store.receipts[key], "disposition": "reused", "action_taken": False})
+                )
+            elif self.instant:
+                self._effect(key, args)
+                future.set_result(self._finish(key))
+            else:
+                self.store.claims.add(key)
+                timers = [
+                    threading.Timer(WORK_S, self._effect, (key, args)),
+                    threading.Timer(2 * WORK_S, self._answer, (key, future)),
+                ]
+                self.in_flight[future] = (key, timers)
+                for timer in timers:
+                    timer.start()
+        return future
+
+    def _effect(self, key: str, args: dict[str, Any]) -> None:
+        task_id = f"T-{len(self.store.tasks) + 1}"
+        digest = request_digest(args["task"])
+        self.store.tasks.append(
+            {
+                "task_id": task_id,
+                "task_path": f"tasks/{task_id}.json",
+                "client_submission_id": key,
+                "request_digest": digest,
+            }
+        )
+        self.store.receipts[key] = {
+            "disposition": "created",
+            "action_taken": True,
+            "task_id": task_id,
+            "task_path": f"tasks/{task_id}.json",
+            "client_submission_id": key,
+            "request_digest": digest,
+            "digest_schema_version": DIGEST_SCHEMA_VERSION,
+            "idempotent": True,
+        }
+
+    def _finish(self, key: str) -> Success:
+        self.store.claims.discard(key)
+        return Success(1, dict(self.store.receipts[key]))
+
+    def _answer(self, key: str, future: Future) -> None:
+        with self.lock:
+            if self.in_flight.pop(future, None) is not None:
+                future.set_result(self._finish(key))
+
+    def kill(self) -> None:
+        with self.lock:
+            for future, (key, timers) in self.in_flight.items():
+                for timer in timers:
+                    timer.cancel()
+                if not self.strands:
+                    self.store.claims.discard(key)  # a retry replays the effect, or makes it
+                future.set_result(Lost("killed"))
+            self.in_flight.clear()
+            self.statuses[-1] = -9
+
+    def wait(self, pending: Future, timeout: float | None = None, *, allowed_s: float | None = None) -> Any:
+        try:
+            return pending.result(timeout)
+        except FutureTimeout:
+            return Lost("no response")
+
+    def send_line(self, raw: bytes, timeout: float | None = None) -> Any:
+        return Lost("no line framing")
+
+    def stop(self) -> None:
+        self.kill()
+
+    @property
+    def alive(self) -> bool:
+        return bool(self.statuses) and self.statuses[-1] is None
+
+    def stderr_text(self) -> str:
+        return ""
+
+    def exit_statuses(self) -> list[int | None]:
+        return list(self.statuses)
+
+
+def run(seed: int, **runtime: bool) -> Context:
+    store = Store()
+    ctx = Context(entry("KILL-NEMESIS"), lambda: InProcess(store, **runtime), Hello.read({}), seed, 8, call_timeout=0.5)
+    kill_nemesis(ctx)
+    return ctx
+
+
+def placements(ctx: Context) -> list[list[dict[str, Any]]]:
+    return [round_["attempts"] for round_ in ctx.evidence["schedule"]["rounds"]]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_a_runtime_answering_before_any_kill_lands_is_not_judged(seed):
+    """Every call answered before its kill: no round interrupted anything, however
+    early each was placed again, and that is an error, never a pass."""
+    with pytest.raises(Unjudgeable, match=f"interrupted no call in {ATTEMPTS} placements"):
+        run(seed, instant=True)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_a_runtime_stranding_a_key_claimed_mid_call_fails_on_every_seed(seed):
+    with pytest.raises(ScenarioFailed, match="did not answer with its effect|in_flight"):
+        run(seed, strands=True)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_a_runtime_recovering_its_interrupted_calls_passes_and_every_round_interrupted_one(seed):
+    """The control: the same slow runtime without the defect passes, and the evidence
+    shows each round's kill interrupting calls (the round's last placement)."""
+    ctx = run(seed)
+    rounds = placements(ctx)
+    assert len(rounds) == ROUNDS
+    for attempts in rounds:
+        assert attempts[-1]["interrupted"] >= 1, attempts
+        assert all(attempt["interrupted"] == 0 for attempt in attempts[:-1]), attempts
+        last = attempts[-1]
+        assert last["answered_before_kill"] + last["interrupted"] <= last["sent"]
