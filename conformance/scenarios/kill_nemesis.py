@@ -61,10 +61,11 @@ def kill_nemesis(ctx: Context) -> None:
     for round_number, (count, fraction) in enumerate(plan):
         # Even rounds send a seeded subset of the shared keys (a key may be killed in
         # several rounds) and kill at a seeded fraction of the time before the effects
-        # show; odd rounds send fresh keys, which have work to do, and kill the moment
-        # the first of their effects is listed (its record is not finished yet).
-        # Either kill comes at the latest when the batch's first answer arrives, so
-        # the rest of the batch is still in flight whatever the machine's load.
+        # show, at the latest when the batch's first answer arrives; odd rounds send
+        # fresh keys, which have work to do, and kill the moment the effect of a call
+        # not answered yet is listed, at the latest when half the batch is answered.
+        # Both are placed by what the runtime did, not by the clock alone, so the rest
+        # of the batch is in flight however loaded the machine is; the evidence shows it.
         before_effect = round_number % 2 == 0
         attempts = []
         for attempt in range(ATTEMPTS):
@@ -75,7 +76,7 @@ def kill_nemesis(ctx: Context) -> None:
                 # replay them), so fresh ones, twice as many each time, killed earlier.
                 sent = [(ctx.submission_id(), ctx.task()) for _ in range(min(count << attempt, 2 * KEYS))]
                 sent_keys += sent
-            placed = _kill_once(ctx, sent, fraction * effect_ms / 2**attempt if before_effect else None, answer_ms)
+            placed = _kill_once(ctx, sent, fraction * effect_ms / 2**attempt if before_effect else None)
             attempts.append(placed)
             if placed["interrupted"]:
                 break
@@ -116,24 +117,22 @@ def kill_nemesis(ctx: Context) -> None:
         )
 
 
-def _kill_once(
-    ctx: Context, sent: list[tuple[str, dict[str, Any]]], delay_ms: float | None, answer_ms: float
-) -> dict[str, Any]:
-    """Send ``sent`` pipelined, SIGKILL the runtime ``delay_ms`` after sending (None:
-    the moment the first of their effects is listed) or when the first answer arrives,
-    whichever comes first, and start it again. Returns the kill's evidence: how many
-    calls it interrupted (sent before it, never answered)."""
+def _kill_once(ctx: Context, sent: list[tuple[str, dict[str, Any]]], delay_ms: float | None) -> dict[str, Any]:
+    """Send ``sent`` pipelined, SIGKILL the runtime ``delay_ms`` after sending or when
+    the first answer arrives, whichever comes first (None: as ``_effect_unanswered``
+    says), and start it again. Returns the kill's evidence: how many calls it
+    interrupted (sent before it, never answered)."""
     batch = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in sent])
     woke = threading.Event()
     for _, _, future in batch.pending:
         future.add_done_callback(lambda _: woke.set())
     listing = None
     if delay_ms is None:
-        listing = _first_effect(ctx, [submission_id for submission_id, _ in sent], batch, answer_ms, woke)
+        listing = _effect_unanswered(ctx, [submission_id for submission_id, _ in sent], batch, woke)
     else:
         woke.wait(delay_ms / 1000)
     killed_ms = round((time.perf_counter() - batch.began) * 1000, 1)
-    answered_before = sum(moment is not None for moment in batch.answered)
+    answered_before = _answered(batch)
     ctx.kill()
     calls = ctx.collect(batch)
     if listing is not None:
@@ -148,30 +147,35 @@ def _kill_once(
     }
 
 
-def _first_effect(ctx: Context, keys: list[str], batch: Batch, answer_ms: float, woke: threading.Event) -> Batch | None:
-    """Return once the listing holds an effect of one of ``keys`` (fresh ones) or one
-    of them is answered (its effect is made, the others may be mid-call), or past twice
-    the measured answer time. The listing is sent, not awaited, so an answer arriving
-    while it runs (a listing command takes tens of ms) ends the wait at once; the
-    listing still pending then is returned, for the caller to collect after the kill."""
-    deadline = batch.began + 2 * answer_ms / 1000
-    wanted = set(keys)
-    while (left := deadline - time.perf_counter()) > 0 and not _any_answered(batch):
+def _effect_unanswered(ctx: Context, keys: list[str], batch: Batch, woke: threading.Event) -> Batch | None:
+    """Return once the listing holds the effect of a call of the batch not answered
+    yet (that call is in its effect -> answer window as far as the kit can see), or
+    half the batch is answered (the runtime is mid-batch: the rest were sent long
+    before and are in its hands, however slowly the machine runs), or one call
+    timeout passed. The listing is sent, not awaited, so an answer arriving while it
+    runs (a listing command takes tens of ms) is seen at once; the listing still
+    pending then is returned, for the caller to collect after the kill."""
+    deadline = batch.began + ctx.call_timeout
+    quota = (len(keys) + 1) // 2
+    while (left := deadline - time.perf_counter()) > 0 and _answered(batch) < quota:
         listing = ctx.submit_all([("list_tasks", {})])
         listing.pending[0][2].add_done_callback(lambda _: woke.set())
-        woke.wait(left)
-        woke.clear()
-        if _any_answered(batch) or not listing.pending[0][2].done():
+        while not listing.pending[0][2].done() and _answered(batch) < quota and woke.wait(left):
+            woke.clear()
+            left = deadline - time.perf_counter()
+        if not listing.pending[0][2].done():
             return listing
         (call,) = ctx.collect(listing)
-        if wanted & {task.get("client_submission_id") for task in ctx.expect_ok(call, "list_tasks").get("tasks", ())}:
+        listed = {task.get("client_submission_id") for task in ctx.expect_ok(call, "list_tasks").get("tasks", ())}
+        if any(key in listed and moment is None for key, moment in zip(keys, batch.answered, strict=True)):
             return None
         woke.wait(POLL_S)
+        woke.clear()
     return None
 
 
-def _any_answered(batch: Batch) -> bool:
-    return any(moment is not None for moment in batch.answered)
+def _answered(batch: Batch) -> int:
+    return sum(moment is not None for moment in batch.answered)
 
 
 def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]]) -> tuple[float, float]:
