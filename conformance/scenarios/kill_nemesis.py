@@ -85,11 +85,7 @@ def kill_nemesis(ctx: Context) -> None:
         if before_effect:
             step: dict[str, Any] = {"keys": chosen[round_number], "window": "claim -> effect", "fraction": fraction}
         else:
-            step = {
-                "fresh_keys": count,
-                "window": "effect -> answer",
-                "at": "the first effect listed or the first answer",
-            }
+            step = {"fresh_keys": count, "window": "effect -> answer"}
         schedule.append({**step, **attempts[-1], "attempts": attempts})
     windows = f"{effect_ms:g},{answer_ms:g}"
     ctx.note("schedule", {"effect_ms": effect_ms, "answer_ms": answer_ms, "rounds": schedule})
@@ -128,9 +124,9 @@ def _kill_once(ctx: Context, sent: list[tuple[str, dict[str, Any]]], delay_ms: f
         future.add_done_callback(lambda _: woke.set())
     listing = None
     if delay_ms is None:
-        listing = _effect_unanswered(ctx, [submission_id for submission_id, _ in sent], batch, woke)
+        listing, by = _effect_unanswered(ctx, [submission_id for submission_id, _ in sent], batch, woke)
     else:
-        woke.wait(delay_ms / 1000)
+        by = "the first answer" if woke.wait(delay_ms / 1000) else "the seeded fraction"
     killed_ms = round((time.perf_counter() - batch.began) * 1000, 1)
     answered_before = _answered(batch)
     ctx.kill()
@@ -140,6 +136,7 @@ def _kill_once(ctx: Context, sent: list[tuple[str, dict[str, Any]]], delay_ms: f
     ctx.start()
     return {
         "kill_after_ms": killed_ms,
+        "killed_at": by,
         "sent": len(sent),
         "answered_before_kill": answered_before,
         "interrupted": sum(not call.answered for call in calls),
@@ -147,14 +144,15 @@ def _kill_once(ctx: Context, sent: list[tuple[str, dict[str, Any]]], delay_ms: f
     }
 
 
-def _effect_unanswered(ctx: Context, keys: list[str], batch: Batch, woke: threading.Event) -> Batch | None:
+def _effect_unanswered(ctx: Context, keys: list[str], batch: Batch, woke: threading.Event) -> tuple[Batch | None, str]:
     """Return once the listing holds the effect of a call of the batch not answered
     yet (that call is in its effect -> answer window as far as the kit can see), or
     half the batch is answered (the runtime is mid-batch: the rest were sent long
     before and are in its hands, however slowly the machine runs), or one call
-    timeout passed. The listing is sent, not awaited, so an answer arriving while it
-    runs (a listing command takes tens of ms) is seen at once; the listing still
-    pending then is returned, for the caller to collect after the kill."""
+    timeout passed; and which of them it was. The listing is sent, not awaited, so an
+    answer arriving while it runs (a listing command takes tens of ms) is seen at
+    once; the listing still pending then is returned, for the caller to collect after
+    the kill."""
     deadline = batch.began + ctx.call_timeout
     quota = (len(keys) + 1) // 2
     while (left := deadline - time.perf_counter()) > 0 and _answered(batch) < quota:
@@ -164,18 +162,22 @@ def _effect_unanswered(ctx: Context, keys: list[str], batch: Batch, woke: thread
             woke.clear()
             left = deadline - time.perf_counter()
         if not listing.pending[0][2].done():
-            return listing
+            return listing, _why(batch, quota)
         (call,) = ctx.collect(listing)
         listed = {task.get("client_submission_id") for task in ctx.expect_ok(call, "list_tasks").get("tasks", ())}
         if any(key in listed and moment is None for key, moment in zip(keys, batch.answered, strict=True)):
-            return None
+            return None, "the effect of an unanswered call listed"
         woke.wait(POLL_S)
         woke.clear()
-    return None
+    return None, _why(batch, quota)
 
 
 def _answered(batch: Batch) -> int:
     return sum(moment is not None for moment in batch.answered)
+
+
+def _why(batch: Batch, quota: int) -> str:
+    return "half the batch answered" if _answered(batch) >= quota else "one call timeout"
 
 
 def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]]) -> tuple[float, float]:
