@@ -8,13 +8,20 @@ there to the answers (effect -> answer, where the effect is made and its record 
 yet finished). Each round then sends write_task for keys, pipelined, and SIGKILLs the
 runtime's process group, the rounds taking the windows in turn: a seeded subset of
 eight shared keys killed at a seeded fraction of the time before the effects show, or
-fresh keys killed the moment the first of their effects is listed; then starts it
-again on the same state. The kills
-land where the defects live, not at random points of the answer time, so the same
-seed gives the same verdict however loaded the machine is. Afterwards every
-key is retried until it answers with its effect, within the runtime's recovery bound
-(``Connection.recovery_s``) plus one call timeout: a key that stays in flight or
-unanswered past it fails (liveness). The set checker then judges durable state: one
+at their first answer if it comes sooner; or fresh keys killed when the listing shows
+the effect of one not answered yet, or once half of them are answered; then starts it
+again on the same state. A kill counts only when it interrupted a call (sent before
+it, never answered): on a loaded machine a kill placed by the clock alone came after
+every answer and probed nothing, and the scenario passed. A kill that interrupted no
+call is placed again (fresh keys, twice as many, earlier), at most ``ATTEMPTS`` times;
+a round never placed leaves the scenario unjudged, never passed. The evidence says
+for each placement what triggered the kill and how many calls it interrupted. What
+the kit cannot see is how far the runtime got with an interrupted call: a machine so
+loaded that the runtime has not read the request yet still counts it.
+
+Afterwards every key is retried until it answers with its effect, within the
+runtime's recovery bound (``Connection.recovery_s``) plus one call timeout: a key that
+stays in flight or unanswered past it fails (liveness). The set checker then judges durable state: one
 effect per key, no effect an ``ok`` answer acknowledged is lost, nothing else
 appeared. A failure writes a replay file with the measured windows
 (``RETRYPROOF_KILL_WINDOWS``), so ``retryproof replay`` runs the same schedule.
