@@ -36,9 +36,9 @@ class RetriesRenumber(Runtime):
         super().__init__(*args, **kwargs)
         self._reserved_here: set[str] = set()
 
-    def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
+    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
         self._reserved_here.add(submission_id)
-        return super()._reserve(submission_id, digest, task)
+        return super()._reserve(submission_id, digest)
 
     def _recover_reserved(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
         if submission_id not in self._reserved_here:
@@ -78,10 +78,6 @@ class SometimesUnlocked(Runtime):
         if os.urandom(1)[0] < 32:
             return contextlib.nullcontext()
         return super()._acquire(submission_id)
-
-    def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
-        path = self._confined("receipts", receipt["client_submission_id"] + ".json")
-        durable.replace(path, durable.dump(receipt), self._fsync_directory)
 
 
 class UnlockedAfterFirstId(SometimesUnlocked):
@@ -124,19 +120,16 @@ class CaseFoldedIds(Runtime):
     """Keeps receipts and their locks under the lower-cased id, as a case-insensitive
     store would: ``Order-1`` and ``order-1`` become one submission (SUB-4)."""
 
-    def _confined(self, directory: str, name: str) -> str:
-        return super()._confined(directory, name.lower() if directory in ("receipts", "receipt-locks") else name)
+    def _receipt_key(self, submission_id: str) -> str:
+        return submission_id.lower()
 
 
 class TruncatedIds(Runtime):
     """Keys receipts by the first 64 characters of the id, like a short database
     column, although ids may have 128 (SUB-4)."""
 
-    def _confined(self, directory: str, name: str) -> str:
-        if directory in ("receipts", "receipt-locks"):
-            stem, dot, suffix = name.rpartition(".")
-            name = stem[:64] + dot + suffix
-        return super()._confined(directory, name)
+    def _receipt_key(self, submission_id: str) -> str:
+        return submission_id[:64]
 
 
 class DiagnoseRefreshes(Runtime):
@@ -147,7 +140,7 @@ class DiagnoseRefreshes(Runtime):
         facts = super().diagnose(client_submission_id, stale_after_s)
         receipt = self._read_receipt(client_submission_id)
         if receipt is not None and receipt["state"] != "committed":
-            self._write_receipt({**receipt, "updated_at": time.time()}, new=False)
+            self._write_receipt({**receipt, "updated_at": time.time()})
         return facts
 
 
