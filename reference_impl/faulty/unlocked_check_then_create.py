@@ -1,9 +1,16 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
+from typing import Any
 
 from retryproof.reference_impl.runtime import Runtime
+
+#: The gap between the check and the reservation: one round trip to a store (a database
+#: across the network, a cache). The reference's own journal answers both a few
+#: microseconds apart, which would make the race rare, not absent.
+CHECK_TO_RESERVE_S = 0.005
 
 
 class UnlockedCheckThenCreate(Runtime):
@@ -19,3 +26,7 @@ class UnlockedCheckThenCreate(Runtime):
     @contextlib.contextmanager
     def _acquire(self, submission_id: str) -> Iterator[None]:
         yield
+
+    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
+        time.sleep(CHECK_TO_RESERVE_S)
+        return super()._reserve(submission_id, digest)

@@ -21,6 +21,7 @@ from typing import Any
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from retryproof.reference_impl import durable  # noqa: E402
+from retryproof.reference_impl.faulty.unlocked_check_then_create import CHECK_TO_RESERVE_S  # noqa: E402
 from retryproof.reference_impl.harness import OpGroup, build_handlers, op_groups  # noqa: E402
 from retryproof.reference_impl.runtime import Runtime, _conflict, _load  # noqa: E402
 from retryproof.spec.digest import ContractError  # noqa: E402
@@ -78,6 +79,10 @@ class SometimesUnlocked(Runtime):
         if os.urandom(1)[0] < 32:
             return contextlib.nullcontext()
         return super()._acquire(submission_id)
+
+    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
+        time.sleep(CHECK_TO_RESERVE_S)  # a store's round trip between check and reservation
+        return super()._reserve(submission_id, digest)
 
 
 class UnlockedAfterFirstId(SometimesUnlocked):
