@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import threading
 from collections.abc import Callable
 
 TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
@@ -26,9 +27,12 @@ __all__ = [
     "create_new",
     "dump",
     "fsync_directory",
+    "in_parallel",
     "link_new",
     "replace",
+    "sync_file",
     "write_all",
+    "write_file",
     "write_temp",
 ]
 
@@ -86,6 +90,46 @@ def write_temp(directory: str, data: bytes) -> str:
     finally:
         os.close(fd)
     return temp
+
+
+def write_file(path: str, data: bytes) -> None:
+    """Write ``path`` whole (created or truncated), not yet durable: see ``sync_file``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def sync_file(path: str) -> None:
+    """Make the data of ``path`` durable (not its name: that is its directory's fsync)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def in_parallel(*actions: Callable[[], None]) -> None:
+    """Run independent syncs at once, the first in this thread: the disk flushes its
+    cache once for all of them, so the caller waits about as long as for one. Raises
+    the first error after all have ended."""
+    errors: list[BaseException] = []
+
+    def run(action: Callable[[], None]) -> None:
+        try:
+            action()
+        except BaseException as exc:  # handed to the caller below
+            errors.append(exc)
+
+    helpers = [threading.Thread(target=run, args=(action,)) for action in actions[1:]]
+    for helper in helpers:
+        helper.start()
+    run(actions[0])
+    for helper in helpers:
+        helper.join()
+    if errors:
+        raise errors[0]
 
 
 def create_new(path: str, data: bytes, fsync_dir: FsyncDirectory = fsync_directory) -> None:

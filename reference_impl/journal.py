@@ -18,10 +18,15 @@ highest named so far. The line that names a new number is the claim of it, so a
 reservation claims its number and records its receipt in one line and one sync.
 
 Writers append under an exclusive lock (``locking.hold`` of ``receipts.journal.lock``:
-threads queue in the process, processes sharing the state directory on ``flock``), read
-the lines others appended since their last look first, and ``fdatasync`` before they
-let go, so a line others can read is durable. Readers take the same lock to catch up:
-a short pread of the new tail.
+threads queue in the process, processes sharing the state directory on ``flock``), having
+first read the lines others appended since their last look; each then ``fdatasync``s
+before it goes on, outside the lock, so concurrent writers share a sync. Readers take no
+lock: an append lands at the end of the file, and the kernel grows the file's size only
+over bytes already copied, so a reader sees a prefix of a line in progress, never its
+newline without all that comes before it. A reader may see a line whose sync has not
+returned yet, as it could see any file's data before its fsync: a call acts on another
+call's state only under that id's lock (after the writer synced), except a reuse of a
+committed state, whose writer answers the same result once its sync returns.
 
 Recovery rule: a line counts only when it is complete (ends in a newline) and parses as
 a JSON object. A crash can cut short only the last line (a SIGKILL inside the write, a
@@ -37,11 +42,11 @@ error: a receipt read as absent would let a retry create a second task.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable
 
 from retryproof.reference_impl.durable import dump, fsync_directory, write_all
 from retryproof.reference_impl.locking import LockTimeout, hold
@@ -82,54 +87,61 @@ class Journal:
             # appended to it. Whoever of two racing first starts made it, both sync.
             os.fsync(self._fd)
             fsync_directory(state_dir)
+        self._state_lock = threading.Lock()  # the index and offsets, among this process's threads
 
     def read(self, key: str) -> dict[str, Any] | None:
         """The last state of the receipt ``key``, ``None`` when it has none."""
-        with self._locked():
+        with self._state_lock:
+            self._catch_up()
             where = self._index.get(key)
-            if where is None:
-                return None
-            offset, length = where
-            record: dict[str, Any] = json.loads(os.pread(self._fd, length, offset))
-            return record
+        if where is None:
+            return None
+        offset, length = where
+        record: dict[str, Any] = json.loads(os.pread(self._fd, length, offset))
+        return record
 
     def keys(self) -> list[str]:
         """Every receipt the journal holds."""
-        with self._locked():
+        with self._state_lock:
+            self._catch_up()
             return list(self._index)
 
     def append(self, record: dict[str, Any]) -> None:
         """Make ``record`` the receipt's next state, durably."""
-        with self._locked():
-            self._write(record)
+        self.write(lambda number: record)
+        self.sync()
 
     def claim(self, record_for: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
         """Take the next task number and append ``record_for(number)``, which names it,
         in one durable line; return that record."""
-        with self._locked():
-            record = record_for(self._top + 1)
-            self._write(record)
-            return record
+        record = self.write(record_for)
+        self.sync()
+        return record
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Exclusive use of the journal, caught up with every line appended so far."""
+    def write(self, record_for: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+        """Append ``record_for(the next free task number)`` as the only writer of the
+        journal, and return it; it is durable only after ``sync``. The lock is let go
+        before the sync, so writers in a hurry share one (a group commit)."""
         try:
             with hold(self._lock_path, self._wait_timeout_s):
-                self._catch_up()
-                yield
+                with self._state_lock:
+                    self._catch_up()
+                    record = record_for(self._top + 1)
+                    start, cut_short = self._size, self._size > self._end
+                line = dump(record)
+                if cut_short:
+                    # Lines a crash cut short end the journal: close them off and say
+                    # so, so readers tell them from damage (the recovery rule above).
+                    line = b"\n" + dump(_CUT_SHORT) + line
+                write_all(self._fd, line, start)
         except LockTimeout as exc:
             raise OSError(errno.EWOULDBLOCK, f"the receipt journal is held by a stuck writer: {exc}") from None
+        return record
 
-    def _write(self, record: dict[str, Any]) -> None:
-        line = dump(record)
-        if self._size > self._end:
-            # Lines a crash cut short end the journal: close them off and say so, so a
-            # reader can tell them from damage (the module's recovery rule).
-            line = b"\n" + dump(_CUT_SHORT) + line
-        write_all(self._fd, line, self._size)
+    def sync(self) -> None:
+        """Make every line written so far durable (``fdatasync``: the file's size and
+        data; its times are no one's concern)."""
         os.fdatasync(self._fd)
-        self._catch_up()
 
     def _catch_up(self) -> None:
         """Index the complete lines after ``_end``. Unreadable lines at the end stay

@@ -144,6 +144,9 @@ class Runtime:
         if made:
             self._fsync_directory(self.state_dir)
         self._journal = Journal(self.state_dir, self._journal_key, wait_timeout_s)
+        # Task objects this process prepared and synced with their reservation (the
+        # set is small: an entry lives from a reservation to its task write).
+        self._prepared_here: set[str] = set()
         self._report_numbers = Numbering(self._dirs["report-numbers"], self._fsync_directory)
 
     # ------------------------------------------------------------------ write_task
@@ -171,7 +174,7 @@ class Runtime:
         with self._acquire(client_submission_id):
             receipt = self._read_receipt(client_submission_id)
             if receipt is None:
-                receipt = self._reserve(client_submission_id, digest)
+                receipt = self._reserve(client_submission_id, digest, task)
             return self._settle(client_submission_id, task, digest, receipt)
 
     def _settle(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
@@ -187,10 +190,17 @@ class Runtime:
             return self._recover_task_created(submission_id, digest, receipt)
         return self._reuse_committed(digest, receipt)
 
-    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
+    def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
         # One journal line claims the number and records the receipt naming it: the
         # number is never durable without its owner, nor the receipt without its number.
-        receipt = self._journal.claim(lambda number: self._reservation(submission_id, digest, number))
+        # The task object is prepared under a hidden name meanwhile, and both are synced
+        # at once: neither is a task yet, so they need no order between them, and the
+        # reservation costs one wait for the disk, not two (see _write_task_object).
+        receipt = self._journal.write(lambda number: self._reservation(submission_id, digest, number))
+        prepared = self._prepared_path(receipt["task_id"])
+        durable.write_file(prepared, durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest)))
+        durable.in_parallel(self._journal.sync, lambda: durable.sync_file(prepared))
+        self._prepared_here.add(prepared)
         self._failpoint("write_task.after_reserve")
         return receipt
 
@@ -264,10 +274,21 @@ class Runtime:
         return receipt
 
     def _write_task_object(self, receipt: Mapping[str, Any], submission_id: str, task: Any, digest: str) -> None:
-        """Write the task object at the receipt's task_path, or raise ``FileExistsError``
-        (a retry stores its own wording of the task: the same digest, as on a first call)."""
+        """Write the task object at the receipt's task_path, or raise ``FileExistsError``:
+        a link of the object the reservation prepared when it holds exactly this record,
+        else a new file (a retry in another process may word the task differently under
+        the same digest; its own wording is stored, as on a first call)."""
         data = durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest))
-        durable.create_new(self._state_path(receipt["task_path"]), data, self._fsync_directory)
+        path = self._state_path(receipt["task_path"])
+        prepared = self._prepared_path(receipt["task_id"])
+        if prepared is not None and _read_bytes(prepared) == data:
+            if prepared not in self._prepared_here:
+                durable.sync_file(prepared)  # a crashed process prepared it: its sync may never have run
+            durable.link_new(prepared, path, self._fsync_directory)
+            self._prepared_here.discard(prepared)
+            os.unlink(prepared)
+        else:
+            durable.create_new(path, data, self._fsync_directory)
 
     def _write_legacy(self, task: Any, digest: str) -> dict[str, Any]:
         task_id = _task_id(self._allocate_number())
@@ -516,6 +537,13 @@ class Runtime:
             and record.get("client_submission_id") == receipt["client_submission_id"]
             and self._record_digest(record) == receipt["request_digest"]
         )
+
+    def _prepared_path(self, task_id: str) -> str | None:
+        """Where a reservation prepares the object of ``task_id``: a dot-name, so no
+        listing shows it before it is published under its own name."""
+        if not TASK_ID_PATTERN.fullmatch(task_id):
+            return None
+        return os.path.join(self._dirs["tasks"], f".{task_id}.prepared")
 
     def _task_file(self, task_id: Any) -> str:
         if not isinstance(task_id, str) or not TASK_ID_PATTERN.fullmatch(task_id):

@@ -16,7 +16,7 @@ class FinalReceiptOnly(Runtime):
 
     killed_by = ("CRASH-AFTER-TASK-WRITE", "CRASH-AFTER-TASK-CREATED", "CRASH-POINTS")
 
-    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
+    def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
         # The number is still claimed (a bare claim line); the reservation stays in memory.
         return self._reservation(submission_id, digest, self._allocate_number())
 

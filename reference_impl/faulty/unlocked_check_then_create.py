@@ -27,6 +27,6 @@ class UnlockedCheckThenCreate(Runtime):
     def _acquire(self, submission_id: str) -> Iterator[None]:
         yield
 
-    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
+    def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
         time.sleep(CHECK_TO_RESERVE_S)
-        return super()._reserve(submission_id, digest)
+        return super()._reserve(submission_id, digest, task)

@@ -37,9 +37,9 @@ class RetriesRenumber(Runtime):
         super().__init__(*args, **kwargs)
         self._reserved_here: set[str] = set()
 
-    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
+    def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
         self._reserved_here.add(submission_id)
-        return super()._reserve(submission_id, digest)
+        return super()._reserve(submission_id, digest, task)
 
     def _recover_reserved(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
         if submission_id not in self._reserved_here:
@@ -80,9 +80,9 @@ class SometimesUnlocked(Runtime):
             return contextlib.nullcontext()
         return super()._acquire(submission_id)
 
-    def _reserve(self, submission_id: str, digest: str) -> dict[str, Any]:
+    def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
         time.sleep(CHECK_TO_RESERVE_S)  # a store's round trip between check and reservation
-        return super()._reserve(submission_id, digest)
+        return super()._reserve(submission_id, digest, task)
 
 
 class UnlockedAfterFirstId(SometimesUnlocked):

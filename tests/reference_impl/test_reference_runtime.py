@@ -119,18 +119,37 @@ class SyncLog:
 def test_a_creation_syncs_every_stage_in_order_and_a_reuse_syncs_nothing(state_dir, monkeypatch):
     runtime = Runtime(state_dir)
     syncs = SyncLog(monkeypatch, os.path.realpath(state_dir))
-    runtime.write_task(TASK, "sub-1")
-    assert syncs.calls == [
-        ("fdatasync", "receipts.journal"),  # reserved, claiming the task number
-        ("fdatasync", "tasks/<temp>"),  # the task object's content, then linked as its name
+    task_id = runtime.write_task(TASK, "sub-1")["task_id"]
+    # reserved (claiming the task number) and the task object prepared under a hidden
+    # name, synced at once; then the object linked under its name; then two states
+    assert set(syncs.calls[:2]) == {("fdatasync", "receipts.journal"), ("fdatasync", f"tasks/.{task_id}.prepared")}
+    assert syncs.calls[2:] == [
         ("fsync", "tasks"),
         ("fdatasync", "receipts.journal"),  # task_created
         ("fdatasync", "receipts.journal"),  # committed
     ]
+    assert sorted(os.listdir(state_dir / "tasks")) == [f"{task_id}.json"]  # the hidden name is gone
     before, syncs.calls = snapshot(state_dir), []
     assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
     assert syncs.calls == []
     assert snapshot(state_dir) == before
+
+
+def test_a_retry_in_another_process_syncs_the_prepared_object_before_publishing_it(state_dir, monkeypatch):
+    """The crashed process may have died between writing the prepared object and its
+    sync: a SIGKILL keeps the page cache, a power cut afterwards would not."""
+    with pytest.raises(OSError):
+        Runtime(state_dir, {"write_task.after_reserve": "fail"}).write_task(TASK, "sub-1")
+    retrying = Runtime(state_dir)  # another process: it did not sync that object itself
+    syncs = SyncLog(monkeypatch, os.path.realpath(state_dir))
+    task_id = retrying.write_task(TASK, "sub-1")["task_id"]
+    assert syncs.calls == [
+        ("fdatasync", f"tasks/.{task_id}.prepared"),
+        ("fsync", "tasks"),
+        ("fdatasync", "receipts.journal"),
+        ("fdatasync", "receipts.journal"),
+    ]
+    assert sorted(os.listdir(state_dir / "tasks")) == [f"{task_id}.json"]
 
 
 @pytest.mark.parametrize(
