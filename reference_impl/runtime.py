@@ -13,12 +13,13 @@ Layout of the state directory (every path below is relative to it)::
 A receipt moves ``reserved -> task_created -> committed`` (``spec/retryproof.yaml``,
 ``receipt``); each state is durable before the next step starts, and every later call
 finishes or reuses what the receipt says, never starts over. A creation waits for the
-disk five times, once per step: the reservation (one journal line that claims the task
-number too), the task object (its content, then its name: a temp file ``fdatasync``ed,
-linked into place, the directory fsynced), task_created and committed (a journal line
-each). No name is made per submission, so no directory fsync is paid for the receipt.
-A creation interrupted by a crash is not finished at start-up: the retry finishes it,
-so a stalled reservation stays observable to diagnostics and to the kit.
+disk four times, once per step, with five syncs: the reservation (one journal line that
+claims the task number too, synced at once with the task object prepared under a hidden
+name), the task object (that file linked under its name, the directory fsynced),
+task_created and committed (a journal line each). No name is made per submission, so no
+directory fsync is paid for a receipt. A creation interrupted by a crash is not finished
+at start-up: the retry finishes it, so a stalled reservation stays observable to
+diagnostics and to the kit.
 
 The small ``_``-prefixed methods marked *seam* are the steps a one-defect variant
 (``retryproof.reference_impl.faulty``) overrides; keep each one a single decision.
