@@ -282,7 +282,7 @@ class Runtime:
         data = durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest))
         path = self._state_path(receipt["task_path"])
         prepared = self._prepared_path(receipt["task_id"])
-        if prepared is not None and _read_bytes(prepared) == data:
+        if _read_bytes(prepared) == data:
             if prepared not in self._prepared_here:
                 durable.sync_file(prepared)  # a crashed process prepared it: its sync may never have run
             durable.link_new(prepared, path, self._fsync_directory)
@@ -539,11 +539,11 @@ class Runtime:
             and self._record_digest(record) == receipt["request_digest"]
         )
 
-    def _prepared_path(self, task_id: str) -> str | None:
+    def _prepared_path(self, task_id: str) -> str:
         """Where a reservation prepares the object of ``task_id``: a dot-name, so no
         listing shows it before it is published under its own name."""
         if not TASK_ID_PATTERN.fullmatch(task_id):
-            return None
+            raise OSError(errno.EINVAL, f"task id {task_id!r} is not one this runtime hands out")
         return os.path.join(self._dirs["tasks"], f".{task_id}.prepared")
 
     def _task_file(self, task_id: Any) -> str:
