@@ -48,7 +48,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from retryproof.reference_impl.durable import dump, fsync_directory, write_all
+from retryproof.reference_impl.durable import FsyncDirectory, dump, fsync_directory, write_all
 from retryproof.reference_impl.locking import LockTimeout, hold
 
 TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
@@ -72,7 +72,13 @@ class Journal:
     ``pread`` however long the journal grows.
     """
 
-    def __init__(self, state_dir: str, key: Callable[[dict[str, Any]], str | None], wait_timeout_s: float):
+    def __init__(
+        self,
+        state_dir: str,
+        key: Callable[[dict[str, Any]], str | None],
+        wait_timeout_s: float,
+        fsync_dir: FsyncDirectory = fsync_directory,
+    ):
         self.path = os.path.join(state_dir, JOURNAL)
         self._lock_path = self.path + ".lock"
         self._key = key
@@ -86,7 +92,7 @@ class Journal:
             # New (or never written): its name must be durable before a state is
             # appended to it. Whoever of two racing first starts made it, both sync.
             os.fsync(self._fd)
-            fsync_directory(state_dir)
+            fsync_dir(state_dir)
         self._state_lock = threading.Lock()  # the index and offsets, among this process's threads
 
     def read(self, key: str) -> dict[str, Any] | None:

@@ -144,7 +144,7 @@ class Runtime:
                 made = True
         if made:
             self._fsync_directory(self.state_dir)
-        self._journal = Journal(self.state_dir, self._journal_key, wait_timeout_s)
+        self._journal = Journal(self.state_dir, self._journal_key, wait_timeout_s, self._fsync_directory)
         # Task objects this process prepared and synced with their reservation (the
         # set is small: an entry lives from a reservation to its task write).
         self._prepared_here: set[str] = set()
