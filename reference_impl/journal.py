@@ -17,16 +17,16 @@ Task numbers: every line names a ``task_id``, and the next number is one above t
 highest named so far. The line that names a new number is the claim of it, so a
 reservation claims its number and records its receipt in one line and one sync.
 
-Writers append under an exclusive lock (``locking.hold`` of ``receipts.journal.lock``:
-threads queue in the process, processes sharing the state directory on ``flock``), having
-first read the lines others appended since their last look; each then ``fdatasync``s
-before it goes on, outside the lock, so concurrent writers share a sync. Readers take no
-lock: an append lands at the end of the file, and the kernel grows the file's size only
-over bytes already copied, so a reader sees a prefix of a line in progress, never its
-newline without all that comes before it. A reader may see a line whose sync has not
-returned yet, as it could see any file's data before its fsync: a call acts on another
-call's state only under that id's lock (after the writer synced), except a reuse of a
-committed state, whose writer answers the same result once its sync returns.
+Writers append one at a time under an exclusive lock (``locking.hold`` of
+``receipts.journal.lock``: threads queue in the process, processes sharing the state
+directory on ``flock``), having first read the lines others appended since their last
+look, and ``fdatasync`` before they let go: only the last line is ever unsynced. Readers
+take no lock: an append lands at the end of the file, and the kernel grows the file's
+size only over bytes already copied, so a reader sees a prefix of a line in progress,
+never its newline without all that comes before it. A reader may see the last line
+before its sync returns, as it could see any file's data before its fsync: a call acts
+on another call's state only under that id's lock (after the writer synced), except a
+reuse of a committed state, whose writer answers the same result once its sync returns.
 
 Recovery rule: a line counts only when it is complete (ends in a newline) and parses as
 a JSON object. A crash can cut short only the last line (a SIGKILL inside the write, a
@@ -48,7 +48,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from retryproof.reference_impl.durable import FsyncDirectory, dump, fsync_directory, write_all
+from retryproof.reference_impl.durable import FsyncDirectory, dump, fsync_directory, in_parallel, write_all
 from retryproof.reference_impl.locking import LockTimeout, hold
 
 TYPE_CHECKING = False  # not typing's: importing typing would be paid at every harness start
@@ -114,20 +114,26 @@ class Journal:
 
     def append(self, record: dict[str, Any]) -> None:
         """Make ``record`` the receipt's next state, durably."""
-        self.write(lambda number: record)
-        self.sync()
+        self._append(lambda number: record)
 
-    def claim(self, record_for: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+    def claim(
+        self,
+        record_for: Callable[[int], dict[str, Any]],
+        alongside: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
         """Take the next task number and append ``record_for(number)``, which names it,
-        in one durable line; return that record."""
-        record = self.write(record_for)
-        self.sync()
-        return record
+        in one durable line; return that record. ``alongside(record)`` runs while the
+        line is synced: a step that needs the number and must be durable with it."""
+        return self._append(record_for, alongside)
 
-    def write(self, record_for: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+    def _append(
+        self,
+        record_for: Callable[[int], dict[str, Any]],
+        alongside: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any]:
         """Append ``record_for(the next free task number)`` as the only writer of the
-        journal, and return it; it is durable only after ``sync``. The lock is let go
-        before the sync, so writers in a hurry share one (a group commit)."""
+        journal, and sync it before letting go: so only the last line is ever unsynced,
+        which the recovery rule relies on."""
         try:
             with hold(self._lock_path, self._wait_timeout_s):
                 with self._state_lock:
@@ -140,14 +146,13 @@ class Journal:
                     # so, so readers tell them from damage (the recovery rule above).
                     line = b"\n" + dump(_CUT_SHORT) + line
                 write_all(self._fd, line, start)
+                if alongside is None:
+                    os.fdatasync(self._fd)
+                else:
+                    in_parallel(lambda: os.fdatasync(self._fd), lambda: alongside(record))
         except LockTimeout as exc:
             raise OSError(errno.EWOULDBLOCK, f"the receipt journal is held by a stuck writer: {exc}") from None
         return record
-
-    def sync(self) -> None:
-        """Make every line written so far durable (``fdatasync``: the file's size and
-        data; its times are no one's concern)."""
-        os.fdatasync(self._fd)
 
     def _catch_up(self) -> None:
         """Index the complete lines after ``_end``. Unreadable lines at the end stay

@@ -197,13 +197,19 @@ class Runtime:
         # The task object is prepared under a hidden name meanwhile, and both are synced
         # at once: neither is a task yet, so they need no order between them, and the
         # reservation costs one wait for the disk, not two (see _write_task_object).
-        receipt = self._journal.write(lambda number: self._reservation(submission_id, digest, number))
-        prepared = self._prepared_path(receipt["task_id"])
-        durable.write_file(prepared, durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest)))
-        durable.in_parallel(self._journal.sync, lambda: durable.sync_file(prepared))
-        self._prepared_here.add(prepared)
+        receipt = self._journal.claim(
+            lambda number: self._reservation(submission_id, digest, number),
+            alongside=lambda receipt: self._prepare_task_object(receipt, submission_id, task, digest),
+        )
+        self._prepared_here.add(self._prepared_path(receipt["task_id"]))
         self._failpoint("write_task.after_reserve")
         return receipt
+
+    def _prepare_task_object(self, receipt: Mapping[str, Any], submission_id: str, task: Any, digest: str) -> None:
+        """Write and sync the task object under its hidden name (no listing shows it)."""
+        prepared = self._prepared_path(receipt["task_id"])
+        durable.write_file(prepared, durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest)))
+        durable.sync_file(prepared)
 
     def _reservation(self, submission_id: str, digest: str, number: int) -> dict[str, Any]:
         """The reserved receipt of a submission under task number ``number``."""
