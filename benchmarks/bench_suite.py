@@ -44,9 +44,16 @@ def _cpu() -> float:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Setup, call and teardown of one test, as the plugin of each worker sees them."""
-    began, cpu = time.perf_counter(), _cpu()
+    began, cpu, at = time.perf_counter(), _cpu(), time.time()
     yield
-    line = {"test": item.nodeid, "wall_s": time.perf_counter() - began, "cpu_s": _cpu() - cpu}
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    line = {
+        "test": item.nodeid,
+        "wall_s": time.perf_counter() - began,
+        "cpu_s": _cpu() - cpu,
+        "at": at,
+        "worker": worker,
+    }
     with open(os.environ[OUT_ENV], "a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
 
@@ -65,13 +72,28 @@ def summary(lines: list[dict], top: int) -> str:
     return "\n\n".join(
         [
             f"{len(lines)} tests: {wall:.0f} worker-seconds, {cpu:.0f} CPU-seconds; "
-            f"longest test {longest[0]['wall_s']:.1f} s ({longest[0]['test']})",
+            f"longest test {longest[0]['wall_s']:.1f} s ({longest[0]['test']})\n" + _workers(lines),
             tabulate(rows[:top], headers=["file", "tests", "wall s", "cpu s"]),
             tabulate(
                 [[line["test"], f"{line['wall_s']:.1f}", f"{line['cpu_s']:.1f}"] for line in longest],
                 headers=["test", "wall s", "cpu s"],
             ),
         ]
+    )
+
+
+def _workers(lines: list[dict]) -> str:
+    """When each worker ran its last test to its end, from the first test's start: the
+    spread between the first and the last is time a worker stood idle (the run's tail)."""
+    start = min(line["at"] for line in lines)
+    ends: dict[str, float] = {}
+    for line in lines:
+        ends[line["worker"]] = max(ends.get(line["worker"], 0.0), line["at"] + line["wall_s"] - start)
+    last = max(lines, key=lambda line: line["at"] + line["wall_s"])
+    return (
+        "workers done at "
+        + ", ".join(f"{name} {end:.0f} s" for name, end in sorted(ends.items()))
+        + f"; the last test to end: {last['test']} ({last['wall_s']:.1f} s)"
     )
 
 
@@ -87,7 +109,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-suite-") as scratch:
         out = Path(args.json or Path(scratch) / "tests.jsonl").resolve()
         out.write_text("", encoding="utf-8")
-        env = {**os.environ, OUT_ENV: str(out), "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+        env = {
+            **os.environ,
+            OUT_ENV: str(out),
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        }
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench_suite", *pytest_args]
         began = time.perf_counter()
         done = subprocess.run(command, cwd=REPOSITORY, env=env, capture_output=True, text=True, check=False)
