@@ -65,6 +65,7 @@ def test_the_fixed_claim_service_passes_every_fault_scenario(tmp_path, wire):
     assert losses[0]["listed_before_retry"] is True  # withheld: the effect was made
     rounds = by_id["KILL-NEMESIS"]["evidence"]["schedule"]["rounds"]
     assert [r["window"] for r in rounds] == ["claim -> effect", "effect -> answer"] * 2 + ["claim -> effect"]
+    assert all(r["interrupted"] >= 1 for r in rounds), rounds  # each round's kill interrupted a call
     if wire == "http":
         points = by_id["CRASH-POINTS"]["evidence"]["points"]
         # claim, effect, response, done: each a create, a write and a rename
