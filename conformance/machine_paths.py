@@ -15,9 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-#: A path in a longer one is not this one's ("/mnt/work/a"); after the root comes "/" or
-#: the end of the path ("/work/a" is not the start of "/work/ab").
-_BEFORE, _AFTER = r"(?<![\w.~/-])", r"(?:(/)|(?![\w.~-]))"
+#: A path in a longer one is not this one's ("/mnt/work/a"); the root itself ends where
+#: its path does ("/work/a" is not the start of "/work/ab").
+_BEFORE, _END = r"(?<![\w.~/-])", r"(?![\w.~-])"
 
 
 def without_machine_paths(value: Any, directory: str, home: str) -> Any:
@@ -25,18 +25,19 @@ def without_machine_paths(value: Any, directory: str, home: str) -> Any:
     every path under ``directory`` made relative to it (the directory itself is ``.``),
     then every path under ``home`` starting with ``~``. A root that is not an absolute
     path below ``/`` is left alone, as is everything that is not a string."""
-    rules = []
+    rules: list[tuple[re.Pattern[str], str]] = []
     for root, below, itself in ((directory, "", "."), (home, "~/", "~")):
         root = root.rstrip("/")
         if os.path.isabs(root):  # "/" is "" by now: not a root to strip
-            rules.append((re.compile(_BEFORE + re.escape(root) + _AFTER), below, itself))
+            rules.append((re.compile(_BEFORE + re.escape(root) + "/"), below))
+            rules.append((re.compile(_BEFORE + re.escape(root) + _END), itself))
     return _replaced(value, rules)
 
 
-def _replaced(value: Any, rules: list[tuple[re.Pattern[str], str, str]]) -> Any:
+def _replaced(value: Any, rules: list[tuple[re.Pattern[str], str]]) -> Any:
     if isinstance(value, str):
-        for pattern, below, itself in rules:
-            value = pattern.sub(lambda match, below=below, itself=itself: below if match.group(1) else itself, value)
+        for pattern, replacement in rules:
+            value = pattern.sub(replacement, value)
         return value
     if isinstance(value, Mapping):
         return {key: _replaced(item, rules) for key, item in value.items()}
