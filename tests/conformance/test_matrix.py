@@ -8,6 +8,7 @@ its runs must be reported as differing, one that fails the same way as the same.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import sys
@@ -18,6 +19,7 @@ import pytest
 
 from retryproof.conformance.commands import matrix
 from retryproof.conformance.commands.matrix import reproduction
+from retryproof.conformance.options import seed_list
 
 FAKE = Path(__file__).resolve().parent / "fake_harness.py"
 
@@ -100,3 +102,12 @@ def test_reproduction_compares_the_broken_scenarios_with_their_status(first, aga
 def test_reproduction_compares_the_verdict():
     first, again = _document({"A": "failed"}), _document({"A": "failed"}, "NOT VERIFIED")
     assert reproduction(first, again) == "verdict NOT CONFORMANT → NOT VERIFIED"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"), [("1,1", "names a seed twice"), ("1,a", "not an integer seed"), (" ", "names no seed")]
+)
+def test_a_seed_list_names_distinct_integer_seeds(text, problem):
+    with pytest.raises(argparse.ArgumentTypeError, match=problem):
+        seed_list(text)
+    assert seed_list("2, 1") == [2, 1]  # the first is the reports' seed, in the order given
