@@ -171,7 +171,7 @@ def main(args) -> int:
         return _regenerate(root, implementations, everything, out, args.seeds, args.no_install)
 
 
-def report_folder(out: Path, seeds: list[int], seed: int) -> Path:
+def _report_folder(out: Path, seeds: list[int], seed: int) -> Path:
     """Where the reports of ``seed`` go: the first seed's in ``out``, each further
     seed's in ``out/seed-N/``."""
     return out if seed == seeds[0] else out / f"seed-{seed}"
@@ -196,14 +196,14 @@ def _regenerate(
             try:
                 _setup(implementation, "start", SERVER_TIMEOUT_S)
                 for target in implementation.targets:
-                    if not _run(root, target, report_folder(out, seeds, seed) / target.report, seed):
+                    if not _run(root, target, _report_folder(out, seeds, seed) / target.report, seed):
                         missing.add((target.report, seed))
             finally:
                 _setup(implementation, "stop", SERVER_TIMEOUT_S)
 
     def report(name: str, seed: int) -> Path | None:
         # Also those --only left as they were; never one a failed run of this matrix left behind.
-        path = report_folder(out, seeds, seed) / name / "report.json"
+        path = _report_folder(out, seeds, seed) / name / "report.json"
         return path if (name, seed) not in missing and path.is_file() else None
 
     names = [target.report for implementation in everything for target in implementation.targets]
