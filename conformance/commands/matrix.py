@@ -204,7 +204,15 @@ def _regenerate(
     def report(name: str, seed: int) -> Path | None:
         # Also those --only left as they were; never one a failed run of this matrix left behind.
         path = _report_folder(out, seeds, seed) / name / "report.json"
-        return path if (name, seed) not in missing and path.is_file() else None
+        if (name, seed) in missing or not path.is_file():
+            return None
+        try:
+            load_report(str(path))
+        except KitError as exc:  # the kit's own fault: it costs that target its row, not the README
+            print(f"matrix: {exc.message}", file=sys.stderr)
+            missing.add((name, seed))
+            return None
+        return path
 
     names = [target.report for implementation in everything for target in implementation.targets]
     reports = [path for path in (report(name, seeds[0]) for name in names) if path is not None]
@@ -235,7 +243,7 @@ def _regenerate(
 
 
 def _document(path: Path | None) -> dict[str, Any] | None:
-    return None if path is None else load_report(str(path))
+    return None if path is None else load_report(str(path))  # valid: report() read it
 
 
 def _differs(first: dict[str, Any], again: dict[str, Any] | None) -> bool:
@@ -318,7 +326,7 @@ def _summary(
         ]
         lines.append("| " + " | ".join(cells) + " |")
     if missing:
-        lines += ["", f"No report (the kit could not run them): {', '.join(missing)}."]
+        lines += ["", f"No valid report (the kit could not run them, or wrote one it refuses): {', '.join(missing)}."]
     lines += [
         "",
         "Each implementation's README (`adapters/implementations/<name>/README.md`) names the root cause "

@@ -111,3 +111,31 @@ def test_a_seed_list_names_distinct_integer_seeds(text, problem):
     with pytest.raises(argparse.ArgumentTypeError, match=problem):
         seed_list(text)
     assert seed_list("2, 1") == [2, 1]  # the first is the reports' seed, in the order given
+
+
+def test_a_report_the_kit_refuses_costs_its_row_not_the_readme(tmp_path, monkeypatch, capsys):
+    """A report that fails validation (the kit's own fault, as CRASH-POINTS' once was)
+    is named as no valid report; every other target still gets its row."""
+    _implementation(tmp_path, "broken", ("liar", "liar"))
+    _implementation(tmp_path, "steady", ("liar", "liar"))
+    real = matrix._run
+
+    def run(root, target, out, seed):
+        ran = real(root, target, out, seed)
+        if target.report == "broken":  # a count its scenarios contradict
+            document = json.loads((out / "report.json").read_text())
+            document["counts"]["passed"] += 1
+            (out / "report.json").write_text(json.dumps(document))
+        return ran
+
+    monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
+    monkeypatch.setattr(matrix, "_run", run)
+    out = tmp_path / "reports"
+    assert matrix.main(Namespace(out=str(out), only=None, seeds=[1], no_install=True)) == 1
+    assert "matrix: no report for broken" in capsys.readouterr().err
+    readme = (out / "matrix" / "README.md").read_text(encoding="utf-8")
+    assert _row(readme, "steady")[-1].startswith("NOT CONFORMANT")
+    assert (
+        "| [broken]" not in readme
+        and "No valid report (the kit could not run them, or wrote one it refuses): broken." in readme
+    )
