@@ -191,7 +191,7 @@ def sample(points: list[Point], cap: int) -> list[Point]:
 # -- the scenario ----------------------------------------------------------------------
 
 
-@scenario("CRASH-POINTS", long=True)
+@scenario("CRASH-POINTS", long=20)
 def crash_points(ctx: Context) -> None:
     strace = shutil.which("strace") or "strace"  # the runner skips the scenario without it
     probe = ctx.start()
