@@ -130,9 +130,7 @@ class Scenario:
 _REGISTRY: dict[str, Scenario] = {}
 
 
-def scenario(
-    scenario_id: str, *, alone: bool = False, long: int = 0
-) -> Callable[[ScenarioFunction], ScenarioFunction]:
+def scenario(scenario_id: str, *, alone: bool = False, long: int = 0) -> Callable[[ScenarioFunction], ScenarioFunction]:
     """Bind a function to a catalogue id (a ``Scenario``; see there for ``alone`` and
     ``long``). The function itself is returned unchanged."""
     bound_entry = entry(scenario_id)  # KeyError on an id the spec does not know
