@@ -194,10 +194,10 @@ def sample(points: list[Point], cap: int) -> list[Point]:
 @scenario("CRASH-POINTS", long=20)
 def crash_points(ctx: Context) -> None:
     strace = shutil.which("strace") or "strace"  # the runner skips the scenario without it
-    probe = ctx.start()
+    # What the runtime runs, without starting it: the run's handshake started it already.
+    probe = ctx.unstarted()
     if not isinstance(probe, (BindingConnection, ProcessConnection)):
         ctx.skip("this connection runs no command line the kit can run under strace")
-    ctx.stop()
     sibling = _siblings(ctx, probe)
     submission_id, task = ctx.submission_id(), ctx.task()
     chosen = os.environ.get(POINT_ENV)
