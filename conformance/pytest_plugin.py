@@ -256,15 +256,16 @@ class ScenarioItem(pytest.Item):
         run = self.config.stash[STATE]
         result = self.result = run.scenario(self.entry, self.refused)
         self.user_properties += [("retryproof_status", result.status), ("retryproof_reproduce", result.reproduce)]
-        conclude(result, run.options.baseline_file)
+        conclude(result, run.options.baseline_file, black_box=run.options.binding is not None)
 
     def reportinfo(self):
         return self.path, self.line, f"retryproof::{self.entry.id} ({self.entry.level}): {self.entry.title}"
 
 
-def conclude(result: ScenarioResult, baseline_file: str | None) -> None:
+def conclude(result: ScenarioResult, baseline_file: str | None, black_box: bool = False) -> None:
     """The pytest outcome of a scenario result: return for a pass, otherwise raise skip,
-    xfail or fail. Nothing that did not run passes."""
+    xfail or fail. Nothing that did not run passes. ``black_box``: the runtime is a
+    server reached through a binding, so its stderr is the server's."""
     from retryproof.conformance.verdict import applies
     from retryproof.conformance.writers.escape import one_line
 
@@ -284,7 +285,7 @@ def conclude(result: ScenarioResult, baseline_file: str | None) -> None:
         _skip(f"not verified, so not conformant: {reason}" if blocks else reason)
     if result.baseline == "xfail":
         pytest.xfail(f"listed in the baseline {baseline_file}: {result.status}: {reason}")
-    pytest.fail(failure_message(result), pytrace=False)
+    pytest.fail(failure_message(result, black_box), pytrace=False)
 
 
 def _skip(reason: str) -> None:
@@ -292,9 +293,9 @@ def _skip(reason: str) -> None:
     raise pytest.skip.Exception(reason, _use_item_location=True)
 
 
-def failure_message(result: ScenarioResult) -> str:
+def failure_message(result: ScenarioResult, black_box: bool = False) -> str:
     """A failed or error scenario as a reviewer needs it in a CI log: what broke, the
-    key evidence, the harness stderr and the command that reproduces it. The first line
+    key evidence, the harness's (or bound server's) stderr and the command that reproduces it. The first line
     is what pytest's short summary shows."""
     from retryproof.conformance.writers.escape import one_line
 
@@ -311,7 +312,8 @@ def failure_message(result: ScenarioResult) -> str:
         ]
     stderr = (result.stderr or "").strip().splitlines()
     if stderr:
-        lines.append(f"harness stderr (last {min(len(stderr), STDERR_LINES)} lines):")
+        source = "server" if black_box else "harness"
+        lines.append(f"{source} stderr (last {min(len(stderr), STDERR_LINES)} lines):")
         lines += [f"  {one_line(line)}" for line in stderr[-STDERR_LINES:]]
     lines.append(f"reproduce: {result.reproduce}")
     return "\n".join(lines)

@@ -297,9 +297,14 @@ def _check_schema(document: Mapping[str, Any]) -> None:
 
 
 #: Where ``{python}``, ``{port}`` and ``{state_dir}`` are filled in; anywhere else one
-#: would reach the service as the literal text.
-FILLED = ("start.command", "start.url", "start.env", "listing.command")
+#: would reach the service as the literal text. A url is filled with its port only.
 PLACEHOLDERS = ("{python}", "{port}", "{state_dir}")
+FILLED = {
+    "start.command": PLACEHOLDERS,
+    "start.env": PLACEHOLDERS,
+    "listing.command": PLACEHOLDERS,
+    "start.url": ("{port}",),
+}
 
 
 def _check_placeholders(value: Any, where: str) -> None:
@@ -309,12 +314,13 @@ def _check_placeholders(value: Any, where: str) -> None:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             _check_placeholders(item, f"{where}[{index}]")
-    elif isinstance(value, str) and not where.startswith(FILLED):
-        used = [placeholder for placeholder in PLACEHOLDERS if placeholder in value]
-        if used:
+    elif isinstance(value, str):
+        filled = next((allowed for prefix, allowed in FILLED.items() if where.startswith(prefix)), ())
+        unfilled = [placeholder for placeholder in PLACEHOLDERS if placeholder in value and placeholder not in filled]
+        if unfilled:
+            places = ", ".join(prefix for prefix, allowed in FILLED.items() if unfilled[0] in allowed)
             raise BindingError(
-                where,
-                f"{used[0]} is filled in only in {', '.join(FILLED)}; here it would be sent as the text {used[0]}",
+                where, f"{unfilled[0]} is filled in only in {places}; here it would be sent as the text {unfilled[0]}"
             )
 
 

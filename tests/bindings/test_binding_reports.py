@@ -3,6 +3,7 @@ the binding format, never the bundled reference harness and the harness protocol
 
 from __future__ import annotations
 
+import pytest
 from binding_helpers import run_binding, run_cli, shipped, write_binding
 
 
@@ -68,10 +69,18 @@ def test_a_placeholder_where_nothing_fills_it_is_a_binding_error(tmp_path):
     binding = write_binding(tmp_path, document)
     done = run_cli("run", "--binding", str(binding), "--out", str(tmp_path / "o"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert (
-        "listing.get: {state_dir} is filled in only in start.command, start.url, start.env, listing.command"
-        in done.stderr
-    )
+    assert "listing.get: {state_dir} is filled in only in start.command, start.env, listing.command" in done.stderr
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:{port}/{state_dir}", "http://127.0.0.1:{port}/{python}"])
+def test_a_url_is_filled_with_its_port_only(url):
+    """A state directory or an interpreter's path in a url would reach the service as text."""
+    from retryproof.adapters.binding import BindingError, parse
+
+    document = shipped("reference-http")
+    document["start"]["url"] = url
+    with pytest.raises(BindingError, match=r"start\.url: \{(state_dir|python)\} is filled in only in start\.command"):
+        parse(document, "reference-http")
 
 
 def test_binding_errors_show_values_as_json_not_python(tmp_path):

@@ -294,6 +294,14 @@ def test_every_status_that_is_not_a_pass_raises_its_outcome(result, outcome, wor
         assert word in str(raised.value.msg)
 
 
+@pytest.mark.parametrize("black_box, source", [(False, "harness"), (True, "server")])
+def test_a_failure_names_whose_stderr_it_quotes(black_box, source):
+    """Through a binding the stderr is the bound server's, as report.md says."""
+    with pytest.raises(pytest.fail.Exception) as raised:
+        conclude(result_of("failed"), None, black_box=black_box)
+    assert f"{source} stderr (last 2 lines):\n  harness said\n  bye" in str(raised.value.msg)
+
+
 def test_a_pass_is_the_only_status_that_returns():
     assert conclude(result_of("passed"), None) is None
 

@@ -6,6 +6,7 @@ YAML and in a schema (capabilities, failpoints, states, reasons, fields) is one 
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from importlib import resources
@@ -37,6 +38,16 @@ def test_versions_agree():
         == RESPONSE_DEFS["hello_result"]["properties"]["protocol"]["const"]
     )
     assert SPEC["digest"]["schema_version"] == DIGEST_SCHEMA_VERSION
+
+
+def test_every_vector_file_names_the_spec_version_it_ships_with():
+    """A vendor who copies one vector file needs to know which contract it belongs to."""
+    vectors = [
+        path for path in resources.files("retryproof.spec").joinpath("vectors").iterdir() if path.name.endswith(".json")
+    ]
+    assert vectors
+    for path in vectors:
+        assert json.loads(path.read_text(encoding="utf-8"))["spec_version"] == SPEC_VERSION, path.name
 
 
 @pytest.mark.parametrize("section", ["requirements", "scenarios"])
