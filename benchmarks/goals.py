@@ -9,7 +9,9 @@ what is timed, as a user starts it). The kit's runs are timed from spawn to exit
 the command line, not through the runner's Python API, so the figure is what a user waits
 for. Runs of one round are interleaved (harness run, each binding, selftest), so a machine
 shared with other work slows them alike; read each figure beside its floor of the same
-run. ``--suite`` adds the README's test command (minutes; it is left out by default).
+run. Each kit figure is its wall time and, in brackets, the CPU seconds of it and the
+processes it waited for: the figure a loaded machine changes least (on N CPUs a run takes
+at least that over N). ``--suite`` adds the README's test command (minutes; it is left out by default).
 The create, burst and reuse rows come from ``bench_protocol.py`` and the start row from
 ``bench_start.py``, each run once here with ``--json`` (``--kit-only`` leaves them out).
 
@@ -31,12 +33,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from tabulate import tabulate
 
@@ -52,15 +56,30 @@ def kit(python: str = sys.executable) -> list[str]:
     return [script] if os.access(script, os.X_OK) else [python, "-m", "retryproof.conformance.cli"]
 
 
-def timed(argv: Sequence[str], cwd: str | None = None) -> float:
-    """Wall seconds of ``argv`` from spawn to exit; a run that fails is not a figure."""
-    began = time.perf_counter()
+class Timing(NamedTuple):
+    wall: float
+    #: User and system seconds of the command and of every process it waited for (its
+    #: harnesses and servers): on a machine shared with other work, the figure load
+    #: changes least, and on N CPUs the run takes at least cpu / N.
+    cpu: float
+
+    def __str__(self) -> str:
+        return f"{self.wall:.1f} s ({self.cpu:.1f} CPU-s)"
+
+
+def timed(argv: Sequence[str], cwd: str | None = None) -> Timing:
+    """``argv`` from spawn to exit; a run that fails is not a figure."""
+    began, used = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
-    seconds = time.perf_counter() - began
+    seconds, spent = time.perf_counter() - began, resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: " + " / ".join(tail))
-    return seconds
+    return Timing(seconds, spent.ru_utime + spent.ru_stime - used.ru_utime - used.ru_stime)
+
+
+def median(values: list[Timing]) -> Timing:
+    return Timing(statistics.median(value.wall for value in values), statistics.median(value.cpu for value in values))
 
 
 def longest_scenario(report: str) -> float:
@@ -104,7 +123,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     environments = {"now": sys.executable, **({"against": args.against} if args.against else {})}
-    samples: dict[str, dict[str, list[float]]] = {environment: {} for environment in environments}
+    samples: dict[str, dict[str, list[Timing]]] = {environment: {} for environment in environments}
     floors: list[float] = []
     with tempfile.TemporaryDirectory(prefix="goals-") as scratch:
         for round_number in range(args.rounds):
@@ -117,10 +136,10 @@ def main() -> int:
             suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
             samples["now"]["suite"] = [timed(suite, REPOSITORY)]
     medians = {
-        environment: {name: statistics.median(values) for name, values in runs.items()}
-        for environment, runs in samples.items()
+        environment: {name: median(values) for name, values in runs.items()} for environment, runs in samples.items()
     }
-    run_s = medians["now"]
+    timings = medians["now"]
+    run_s = {name: timing.wall for name, timing in timings.items()}
     harness = run_s["harness run"]
     rows: list[tuple[str, list[str]]] = []  # (the kit run it times, or "", the row)
     if args.suite:
@@ -129,13 +148,16 @@ def main() -> int:
         )
     floor = f"{statistics.median(floors):.1f} s (longest scenario)"
     rows.append(
-        ("harness run", ["harness run of the reference", "<= 3 s", f"{harness:.1f} s", floor, verdict(harness <= 3)])
+        (
+            "harness run",
+            ["harness run of the reference", "<= 3 s", str(timings["harness run"]), floor, verdict(harness <= 3)],
+        )
     )
     selftest = run_s["selftest"]
     reference = f"{harness:.1f} s (reference run)"
-    rows.append(("selftest", ["selftest", "<= 8 s", f"{selftest:.1f} s", reference, verdict(selftest <= 8)]))
+    rows.append(("selftest", ["selftest", "<= 8 s", str(timings["selftest"]), reference, verdict(selftest <= 8)]))
     for binding, goal in BINDINGS.items():
-        figure, target = f"{run_s[binding]:.1f} s", f"<= {goal:.0f} s"
+        figure, target = str(timings[binding]), f"<= {goal:.0f} s"
         through = f"{harness:.1f} s (harness run)"
         rows.append((binding, [f"binding run, {binding}", target, figure, through, verdict(run_s[binding] <= goal)]))
     if not args.kit_only:
@@ -144,7 +166,7 @@ def main() -> int:
     if args.against:
         headers.insert(3, "against")
         for run, row in rows:
-            row.insert(3, f"{medians['against'][run]:.1f} s" if run else "-")
+            row.insert(3, str(medians["against"][run]) if run else "-")
     print(tabulate([row for _, row in rows], headers=headers, tablefmt="github"))
     print(
         f"\n{args.rounds} interleaved rounds, seed 1; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
