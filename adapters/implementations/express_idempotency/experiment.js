@@ -17,7 +17,8 @@ let effects = 0;
 let slowMs = 0;
 let failOnce = false;
 const redisUrl = process.argv[2] || 'redis://127.0.0.1:6391';
-const crashChild = process.argv[3] === '--crash-after-response';
+// In a child app (parts 5 and 6): --crash-before-effect or --crash-after-response, where its route dies.
+const crashChild = process.argv[3];
 
 async function main() {
   const adapter = new RedisAdapter({ connectionConfig: { url: redisUrl } });
@@ -27,9 +28,10 @@ async function main() {
   app.use(idempotency.idempotency({ dataAdapter: adapter }));
   app.post('/tasks', async (req, res) => {
     if (idempotency.getSharedIdempotencyService().isHit(req)) return;
+    if (crashChild === '--crash-before-effect') process.kill(process.pid, 'SIGKILL');
     effects += 1;
     await new Promise((resolve) => setTimeout(resolve, slowMs));
-    if (crashChild) {
+    if (crashChild === '--crash-after-response') {
       res.status(201).json({ task: effects });
       setImmediate(() => process.kill(process.pid, 'SIGKILL')); // the process dies right after answering
       return;
@@ -80,16 +82,35 @@ async function main() {
   console.log(`4. an error response after the effect, then the retry: statuses ${statuses}, effects ${effects}`);
   ok = ok && statuses[0] === 500 && statuses[1] === 201 && effects === 2;
 
+  // Parts 5 and 6: an app process that dies in its route; the retry goes to this one.
+  const crashed = async (key, mode) => {
+    const child = childProcess.spawn(process.execPath, [__filename, redisUrl, mode], {
+      env: { ...process.env, EXPERIMENT_RUN: run },
+    });
+    const childPort = await new Promise((resolve) => child.stdout.once('data', (data) => resolve(String(data).trim())));
+    const answered = await post(key, '{"subject":"a"}', `http://127.0.0.1:${childPort}/tasks`).catch(() => 'none');
+    await new Promise((resolve) => child.once('exit', resolve));
+    return answered;
+  };
+
   effects = 0;
-  const child = childProcess.spawn(process.execPath, [__filename, redisUrl, '--crash-after-response'], {
-    env: { ...process.env, EXPERIMENT_RUN: run },
-  });
-  const childPort = await new Promise((resolve) => child.stdout.once('data', (data) => resolve(String(data).trim())));
-  const answered = await post('k5', '{"subject":"a"}', `http://127.0.0.1:${childPort}/tasks`);
-  await new Promise((resolve) => child.once('exit', resolve));
-  const retried = await post('k5', '{"subject":"a"}');
+  let answered = await crashed('k5', '--crash-after-response');
+  let retried = await post('k5', '{"subject":"a"}');
   console.log(`5. the process dies right after answering ${answered}; the retry on a new process: status ${retried}, effects there ${effects}`);
   ok = ok && answered === 201 && retried === 409 && effects === 0;
+
+  effects = 0;
+  answered = await crashed('k6', '--crash-before-effect');
+  retried = await post('k6', '{"subject":"a"}');
+  console.log(`6. the process dies in the route before the effect (answer: ${answered}); the retry: status ${retried}, effects here ${effects} (none there)`);
+  ok = ok && answered === 'none' && retried === 409 && effects === 0;
+
+  effects = 0;
+  const bare = async (key) =>
+    (await fetch(url, { method: 'POST', headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key }, body: '{"subject":"a"}' })).status;
+  statuses = [await bare(''), await bare('')];
+  console.log(`7. an empty Idempotency-Key, twice: statuses ${statuses}, effects ${effects}`);
+  ok = ok && statuses[0] === 201 && statuses[1] === 201 && effects === 2;
 
   console.log(ok ? 'as described' : 'NOT as described: the library behaves differently from the README');
   await new Promise((resolve) => setTimeout(resolve, 300)); // the library's response hooks finish

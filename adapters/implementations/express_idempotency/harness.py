@@ -18,7 +18,7 @@ from typing import Any
 from retryproof.adapters.implementations.http_service import HttpServiceRuntime
 from retryproof.adapters.implementations.namespace import state_namespace
 from retryproof.adapters.python_host import check_armed, handlers_for
-from retryproof.spec.digest import check_submission_id, request_digest
+from retryproof.spec.digest import request_digest
 from retryproof.spec.protocol import parse_failpoints, serve
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,21 +40,14 @@ class ExpressIdempotency(HttpServiceRuntime):
 
     def __init__(self, state_dir: str, failpoints: Any, redis_url: str):
         self.implementation = {"name": "express-idempotency", "version": library_version(), "language": "javascript"}
-        self.prefix = state_namespace(state_dir)
-        super().__init__(
-            state_dir, failpoints, ["node", os.path.join(HERE, "server.js")], HERE, {"REDIS_URL": redis_url}
-        )
+        # The app keeps its Redis keys under this state directory's name (server.js).
+        environment = {"REDIS_URL": redis_url, "REDIS_NAMESPACE": state_namespace(state_dir)}
+        super().__init__(state_dir, failpoints, ["node", os.path.join(HERE, "server.js")], HERE, environment)
 
     def request_headers(self, task: Any, client_submission_id: str | None) -> dict[str, str]:
         # The app's request validation and digest live here (the kit's own code), not
         # in JavaScript: the library never sees them, so no decision moves.
-        headers = {"X-Request-Digest": request_digest(task)}
-        if client_submission_id is not None:
-            headers["X-Client-Submission-Id"] = check_submission_id(client_submission_id)
-            # The Redis adapter keys records by the header alone; the prefix keeps
-            # scenarios apart on the shared server and is the same for every call here.
-            headers["Idempotency-Key"] = f"{self.prefix}:{client_submission_id}"
-        return headers
+        return {"X-Request-Digest": request_digest(task), **super().request_headers(task, client_submission_id)}
 
 
 def main(argv: list[str] | None = None) -> int:
