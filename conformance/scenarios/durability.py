@@ -276,12 +276,15 @@ def durability_trace(ctx: Context) -> None:
     strace = shutil.which("strace")
     if strace is None:
         ctx.skip("strace is not installed on this machine; the directory-fsync check needs a system-call trace")
-    probe = ctx.unstarted()  # what it runs; the rehearsal is its untraced start
+    # Started once first: the trace judges a creation on a state the runtime has already
+    # set up (a database file it creates at start), not its set-up.
+    probe = ctx.start()
     command, state_dir = getattr(probe, "command", None), getattr(probe, "state_dir", None)
     work_dir = getattr(probe, "work_dir", None) or os.getcwd()
     if not command or not state_dir:
         ctx.skip("this connection does not run a harness command line, so it cannot be traced")
     shown = list(getattr(probe, "shown", command))
+    ctx.stop()
     _rehearse(ctx, command, shown, getattr(probe, "start_timeout", ctx.call_timeout))
     with tempfile.TemporaryDirectory(prefix="retryproof-strace-") as scratch:
         trace_file = os.path.join(scratch, "trace")
