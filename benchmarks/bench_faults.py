@@ -15,6 +15,14 @@ each time; ``--crash-points-seeds`` limits the seeds it runs on (default: all). 
 table gives, per wire, service and scenario, the statuses over the seeds, the median
 seconds and the crash points found (median). Exit 1 when a service's verdict is not
 the expected one on some seed.
+
+This is the sweep behind ``tests/bindings/test_binding_faults.py``, which proves each
+verdict once, on seed 1: every defect over HTTP (CRASH-POINTS killing at the point
+where the defect lives), and over each MCP wire only what that wire's own code does.
+What runs here only: seeds 2-20; CRASH-POINTS at every point for pending-after-kill
+and lease-reclaims (HTTP), for every defect over MCP, and for the fixed store over MCP;
+cancel-marks-unknown over both MCP wires; pending-after-kill over MCP streamable HTTP;
+lease-reclaims over MCP stdio.
 """
 
 from __future__ import annotations

@@ -210,13 +210,15 @@ def serve_sqlite(staged: bool) -> None:
 def store_reference(directory: str, count: int) -> None:
     from retryproof.reference_impl import Runtime
 
-    real, os.fsync = os.fsync, lambda fd: None  # setup only: the measured calls sync for real
+    # Setup only: the measured calls, in another process, sync for real.
+    real = os.fsync, os.fdatasync
+    os.fsync = os.fdatasync = lambda fd: None
     try:
         runtime = Runtime(directory)
         for index in range(count):
             runtime.write_task({**TASK, "body": str(index)}, f"stored-{index}")
     finally:
-        os.fsync = real
+        os.fsync, os.fdatasync = real
 
 
 def syncs_per_creation(command: tuple[str, ...], state_dir: str) -> int | None:

@@ -1,7 +1,7 @@
 """What one write_task costs in the reference runtime, next to a bare fsync.
 
 A creation makes each receipt stage durable, so it should cost a handful of fsyncs; a
-reuse reads one receipt named by the id and stats one task, so it should cost no fsync
+reuse reads one journal line found by the id and stats one task, so it should cost no fsync
 and stay flat however many receipts exist. This prints medians for: a bare fsync
 (write + fsync of a small new file), one creation, and one reuse with 10 and with 10,000
 receipts already stored. Storing the 10,000 takes most of its minute or two.
@@ -34,19 +34,24 @@ TASK = {"sender": "PM", "recipient": "DEV", "subject": "Fix login", "references"
 
 @contextlib.contextmanager
 def counting_fsyncs(enabled: bool = True) -> Iterator[list[int]]:
-    """Count os.fsync calls; with ``enabled=False`` skip them (for fast setup)."""
-    real, count = os.fsync, [0]
+    """Count os.fsync and os.fdatasync calls; with ``enabled=False`` skip them (for fast setup)."""
+    real, count = {name: getattr(os, name) for name in ("fsync", "fdatasync")}, [0]
 
-    def fsync(fd: int) -> None:
-        count[0] += 1
-        if enabled:
-            real(fd)
+    def counted(sync: Callable[[int], None]) -> Callable[[int], None]:
+        def sync_counted(fd: int) -> None:
+            count[0] += 1
+            if enabled:
+                sync(fd)
 
-    os.fsync = fsync
+        return sync_counted
+
+    for name, sync in real.items():
+        setattr(os, name, counted(sync))
     try:
         yield count
     finally:
-        os.fsync = real
+        for name, sync in real.items():
+            setattr(os, name, sync)
 
 
 def median_us(action: Callable[[int], object], rounds: int) -> float:

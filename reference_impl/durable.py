@@ -6,26 +6,14 @@ directory that holds it. Every such recipe takes that directory fsync as a param
 runtime passes its own overridable method, so a deliberately faulty variant can drop it
 and the kit's durability trace must notice.
 
-Two kinds of record:
-
-* a *document* (a task, a report) appears whole under its name or not at all: it is
-  written and fsynced under another name first, then linked or renamed into place;
-* a *log* (a receipt's states) is a file of one JSON object a line, each line a complete
-  state, the last complete one current. It appears whole, like a document, with its
-  first line; later states are appended, so a state after the first costs one
-  ``fdatasync`` and no name operation. An appended line a crash cut short never became
-  durable (its ``fdatasync`` had not returned, so nothing after it began) and readers
-  skip it: the state before it stands. A log without a complete line cannot come from a
-  crash, only from damage, and reads as an I/O error, never as "no state": a receipt
-  read as absent would let a retry create a second task. A log is created padded with
-  NUL bytes, and appends overwrite that padding: rewriting bytes the file already holds
-  changes no metadata, so the ``fdatasync`` writes the data and commits no file-system
-  journal (preallocated WAL segments do the same).
+A *document* (a task, a report) appears whole under its name or not at all: it is
+written and synced under another name first, then linked or renamed into place. The
+receipt states are lines of one append-only file instead (``journal.py``).
 """
 
 from __future__ import annotations
 
-import errno
+import _thread
 import itertools
 import json
 import os
@@ -36,15 +24,15 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
-    "append_line",
-    "create_log",
     "create_new",
     "dump",
     "fsync_directory",
-    "last_line",
+    "in_parallel",
     "link_new",
     "replace",
+    "sync_file",
     "write_all",
+    "write_file",
     "write_temp",
 ]
 
@@ -53,12 +41,6 @@ FsyncDirectory = Callable[[str], None]
 #: Temp names unique within this process; the pid makes them unique among the processes
 #: sharing a state directory (``tempfile`` would do the same, and load more at every start).
 _temp_numbers = itertools.count()
-
-#: The size a log is created with: its first line, then NUL bytes for the later ones.
-#: One file-system block, which even a one-line file occupies; a receipt's three states
-#: take under 2 KiB at the longest submission id. A log that outgrows it still works: the
-#: append then extends the file, and ``fdatasync`` commits the new size.
-LOG_SIZE = 4096
 
 
 def fsync_directory(directory: str) -> None:
@@ -84,7 +66,10 @@ def write_all(fd: int, data: bytes, offset: int = 0) -> None:
 
 
 def write_temp(directory: str, data: bytes) -> str:
-    """Write ``data`` to a fresh O_EXCL temp file in ``directory`` and fsync it.
+    """Write ``data`` to a fresh O_EXCL temp file in ``directory`` and sync it.
+
+    ``fdatasync``, not ``fsync``: it still makes the size and the blocks durable (what
+    reading the data back needs) and skips the times, which no reader relies on.
 
     Temp names start with a dot, so listings skip them; one a crash leaves behind is
     harmless litter, never a half-written record under a real name.
@@ -98,13 +83,60 @@ def write_temp(directory: str, data: bytes) -> str:
             continue  # litter of a crashed process that had this pid: pick the next name
     try:
         write_all(fd, data)
-        os.fsync(fd)
+        os.fdatasync(fd)
     except BaseException:
         os.unlink(temp)
         raise
     finally:
         os.close(fd)
     return temp
+
+
+def write_file(path: str, data: bytes) -> None:
+    """Write ``path`` whole (created or truncated), not yet durable: see ``sync_file``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def sync_file(path: str) -> None:
+    """Make the data of ``path`` durable (not its name: that is its directory's fsync)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+
+
+def in_parallel(first: Callable[[], None], second: Callable[[], None]) -> None:
+    """Run two independent syncs at once, ``first`` in this thread: the disk flushes its
+    cache once for both, so the caller waits about as long as for one. Raises the first
+    error after both have ended.
+
+    ``_thread`` rather than ``threading.Thread``: ``Thread.start`` waits until the new
+    thread runs, which on a busy machine can take longer than the sync it would overlap.
+    """
+    errors: list[BaseException] = []
+    second_done = _thread.allocate_lock()
+    second_done.acquire()
+
+    def run_second() -> None:
+        try:
+            second()
+        except BaseException as exc:  # handed to the caller below
+            errors.append(exc)
+        finally:
+            second_done.release()
+
+    _thread.start_new_thread(run_second, ())
+    try:
+        first()
+    finally:
+        second_done.acquire()
+    if errors:
+        raise errors[0]
 
 
 def create_new(path: str, data: bytes, fsync_dir: FsyncDirectory = fsync_directory) -> None:
@@ -141,60 +173,3 @@ def replace(path: str, data: bytes, fsync_dir: FsyncDirectory = fsync_directory)
         os.unlink(temp)
         raise
     fsync_dir(directory)
-
-
-def create_log(path: str, first_line: bytes, fsync_dir: FsyncDirectory = fsync_directory) -> None:
-    """Start the log ``path`` with ``first_line`` and its padding, or raise
-    ``FileExistsError`` and change nothing (``create_new``: it appears whole or not at all)."""
-    create_new(path, first_line + b"\0" * max(0, LOG_SIZE - len(first_line)), fsync_dir)
-
-
-def append_line(path: str, line: bytes) -> None:
-    """Append ``line`` to the log ``path`` and make it durable (no name changes, so no
-    directory fsync). The caller excludes other writers of the log."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        data = _read_fd(fd)
-        end = len(data.rstrip(b"\0"))
-        if end and data[end - 1 : end] != b"\n":
-            line = b"\n" + line  # end a line a crash cut short, so it stays one bad line
-        write_all(fd, line, end)
-        os.fdatasync(fd)
-    finally:
-        os.close(fd)
-
-
-def last_line(path: str) -> Any:
-    """The last complete line of the log ``path``, parsed; ``None`` when there is no file.
-    A line that does not parse as a JSON object (an append cut short by a crash: its
-    bytes are partly NUL or missing) is skipped; a log with no such line is damaged
-    (``OSError`` EIO)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        value = _last_line(_read_fd(fd))
-    finally:
-        os.close(fd)
-    if value is None:
-        raise OSError(errno.EIO, "the log holds no complete state", path)
-    return value
-
-
-def _last_line(data: bytes) -> Any:
-    for line in reversed(data.rstrip(b"\0").split(b"\n")):
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
-
-
-def _read_fd(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 65536):
-        chunks.append(chunk)
-    return b"".join(chunks)

@@ -7,8 +7,8 @@ all are taken, so the claimed numbers always form the prefix 1..N. That makes fi
 the next free number a galloping search over ``stat`` calls, O(log N), with no counter
 file to keep consistent and nothing to scan.
 
-A claim may carry the record that will be published under the number (the task object
-of ``TASK-<n>``): the claimer writes it into the claim file and fsyncs file and directory
+A claim may carry the record that will be published under the number (the report
+``REPORT-<n>``): the claimer writes it into the claim file and fsyncs file and directory
 together, so the claim and the record's content become durable in one file-system commit,
 and publishing it later is a link (``durable.link_new``) rather than a temp file of its own.
 """

@@ -2,24 +2,24 @@
 
 Layout of the state directory (every path below is relative to it)::
 
+    receipts.journal             every receipt state and every task number claimed, one
+                                 JSON line each, appended (journal.py: format, recovery)
+    receipts.journal.lock        the kernel lock of the journal's writers
     tasks/TASK-000001.json       the task objects, one record each
-    task-numbers/1               claimed task numbers (see numbering.py); a claim file holds
-                                 its task object, written with the claim, and the object in
-                                 tasks/ is a hard link to it
-    receipts/<id>.json           one receipt per client_submission_id: a log of its states,
-                                 one JSON line each, the last complete line current
     receipt-locks/<id>.lock      the kernel lock of each id (the file itself means nothing)
     reports/<id>.json            one report per write_report submission id
     report-numbers/1             claimed report numbers
 
 A receipt moves ``reserved -> task_created -> committed`` (``spec/retryproof.yaml``,
 ``receipt``); each state is durable before the next step starts, and every later call
-finishes or reuses what the receipt says, never starts over. A creation makes three
-names durable (the number claim, holding the task object's content; the receipt; the
-task object, a link of the claim), each with a file or directory fsync after it, and
-appends two states to the receipt, one ``fdatasync`` each (``durable.py`` says why that
-is cheap). A creation interrupted by a crash is not finished at start-up: the retry
-finishes it, so a stalled reservation stays observable to diagnostics and to the kit.
+finishes or reuses what the receipt says, never starts over. A creation waits for the
+disk four times, once per step, with five syncs: the reservation (one journal line that
+claims the task number too, synced at once with the task object prepared under a hidden
+name), the task object (that file linked under its name, the directory fsynced),
+task_created and committed (a journal line each). No name is made per submission, so no
+directory fsync is paid for a receipt. A creation interrupted by a crash is not finished
+at start-up: the retry finishes it, so a stalled reservation stays observable to
+diagnostics and to the kit.
 
 The small ``_``-prefixed methods marked *seam* are the steps a one-defect variant
 (``retryproof.reference_impl.faulty``) overrides; keep each one a single decision.
@@ -34,9 +34,10 @@ import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from retryproof.reference_impl import durable
+from retryproof.reference_impl.journal import Journal
 from retryproof.reference_impl.locking import LockTimeout, hold
 from retryproof.reference_impl.numbering import Numbering
 from retryproof.spec.digest import (
@@ -64,7 +65,7 @@ WRITE_TASK_FAILPOINTS = (
 # have ended in reuse reads as no answer.
 WAIT_TIMEOUT_S = 5.0
 TASK_ID_PATTERN = re.compile(r"TASK-[0-9]{6,}")
-_DIRECTORIES = ("tasks", "task-numbers", "receipts", "receipt-locks", "reports", "report-numbers")
+_DIRECTORIES = ("tasks", "receipt-locks", "reports", "report-numbers")
 
 
 def _conflict(reason: str, digest: str, receipt: Mapping[str, Any]) -> dict[str, Any]:
@@ -143,7 +144,10 @@ class Runtime:
                 made = True
         if made:
             self._fsync_directory(self.state_dir)
-        self._task_numbers = Numbering(self._dirs["task-numbers"], self._fsync_directory)
+        self._journal = Journal(self.state_dir, self._journal_key, wait_timeout_s, self._fsync_directory)
+        # Task objects this process prepared and synced with their reservation (the
+        # set is small: an entry lives from a reservation to its task write).
+        self._prepared_here: set[str] = set()
         self._report_numbers = Numbering(self._dirs["report-numbers"], self._fsync_directory)
 
     # ------------------------------------------------------------------ write_task
@@ -188,11 +192,30 @@ class Runtime:
         return self._reuse_committed(digest, receipt)
 
     def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
-        # The claim carries the task object, so it is durable before the receipt names
-        # the number, and writing the task later is a link (see _write_task_object).
-        task_id = _task_id(self._allocate_number(self._claimed_task(submission_id, task, digest)))
+        # One journal line claims the number and records the receipt naming it: the
+        # number is never durable without its owner, nor the receipt without its number.
+        # The task object is prepared under a hidden name meanwhile, and both are synced
+        # at once: neither is a task yet, so they need no order between them, and the
+        # reservation costs one wait for the disk, not two (see _write_task_object).
+        receipt = self._journal.claim(
+            lambda number: self._reservation(submission_id, digest, number),
+            alongside=lambda receipt: self._prepare_task_object(receipt, submission_id, task, digest),
+        )
+        self._prepared_here.add(self._prepared_path(receipt["task_id"]))
+        self._failpoint("write_task.after_reserve")
+        return receipt
+
+    def _prepare_task_object(self, receipt: Mapping[str, Any], submission_id: str, task: Any, digest: str) -> None:
+        """Write and sync the task object under its hidden name (no listing shows it)."""
+        prepared = self._prepared_path(receipt["task_id"])
+        durable.write_file(prepared, durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest)))
+        durable.sync_file(prepared)
+
+    def _reservation(self, submission_id: str, digest: str, number: int) -> dict[str, Any]:
+        """The reserved receipt of a submission under task number ``number``."""
+        task_id = _task_id(number)
         now = time.time()
-        receipt = {
+        return {
             "client_submission_id": submission_id,
             "digest_schema_version": DIGEST_SCHEMA_VERSION,
             "request_digest": digest,
@@ -202,9 +225,6 @@ class Runtime:
             "reserved_at": now,
             "updated_at": now,
         }
-        self._write_receipt(receipt, new=True)
-        self._failpoint("write_task.after_reserve")
-        return receipt
 
     def _recover_reserved(self, submission_id: str, task: Any, digest: str, receipt: dict[str, Any]) -> dict[str, Any]:
         """*Seam.* Write the task under the preallocated identity, or adopt a matching one."""
@@ -257,27 +277,31 @@ class Runtime:
 
     def _advance(self, receipt: dict[str, Any], state: str, **extra: Any) -> dict[str, Any]:
         receipt = {**receipt, **extra, "state": state, "updated_at": time.time()}
-        self._write_receipt(receipt, new=False)
+        self._write_receipt(receipt)
         return receipt
 
     def _write_task_object(self, receipt: Mapping[str, Any], submission_id: str, task: Any, digest: str) -> None:
         """Write the task object at the receipt's task_path, or raise ``FileExistsError``:
-        a link of the claim file when it holds exactly this record (the reservation
-        wrote it there), else a new file (a retry in another process may word the task
-        differently under the same digest; its own wording is stored, as on a first call)."""
+        a link of the object the reservation prepared when it holds exactly this record,
+        else a new file (a retry in another process may word the task differently under
+        the same digest; its own wording is stored, as on a first call)."""
         data = durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest))
         path = self._state_path(receipt["task_path"])
-        claim = self._task_claim(receipt["task_id"])
-        if claim is not None and _read_bytes(claim) == data:
-            durable.link_new(claim, path, self._fsync_directory)
+        prepared = self._prepared_path(receipt["task_id"])
+        if _read_bytes(prepared) == data:
+            if prepared not in self._prepared_here:
+                durable.sync_file(prepared)  # a crashed process prepared it: its sync may never have run
+            durable.link_new(prepared, path, self._fsync_directory)
+            self._prepared_here.discard(prepared)
+            os.unlink(prepared)
         else:
             durable.create_new(path, data, self._fsync_directory)
 
     def _write_legacy(self, task: Any, digest: str) -> dict[str, Any]:
-        number = self._allocate_number(self._claimed_task(None, task, digest))
-        task_id = _task_id(number)
+        task_id = _task_id(self._allocate_number())
         task_path = f"tasks/{task_id}.json"
-        durable.link_new(self._task_numbers.path(number), self._state_path(task_path), self._fsync_directory)
+        data = durable.dump(self._task_record(task_id, None, task, digest))
+        durable.create_new(self._state_path(task_path), data, self._fsync_directory)
         return self._legacy_result(task_id, task_path, digest)
 
     # ------------------------------------------------------------------ reading
@@ -406,7 +430,7 @@ class Runtime:
             receipt["digest_schema_version"] = version
             if "result" in receipt:
                 receipt["result"]["digest_schema_version"] = version
-            self._write_receipt(receipt, new=False)
+            self._write_receipt(receipt)
         else:
             raise ContractError("invalid_request", "action", f"unknown tamper action {action!r}")
         return {}
@@ -428,25 +452,25 @@ class Runtime:
     def _acquire(self, submission_id: str) -> Iterator[None]:
         """*Seam.* Exclusive hold of one id, across threads and processes, bounded."""
         try:
-            with hold(self._confined("receipt-locks", submission_id + ".lock"), self.wait_timeout_s):
+            with hold(self._confined("receipt-locks", self._receipt_key(submission_id) + ".lock"), self.wait_timeout_s):
                 yield
         except LockTimeout as exc:
             raise ProtocolError("in_progress", f"another call holds this client_submission_id: {exc}") from None
 
-    def _allocate_number(self, record: Callable[[int], bytes] | None = None) -> int:
-        """*Seam.* A task number no one else ever got or will get; its claim file holds
-        ``record(number)`` when given (``Numbering.claim``)."""
-        return self._task_numbers.claim(record)
+    def _allocate_number(self) -> int:
+        """*Seam.* A task number no one else ever got or will get, for a task without a
+        receipt (a reservation claims its number with its first line, ``_reserve``)."""
+        claim = self._journal.claim(lambda number: {"task_id": _task_id(number)})
+        return int(claim["task_id"][len("TASK-") :])
 
-    def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
-        """*Seam.* Make one receipt state durable: the reservation starts the receipt's
-        log (refused when it already holds a state), every later state is a line
-        appended to it."""
-        path = self._confined("receipts", receipt["client_submission_id"] + ".json")
-        if new:
-            durable.create_log(path, durable.dump(receipt), self._fsync_directory)
-        else:
-            durable.append_line(path, durable.dump(receipt))
+    def _write_receipt(self, receipt: Mapping[str, Any]) -> None:
+        """*Seam.* Make one later state of a receipt durable: a line appended to the journal."""
+        self._journal.append(dict(receipt))
+
+    def _receipt_key(self, submission_id: str) -> str:
+        """*Seam.* What a receipt and its lock are filed under: the id, exactly as sent
+        (ids that differ only in case or past some length are distinct submissions)."""
+        return submission_id
 
     def _legacy_result(self, task_id: str, task_path: str, digest: str) -> dict[str, Any]:
         """*Seam.* The legacy answer: a creation that promises nothing about retries."""
@@ -481,11 +505,13 @@ class Runtime:
             raise OSError(errno.EIO, f"failpoint {name}")
 
     def _read_receipt(self, submission_id: str) -> dict[str, Any] | None:
-        """The current state of the receipt of ``submission_id``; ``None`` when there is
-        none; ``OSError`` when it is damaged (never read as absent, which would let a
-        retry create again)."""
-        receipt: dict[str, Any] | None = durable.last_line(self._confined("receipts", submission_id + ".json"))
-        return receipt
+        """The current state of the receipt of ``submission_id``; ``None`` when there is none."""
+        return self._journal.read(self._receipt_key(submission_id))
+
+    def _journal_key(self, record: Mapping[str, Any]) -> str | None:
+        """The receipt a journal line belongs to; ``None`` for a number claim."""
+        submission_id = record.get("client_submission_id")
+        return self._receipt_key(submission_id) if isinstance(submission_id, str) else None
 
     def _records(self, directory: str) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every record file of one state subdirectory, by name, skipping temp files.
@@ -494,10 +520,6 @@ class Runtime:
             if not name.startswith(".") and name.endswith(".json"):
                 record = _load(os.path.join(self._dirs[directory], name))
                 yield name, record if isinstance(record, dict) else {}
-
-    def _claimed_task(self, submission_id: str | None, task: Any, digest: str) -> Callable[[int], bytes]:
-        """The task object a claim file holds, for whichever number the claim gets."""
-        return lambda number: durable.dump(self._task_record(_task_id(number), submission_id, task, digest))
 
     def _task_record(self, task_id: str, submission_id: str | None, task: Any, digest: str) -> dict[str, Any]:
         return {
@@ -523,11 +545,12 @@ class Runtime:
             and self._record_digest(record) == receipt["request_digest"]
         )
 
-    def _task_claim(self, task_id: str) -> str | None:
-        """The claim file of the number in ``task_id``, if it names one."""
+    def _prepared_path(self, task_id: str) -> str:
+        """Where a reservation prepares the object of ``task_id``: a dot-name, so no
+        listing shows it before it is published under its own name."""
         if not TASK_ID_PATTERN.fullmatch(task_id):
-            return None
-        return self._task_numbers.path(int(task_id[len("TASK-") :]))
+            raise OSError(errno.EINVAL, f"task id {task_id!r} is not one this runtime hands out")
+        return os.path.join(self._dirs["tasks"], f".{task_id}.prepared")
 
     def _task_file(self, task_id: Any) -> str:
         if not isinstance(task_id, str) or not TASK_ID_PATTERN.fullmatch(task_id):

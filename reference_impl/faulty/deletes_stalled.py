@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from retryproof.reference_impl.runtime import Runtime
@@ -18,6 +17,10 @@ class DiagnoseDeletesStalled(Runtime):
     def diagnose(self, client_submission_id: Any, stale_after_s: Any) -> dict[str, Any]:
         facts = super().diagnose(client_submission_id, stale_after_s)
         if facts["stalled"]:
-            os.unlink(self._confined("receipts", client_submission_id + ".json"))
-            self._fsync_directory(self._dirs["receipts"])
+            # The journal is append-only, so the deletion is a line that reads as "absent".
+            self._write_receipt({"client_submission_id": client_submission_id, "state": "deleted"})
         return facts
+
+    def _read_receipt(self, submission_id: str) -> dict[str, Any] | None:
+        receipt = super()._read_receipt(submission_id)
+        return None if receipt is not None and receipt["state"] == "deleted" else receipt

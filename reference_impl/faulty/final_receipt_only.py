@@ -16,6 +16,10 @@ class FinalReceiptOnly(Runtime):
 
     killed_by = ("CRASH-AFTER-TASK-WRITE", "CRASH-AFTER-TASK-CREATED", "CRASH-POINTS")
 
-    def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
+    def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
+        # The number is still claimed (a bare claim line); the reservation stays in memory.
+        return self._reservation(submission_id, digest, self._allocate_number())
+
+    def _write_receipt(self, receipt: Mapping[str, Any]) -> None:
         if receipt["state"] == "committed":
-            super()._write_receipt(receipt, new=True)  # the receipt's first and only line
+            super()._write_receipt(receipt)  # the receipt's first and only line

@@ -22,8 +22,8 @@ class RenumbersStalledOnStart(Runtime):
 
     def __init__(self, state_dir: str | os.PathLike[str], *args: Any, **kwargs: Any):
         super().__init__(state_dir, *args, **kwargs)
-        for name in sorted(os.listdir(self._dirs["receipts"])):
-            receipt = self._read_receipt(name[: -len(".json")]) if name.endswith(".json") else None
+        for submission_id in self._journal.keys():
+            receipt = self._read_receipt(submission_id)
             if receipt is None:
                 continue
             unwritten = not os.path.exists(self._state_path(receipt.get("task_path", "")))

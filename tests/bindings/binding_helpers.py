@@ -17,14 +17,16 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 
 
-def run_cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path | None = None, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "retryproof.conformance.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
     )
 
 
@@ -40,10 +42,10 @@ def write_binding(tmp_path: Path, document: dict[str, Any], name: str = "binding
 
 
 def run_binding(
-    tmp_path: Path, binding: Path | str, only: str | None, *extra: str, seed: int = 7
+    tmp_path: Path, binding: Path | str, only: str | None, *extra: str, seed: int = 7, env: dict[str, str] | None = None
 ) -> tuple[subprocess.CompletedProcess, dict]:
     """``retryproof run --binding`` over the scenarios ``only`` (None: the whole
-    catalogue); the run and its report.json."""
+    catalogue), ``env`` added to its environment; the run and its report.json."""
     out = tmp_path / "out"
     # A generous start timeout: the SDK's import alone takes seconds on a busy machine.
     done = run_cli(
@@ -58,6 +60,7 @@ def run_binding(
         "--start-timeout",
         "60",
         *extra,
+        env=env,
     )
     assert (out / "report.json").exists(), done.stdout + done.stderr
     return done, json.loads((out / "report.json").read_text(encoding="utf-8"))

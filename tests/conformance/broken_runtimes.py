@@ -21,6 +21,7 @@ from typing import Any
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 
 from retryproof.reference_impl import durable  # noqa: E402
+from retryproof.reference_impl.faulty.unlocked_check_then_create import CHECK_TO_RESERVE_S  # noqa: E402
 from retryproof.reference_impl.harness import OpGroup, build_handlers, op_groups  # noqa: E402
 from retryproof.reference_impl.runtime import Runtime, _conflict, _load  # noqa: E402
 from retryproof.spec.digest import ContractError  # noqa: E402
@@ -79,9 +80,9 @@ class SometimesUnlocked(Runtime):
             return contextlib.nullcontext()
         return super()._acquire(submission_id)
 
-    def _write_receipt(self, receipt: Mapping[str, Any], new: bool) -> None:
-        path = self._confined("receipts", receipt["client_submission_id"] + ".json")
-        durable.replace(path, durable.dump(receipt), self._fsync_directory)
+    def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
+        time.sleep(CHECK_TO_RESERVE_S)  # a store's round trip between check and reservation
+        return super()._reserve(submission_id, digest, task)
 
 
 class UnlockedAfterFirstId(SometimesUnlocked):
@@ -124,19 +125,16 @@ class CaseFoldedIds(Runtime):
     """Keeps receipts and their locks under the lower-cased id, as a case-insensitive
     store would: ``Order-1`` and ``order-1`` become one submission (SUB-4)."""
 
-    def _confined(self, directory: str, name: str) -> str:
-        return super()._confined(directory, name.lower() if directory in ("receipts", "receipt-locks") else name)
+    def _receipt_key(self, submission_id: str) -> str:
+        return submission_id.lower()
 
 
 class TruncatedIds(Runtime):
     """Keys receipts by the first 64 characters of the id, like a short database
     column, although ids may have 128 (SUB-4)."""
 
-    def _confined(self, directory: str, name: str) -> str:
-        if directory in ("receipts", "receipt-locks"):
-            stem, dot, suffix = name.rpartition(".")
-            name = stem[:64] + dot + suffix
-        return super()._confined(directory, name)
+    def _receipt_key(self, submission_id: str) -> str:
+        return submission_id[:64]
 
 
 class DiagnoseRefreshes(Runtime):
@@ -147,7 +145,7 @@ class DiagnoseRefreshes(Runtime):
         facts = super().diagnose(client_submission_id, stale_after_s)
         receipt = self._read_receipt(client_submission_id)
         if receipt is not None and receipt["state"] != "committed":
-            self._write_receipt({**receipt, "updated_at": time.time()}, new=False)
+            self._write_receipt({**receipt, "updated_at": time.time()})
         return facts
 
 

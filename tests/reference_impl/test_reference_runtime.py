@@ -23,10 +23,20 @@ from retryproof.spec.protocol import ProtocolError
 TASK = {"sender": "PM", "recipient": "DEV", "subject": "Fix login"}
 
 
+def journal_lines(state_dir) -> list[dict]:
+    """Every readable line of the receipt journal, oldest first."""
+    lines = []
+    for line in (state_dir / "receipts.journal").read_bytes().split(b"\n"):
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return lines
+
+
 def receipt_lines(state_dir, submission_id: str) -> list[dict]:
-    """Every state line of a receipt's log, oldest first (the padding after them dropped)."""
-    data = (state_dir / "receipts" / f"{submission_id}.json").read_bytes().rstrip(b"\0")
-    return [json.loads(line) for line in data.splitlines()]
+    """Every state line of one receipt in the journal, oldest first."""
+    return [line for line in journal_lines(state_dir) if line.get("client_submission_id") == submission_id]
 
 
 def receipt_on_disk(state_dir, submission_id: str) -> dict:
@@ -85,7 +95,7 @@ def test_legacy_calls_make_a_task_each_and_never_claim_idempotence(state_dir):
     assert first["task_id"] != second["task_id"]
     assert (first["idempotent"], first["client_submission_id"], first["disposition"]) == (False, None, "created")
     assert [task["client_submission_id"] for task in runtime.list_tasks()["tasks"]] == [None, None]
-    assert os.listdir(state_dir / "receipts") == []
+    assert [line for line in journal_lines(state_dir) if "client_submission_id" in line] == []  # claims only
 
 
 class SyncLog:
@@ -110,70 +120,91 @@ def test_a_creation_syncs_every_stage_in_order_and_a_reuse_syncs_nothing(state_d
     runtime = Runtime(state_dir)
     syncs = SyncLog(monkeypatch, os.path.realpath(state_dir))
     task_id = runtime.write_task(TASK, "sub-1")["task_id"]
-    number = str(int(task_id.removeprefix("TASK-")))
-    assert syncs.calls == [
-        ("fsync", f"task-numbers/{number}"),  # the claim, holding the task object's content
-        ("fsync", "task-numbers"),
-        ("fsync", "receipts/<temp>"),  # reserved, then linked as receipts/sub-1.json
-        ("fsync", "receipts"),
-        ("fsync", "tasks"),  # the task object: a link of the claim file
-        ("fdatasync", "receipts/sub-1.json"),  # task_created
-        ("fdatasync", "receipts/sub-1.json"),  # committed
+    # reserved (claiming the task number) and the task object prepared under a hidden
+    # name, synced at once; then the object linked under its name; then two states
+    assert set(syncs.calls[:2]) == {("fdatasync", "receipts.journal"), ("fdatasync", f"tasks/.{task_id}.prepared")}
+    assert syncs.calls[2:] == [
+        ("fsync", "tasks"),
+        ("fdatasync", "receipts.journal"),  # task_created
+        ("fdatasync", "receipts.journal"),  # committed
     ]
-    claim, task = (os.stat(state_dir / path) for path in (f"task-numbers/{number}", f"tasks/{task_id}.json"))
-    assert claim.st_ino == task.st_ino
+    assert sorted(os.listdir(state_dir / "tasks")) == [f"{task_id}.json"]  # the hidden name is gone
     before, syncs.calls = snapshot(state_dir), []
     assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
     assert syncs.calls == []
     assert snapshot(state_dir) == before
 
 
-def test_a_receipt_line_cut_short_by_a_crash_leaves_the_state_before_it(state_dir):
+def test_a_retry_in_another_process_syncs_the_prepared_object_before_publishing_it(state_dir, monkeypatch):
+    """The crashed process may have died between writing the prepared object and its
+    sync: a SIGKILL keeps the page cache, a power cut afterwards would not."""
+    with pytest.raises(OSError):
+        Runtime(state_dir, {"write_task.after_reserve": "fail"}).write_task(TASK, "sub-1")
+    retrying = Runtime(state_dir)  # another process: it did not sync that object itself
+    syncs = SyncLog(monkeypatch, os.path.realpath(state_dir))
+    task_id = retrying.write_task(TASK, "sub-1")["task_id"]
+    assert syncs.calls == [
+        ("fdatasync", f"tasks/.{task_id}.prepared"),
+        ("fsync", "tasks"),
+        ("fdatasync", "receipts.journal"),
+        ("fdatasync", "receipts.journal"),
+    ]
+    assert sorted(os.listdir(state_dir / "tasks")) == [f"{task_id}.json"]
+
+
+@pytest.mark.parametrize(
+    "tear",
+    [
+        pytest.param(lambda line: line[:40], id="SIGKILL inside the write: no newline"),
+        pytest.param(lambda line: line[:40] + b"\0" * 20 + line[60:], id="power cut: a lost sector, newline kept"),
+        pytest.param(lambda line: b"\0" * 30, id="power cut: the size landed, the data did not"),
+    ],
+)
+def test_a_journal_line_cut_short_by_a_crash_leaves_the_state_before_it(state_dir, tear):
     with pytest.raises(OSError):
         Runtime(state_dir, {"write_task.after_task_created": "fail"}).write_task(TASK, "sub-1")
-    log = state_dir / "receipts" / "sub-1.json"
-    data = log.read_bytes()
-    end = len(data.rstrip(b"\0"))
-    committed = json.dumps({**receipt_on_disk(state_dir, "sub-1"), "state": "committed"}).encode() + b"\n"
-    # A power cut tore the committed line: a sector in its middle never landed.
-    torn = committed[:40] + b"\0" * 20 + committed[60:]
-    log.write_bytes(data[:end] + torn + data[end + len(torn) :])
+    committed = json.dumps({**receipt_lines(state_dir, "sub-1")[-1], "state": "committed"}).encode() + b"\n"
+    with open(state_dir / "receipts.journal", "ab") as journal:
+        journal.write(tear(committed))
     runtime = Runtime(state_dir)
     assert runtime.diagnose("sub-1", 0)["state"] == "task_created"
     assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
-    assert [line["state"] for line in receipt_lines_skipping_torn(log)] == ["reserved", "task_created", "committed"]
-    assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
+    assert [line["state"] for line in receipt_lines(state_dir, "sub-1")] == ["reserved", "task_created", "committed"]
+    assert {"cut_short": True} in journal_lines(state_dir)
+    assert Runtime(state_dir).write_task(TASK, "sub-1")["disposition"] == "reused"  # a fresh reader agrees
     assert len(runtime.list_tasks()["tasks"]) == 1
 
 
-def receipt_lines_skipping_torn(log) -> list[dict]:
-    lines = []
-    for line in log.read_bytes().rstrip(b"\0").splitlines():
-        try:
-            lines.append(json.loads(line))
-        except ValueError:
-            continue
-    return lines
-
-
-@pytest.mark.parametrize("damage", ["emptied", "a byte changed in every line"])
-def test_a_damaged_receipt_is_an_io_error_never_an_absent_one(state_dir, damage):
-    """A receipt's first line appears whole (temp file, link), so a receipt without a
-    complete line is damage. Read as absent, it let the retry create a second task."""
+def test_a_damaged_journal_line_is_an_io_error_never_an_absent_receipt(state_dir):
+    """A crash cuts short only the last line, and the next writer marks it; an
+    unreadable line with others after it is damage. Read as absent, a receipt would
+    let the retry create a second task."""
+    Runtime(state_dir).write_task(TASK, "sub-1")
+    journal = state_dir / "receipts.journal"
+    journal.write_bytes(journal.read_bytes().replace(b'"state":"reserved"', b'"state:"reserved"', 1))
     runtime = Runtime(state_dir)
-    runtime.write_task(TASK, "sub-1")
-    log = state_dir / "receipts" / "sub-1.json"
-    log.write_bytes(b"" if damage == "emptied" else log.read_bytes().replace(b'"state":"', b'"state:"'))
-    for call in (lambda: runtime.diagnose("sub-1", 0), lambda: runtime.write_task(TASK, "sub-1")):
+    for call in (lambda: runtime.diagnose("sub-1", 0), lambda: runtime.write_task(TASK, "sub-2")):
         with pytest.raises(OSError) as raised:
             call()
         assert raised.value.errno == errno.EIO
     assert len(runtime.list_tasks()["tasks"]) == 1
 
 
+def test_runtimes_sharing_a_state_directory_claim_distinct_numbers_and_read_each_others_receipts(state_dir):
+    """Each Runtime has its own journal descriptor and index, as separate processes do."""
+    runtimes = [Runtime(state_dir) for _ in range(4)]
+    with ThreadPoolExecutor(8) as pool:
+        created = list(pool.map(lambda index: runtimes[index % 4].write_task(TASK, f"sub-{index}"), range(40)))
+        legacy = list(pool.map(lambda index: runtimes[index % 4].write_task(TASK), range(8)))
+    numbers = sorted(int(result["task_id"].removeprefix("TASK-")) for result in created + legacy)
+    assert numbers == list(range(1, 49))
+    for index, first in enumerate(created):
+        again = runtimes[(index + 1) % 4].write_task(TASK, f"sub-{index}")
+        assert (again["disposition"], again["task_id"]) == ("reused", first["task_id"])
+
+
 def test_a_retry_that_words_the_task_differently_stores_its_own_wording(state_dir):
-    # The claim file holds the first call's record; the retry after a crash has the same
-    # digest in another wording (CRLF), so it writes its own object instead of the link.
+    # The retry after a crash has the first call's digest in another wording (CRLF).
     with pytest.raises(OSError):
         Runtime(state_dir, {"write_task.after_reserve": "fail"}).write_task({**TASK, "body": "a\r\nb"}, "sub-1")
     runtime = Runtime(state_dir)
@@ -271,8 +302,9 @@ def test_a_receipt_whose_task_path_leaves_the_tasks_directory_is_refused(state_d
     runtime = Runtime(state_dir)
     runtime.write_task(TASK, "sub-1")
     receipt = receipt_on_disk(state_dir, "sub-1")
-    for escape in ("../../outside.json", "receipts/sub-1.json", "/etc/passwd"):
-        (state_dir / "receipts" / "sub-1.json").write_text(json.dumps({**receipt, "task_path": escape}))
+    for escape in ("../../outside.json", "receipts.journal", "/etc/passwd"):
+        with open(state_dir / "receipts.journal", "a") as journal:
+            journal.write(json.dumps({**receipt, "task_path": escape}) + "\n")
         with pytest.raises(OSError, match="leaves the tasks directory"):
             runtime.diagnose("sub-1", 1)
 
@@ -296,7 +328,7 @@ def test_invocation_must_be_an_object(state_dir):
     with pytest.raises(ContractError) as bad:
         Runtime(state_dir).write_task(TASK, "sub-1", invocation="t-1")
     assert bad.value.code == "invalid_request"
-    assert sorted(os.listdir(state_dir / "receipts")) == []
+    assert (state_dir / "receipts.journal").read_bytes() == b""
 
 
 def test_the_failpoint_names_are_the_spec_ones():

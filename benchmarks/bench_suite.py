@@ -1,0 +1,131 @@
+"""Where the README's test command spends its time: every test's wall and CPU seconds,
+summed per file, and the longest test (no run on N workers can end before it does).
+
+    python benchmarks/bench_suite.py [--top 25] [--json FILE] [PYTEST_ARGS...]
+
+Runs ``pytest -q -p no:cacheprovider`` (the README's command, on its xdist workers)
+with this file loaded as a plugin in every worker; extra arguments go to pytest (a
+file, ``-n 2``, ``-k``). Wall seconds summed over tests are worker-seconds: on a loaded
+machine they grow with the load, while CPU seconds (the test's process and every
+process it started and reaped: kit runs, harnesses, servers) grow much less, so read
+both. The wall time of the whole command is printed too; it is the goal's figure only
+on a quiet machine. Exit: pytest's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tabulate import tabulate
+
+HERE = Path(__file__).resolve().parent
+REPOSITORY = HERE.parent
+#: The file each worker appends one JSON line per test to (set by main()).
+OUT_ENV = "RETRYPROOF_BENCH_SUITE_OUT"
+
+
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Setup, call and teardown of one test, as the plugin of each worker sees them."""
+    began, cpu, at = time.perf_counter(), _cpu(), time.time()
+    yield
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    line = {
+        "test": item.nodeid,
+        "wall_s": time.perf_counter() - began,
+        "cpu_s": _cpu() - cpu,
+        "at": at,
+        "worker": worker,
+    }
+    with open(os.environ[OUT_ENV], "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def summary(lines: list[dict], top: int) -> str:
+    files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    for line in lines:
+        totals = files[line["test"].split("::")[0]]
+        totals[0] += line["wall_s"]
+        totals[1] += line["cpu_s"]
+        totals[2] += 1
+    rows = sorted(([name, n, f"{wall:.1f}", f"{cpu:.1f}"] for name, (wall, cpu, n) in files.items()), key=_wall)
+    longest = sorted(lines, key=lambda line: -line["wall_s"])[:top]
+    wall = sum(line["wall_s"] for line in lines)
+    cpu = sum(line["cpu_s"] for line in lines)
+    return "\n\n".join(
+        [
+            f"{len(lines)} tests: {wall:.0f} worker-seconds, {cpu:.0f} CPU-seconds; "
+            f"longest test {longest[0]['wall_s']:.1f} s ({longest[0]['test']})\n" + _workers(lines),
+            tabulate(rows[:top], headers=["file", "tests", "wall s", "cpu s"]),
+            tabulate(
+                [[line["test"], f"{line['wall_s']:.1f}", f"{line['cpu_s']:.1f}"] for line in longest],
+                headers=["test", "wall s", "cpu s"],
+            ),
+        ]
+    )
+
+
+def _workers(lines: list[dict]) -> str:
+    """When each worker ran its last test to its end, from the first test's start: the
+    spread between the first and the last is time a worker stood idle (the run's tail)."""
+    start = min(line["at"] for line in lines)
+    ends: dict[str, float] = {}
+    for line in lines:
+        ends[line["worker"]] = max(ends.get(line["worker"], 0.0), line["at"] + line["wall_s"] - start)
+    last = max(lines, key=lambda line: line["at"] + line["wall_s"])
+    return (
+        "workers done at "
+        + ", ".join(f"{name} {end:.0f} s" for name, end in sorted(ends.items()))
+        + f"; the last test to end: {last['test']} ({last['wall_s']:.1f} s)"
+    )
+
+
+def _wall(row: list) -> float:
+    return -float(row[2])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--top", type=int, default=25, help="files and tests to list (default 25)")
+    parser.add_argument("--json", help="also keep every test's line (JSON lines) in this file")
+    args, pytest_args = parser.parse_known_args()
+    with tempfile.TemporaryDirectory(prefix="bench-suite-") as scratch:
+        out = Path(args.json or Path(scratch) / "tests.jsonl").resolve()
+        out.write_text("", encoding="utf-8")
+        env = {
+            **os.environ,
+            OUT_ENV: str(out),
+            "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        }
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench_suite", *pytest_args]
+        began = time.perf_counter()
+        done = subprocess.run(command, cwd=REPOSITORY, env=env, capture_output=True, text=True, check=False)
+        elapsed = time.perf_counter() - began
+        lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line]
+    ends = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    print("\n".join([*ends, *done.stdout.strip().splitlines()[-1:]]) if done.stdout.strip() else done.stderr[-2000:])
+    print(f"the command: {elapsed:.0f} s wall, load average {os.getloadavg()[0]:.1f} at its end\n")
+    if lines:
+        print(summary(lines, args.top))
+    return done.returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
