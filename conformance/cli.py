@@ -118,7 +118,7 @@ def _compare_arguments(compare: argparse.ArgumentParser) -> None:
 
 
 def _matrix_arguments(matrix: argparse.ArgumentParser) -> None:
-    from retryproof.conformance.options import given, implementation_names
+    from retryproof.conformance.options import given, implementation_names, seed_list
 
     matrix.add_argument(
         "--out", type=given, metavar="DIR", default="reports", help="reports/<target>/ and reports/matrix/"
@@ -126,7 +126,15 @@ def _matrix_arguments(matrix: argparse.ArgumentParser) -> None:
     matrix.add_argument(
         "--only", type=implementation_names, metavar="NAMES", help="comma-separated implementation folders"
     )
-    matrix.add_argument("--seed", type=int, default=1, metavar="N")
+    matrix.add_argument(
+        "--seeds",
+        "--seed",
+        type=seed_list,
+        default=[1],
+        metavar="N[,N...]",
+        help="the reports' seed, then seeds every target runs again on to show its failures reproduce "
+        "(into <out>/seed-N/); default 1",
+    )
     matrix.add_argument("--no-install", action="store_true", help="skip each implementation's 'setup install'")
 
 

@@ -135,6 +135,20 @@ def implementation_names(text: str) -> list[str]:
     return _some(text, "implementation folder of adapters/implementations/")
 
 
+def seed_list(text: str) -> list[int]:
+    """``matrix --seeds``: comma-separated seeds, at least one, none twice (a seed run
+    again gives the same choices, so it would show nothing)."""
+    seeds = []
+    for item in _some(text, "seed"):
+        try:
+            seeds.append(int(item))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r} is not an integer seed") from None
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r} names a seed twice")
+    return seeds
+
+
 def report_formats(text: str) -> list[str]:
     """``--format``: comma-separated report formats, at least one, each known."""
     formats = list(dict.fromkeys(id_list(text)))

@@ -7,6 +7,7 @@ end every process it started. The runner never writes a report itself.
 
 from __future__ import annotations
 
+import os
 import platform
 import shlex
 import shutil
@@ -40,6 +41,7 @@ from retryproof.conformance.events import (
     ScenarioStarted,
     Sink,
 )
+from retryproof.conformance.machine_paths import without_machine_paths
 from retryproof.conformance.options import Options
 from retryproof.conformance.records import Shard, Status
 from retryproof.conformance.scenarios import Scenario, registry
@@ -286,6 +288,10 @@ def run_one(
             if status in ("failed", "error"):
                 stderr = context.stderr_text()[-STDERR_EVIDENCE_CHARS:]
         calls = tuple(event.summary() for event in context.history) if context else ()
+        # What the reports quote of the runtime names no path of this machine (the reproduce line is the kit's).
+        reason, evidence, calls, stderr = without_machine_paths(
+            (reason, evidence, calls, stderr), os.getcwd(), os.path.expanduser("~")
+        )
         return ScenarioResult(item, status, reason, time.perf_counter() - began, reproduce, evidence, calls, stderr)
 
     if refused:

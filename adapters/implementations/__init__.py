@@ -6,5 +6,6 @@ Each ``<name>/`` folder holds a ``setup`` script (the pinned library in the fold
 virtual environment, plus any server it needs), the harness, and a README with every
 mapping decision. This package holds only what their harnesses share: the
 application side of a creation (``task_store``) and of an approved operation
-(``approval_effects``), which are not the library's business.
+(``approval_effects``), which are not the library's business, and the version a
+``hello`` names (``versions``: the library's, then the rest of its stack's).
 """

@@ -9,6 +9,14 @@ renders all the reports side by side into ``<out>/matrix/``, beside a README nam
 the date, the kit and every library version. ``--only`` re-runs some implementations;
 the comparison still covers every target that has a report in ``--out``.
 
+``--seeds 1,2`` shows that a target's failures are the library's and not one seed's
+luck: the first seed's reports are the matrix's (``<out>/<report>/``, compared side by
+side); every further seed runs every target again, on servers started afresh, into
+``<out>/seed-N/<report>/``. The README then says per target and further seed whether
+the same scenarios failed or ended in error, each with the same status, under the same
+verdict (``reproduction``), or names each scenario that differs; the exit status is 1
+when any differs, as when a target has no report. ``--seed N`` is ``--seeds N``.
+
 ``matrix.json``::
 
     {"targets": [{"report": "dbos-transact",
@@ -30,12 +38,16 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from retryproof.adapters import implementations as bundled
 from retryproof.conformance import __version__
 from retryproof.conformance.commands.compare import Column, load_columns, write_comparison
+from retryproof.conformance.commands.diff import BROKEN
+from retryproof.conformance.commands.validate_report import load_report
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.writers.escape import md_inline
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
@@ -156,7 +168,13 @@ def main(args) -> int:
         implementations = [i for i in implementations if i.name in args.only]
     out = Path(args.out).resolve()
     with prepare_directory(str(out)):
-        return _regenerate(root, implementations, everything, out, args.seed, args.no_install)
+        return _regenerate(root, implementations, everything, out, args.seeds, args.no_install)
+
+
+def _report_folder(out: Path, seeds: list[int], seed: int) -> Path:
+    """Where the reports of ``seed`` go: the first seed's in ``out``, each further
+    seed's in ``out/seed-N/``."""
+    return out if seed == seeds[0] else out / f"seed-{seed}"
 
 
 def _regenerate(
@@ -164,65 +182,151 @@ def _regenerate(
     implementations: list[Implementation],
     everything: list[Implementation],
     out: Path,
-    seed: int,
+    seeds: list[int],
     no_install: bool,
 ) -> int:
     # SIGINT and SIGTERM unwind through here as Interrupted (the CLI's handler), so the
     # servers of the implementation in hand are stopped on the way out.
-    missing: list[str] = []
+    missing: set[tuple[str, int]] = set()  # (report, seed) the kit could not run
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for implementation in implementations:
         if not no_install:
             _setup(implementation, "install", INSTALL_TIMEOUT_S)
+        for seed in seeds:  # each seed on servers started afresh, as the first one ran
+            try:
+                _setup(implementation, "start", SERVER_TIMEOUT_S)
+                for target in implementation.targets:
+                    if not _run(root, target, _report_folder(out, seeds, seed) / target.report, seed):
+                        missing.add((target.report, seed))
+            finally:
+                _setup(implementation, "stop", SERVER_TIMEOUT_S)
+
+    def report(name: str, seed: int) -> Path | None:
+        # Also those --only left as they were; never one a failed run of this matrix left behind.
+        path = _report_folder(out, seeds, seed) / name / "report.json"
+        if (name, seed) in missing or not path.is_file():
+            return None
         try:
-            _setup(implementation, "start", SERVER_TIMEOUT_S)
-            for target in implementation.targets:
-                folder = out / target.report
-                if not _run(root, target, folder, seed):
-                    missing.append(target.report)
-        finally:
-            _setup(implementation, "stop", SERVER_TIMEOUT_S)
-    # The comparison covers every target with a report, also those --only left as they were.
-    reports = [
-        out / target.report / "report.json"
-        for implementation in everything
-        for target in implementation.targets
-        if target.report not in missing and (out / target.report / "report.json").is_file()
-    ]
+            load_report(str(path))
+        except KitError as exc:  # the kit's own fault: it costs that target its row, not the README
+            print(f"matrix: {exc.message}", file=sys.stderr)
+            missing.add((name, seed))
+            return None
+        return path
+
+    names = [target.report for implementation in everything for target in implementation.targets]
+    reports = [path for path in (report(name, seeds[0]) for name in names) if path is not None]
     if not reports:
         raise KitError("no implementation produced a report", "see the output above")
     columns = load_columns([str(path) for path in reports])
+    again = {
+        seed: {column.path: _document(report(Path(column.path).parent.name, seed)) for column in columns}
+        for seed in seeds[1:]
+    }
     written = write_comparison(columns, str(out / "matrix"))
     summary = out / "matrix" / "README.md"
-    write_atomically(str(summary), _summary(columns, missing, started, seed, out))
+    unrun = [report if seed == seeds[0] else f"{report} (seed {seed})" for report, seed in sorted(missing)]
+    write_atomically(str(summary), _summary(columns, again, unrun, started, seeds, out))
     for path in [*written, str(summary)]:
         print(f"wrote {path}")
-    if missing:
-        print(f"matrix: no report for {', '.join(missing)}", file=sys.stderr)
-    return 1 if missing else 0
+    differing = [
+        f"{Path(column.path).parent.name} (seed {seed})"
+        for seed, documents in again.items()
+        for column in columns
+        if _differs(column.document, documents[column.path])
+    ]
+    if unrun:
+        print(f"matrix: no report for {', '.join(unrun)}", file=sys.stderr)
+    if differing:
+        print(f"matrix: failures or verdict not as on seed {seeds[0]} for {', '.join(differing)}", file=sys.stderr)
+    return 1 if missing or differing else 0
 
 
-def _summary(columns: list[Column], missing: list[str], started: str, seed: int, out: Path) -> str:
+def _document(path: Path | None) -> dict[str, Any] | None:
+    return None if path is None else load_report(str(path))  # valid: report() read it
+
+
+def _differs(first: dict[str, Any], again: dict[str, Any] | None) -> bool:
+    return again is not None and reproduction(first, again) is not None
+
+
+def _broken(document: dict[str, Any]) -> dict[str, str]:
+    return {scenario["id"]: scenario["status"] for scenario in document["scenarios"] if scenario["status"] in BROKEN}
+
+
+def reproduction(first: dict[str, Any], again: dict[str, Any]) -> str | None:
+    """How the run ``again`` (another seed) differs from ``first`` in what decides a
+    target's row: the scenarios that fail or end in error, each with its status, and
+    the verdict. None when they are the same; else the differences, e.g.
+    ``FUZZ-MODEL failed → passed; verdict NOT CONFORMANT → CONFORMANT``."""
+    before, after = _broken(first), _broken(again)
+    statuses = [{s["id"]: s["status"] for s in document["scenarios"]} for document in (first, again)]
+    order = [*statuses[0], *(sid for sid in statuses[1] if sid not in statuses[0])]
+    changes = [
+        f"{sid} {statuses[0].get(sid, 'not run')} → {statuses[1].get(sid, 'not run')}"
+        for sid in order
+        if (sid in before or sid in after) and before.get(sid) != after.get(sid)
+    ]
+    headlines = first["verdict"]["headline"], again["verdict"]["headline"]
+    if headlines[0] != headlines[1]:
+        changes.append(f"verdict {headlines[0]} → {headlines[1]}")
+    return "; ".join(changes) or None
+
+
+def _reproduced(first: dict[str, Any], again: dict[str, Any] | None) -> str:
+    """A README cell: whether the failures and the verdict came out the same."""
+    if again is None:
+        return "no report"
+    difference = reproduction(first, again)
+    if difference is not None:
+        return f"**differs**: {md_inline(difference)}"
+    counts = Counter(_broken(first).values())
+    return f"same ({counts['failed']} failed, {counts['error']} error)"
+
+
+def _summary(
+    columns: list[Column],
+    again: dict[int, dict[str, dict[str, Any] | None]],
+    missing: list[str],
+    started: str,
+    seeds: list[int],
+    out: Path,
+) -> str:
+    further = [f"seed {seed}" for seed in again]
     lines = [
         "# The real-world matrix",
         "",
-        f"Last generated {started} by `retryproof matrix --seed {seed}` (retryproof {__version__}); "
-        "the side-by-side table is `comparison.md` (and `comparison.html`). Each report has its own run date.",
+        f"Last generated {started} by `retryproof matrix --seeds {','.join(map(str, seeds))}` "
+        f"(retryproof {__version__}); the side-by-side table is `comparison.md` (and `comparison.html`). "
+        f"Each report has its own run date; the linked reports are seed {seeds[0]}'s.",
         "",
-        "| report | implementation | library version | run started | verdict |",
-        "|---|---|---|---|---|",
+    ]
+    if again:
+        lines += [
+            f"Every target also ran on {', '.join(further)}, its reports in `seed-N/` beside seed {seeds[0]}'s: "
+            "that column says `same` when the same scenarios failed or ended in error, each with the same status, "
+            "under the same verdict, and otherwise names each scenario that differs.",
+            "",
+        ]
+    lines += [
+        "| " + " | ".join(["report", "implementation", "library version", "run started", "verdict", *further]) + " |",
+        "|" + "---|" * (5 + len(further)),
     ]
     for column in columns:
         path, document = Path(column.path), column.document
         implementation = document["implementation"]
         link = os.path.relpath(path.parent / "report.md", out / "matrix")
-        lines.append(
-            f"| [{md_inline(path.parent.name)}]({link}) | {md_inline(implementation['name'])} | "
-            f"{md_inline(implementation['version'])} | {md_inline(document['started_at'])} | "
-            f"{md_inline(document['verdict']['headline'])} |"
-        )
+        cells = [
+            f"[{md_inline(path.parent.name)}]({link})",
+            md_inline(implementation["name"]),
+            md_inline(implementation["version"]),
+            md_inline(document["started_at"]),
+            md_inline(document["verdict"]["headline"]),
+            *(_reproduced(document, documents[column.path]) for documents in again.values()),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     if missing:
-        lines += ["", f"No report (the kit could not run them): {', '.join(missing)}."]
+        lines += ["", f"No valid report (the kit could not run them, or wrote one it refuses): {', '.join(missing)}."]
     lines += [
         "",
         "Each implementation's README (`adapters/implementations/<name>/README.md`) names the root cause "

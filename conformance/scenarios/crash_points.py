@@ -142,7 +142,8 @@ def _paths(call: Syscall, root: str) -> list[str]:
     fd = _FD.match(call.args.split(",", 1)[0].strip())
     if fd and fd["what"].startswith("/"):
         found.append(fd["what"])
-    found += [_absolute(text, call.args) for text in _STRING.findall(call.args)]
+    if call.name not in _FILE_WRITES and call.name not in _SENDS:  # a write's strings are its data, not paths
+        found += [_absolute(text, call.args) for text in _STRING.findall(call.args)]
     inside = [_inside(path, root) for path in found]
     return [path for path in inside if path]
 

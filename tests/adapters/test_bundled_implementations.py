@@ -210,7 +210,7 @@ def test_a_targets_options_reach_its_run(tmp_path, monkeypatch):
     monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
     monkeypatch.setattr(matrix, "_finished", finished)
     with pytest.raises(KitError):
-        matrix.main(Namespace(out=str(tmp_path / "reports"), only=None, seed=1, no_install=True))
+        matrix.main(Namespace(out=str(tmp_path / "reports"), only=None, seeds=[1], no_install=True))
     assert runs and runs[0][-2:] == ["--start-timeout", "60"]
 
 
@@ -228,7 +228,7 @@ def test_matrix_stops_what_it_started_when_a_run_fails(tmp_path, monkeypatch):
     # A harness that exits at once: the kit cannot run it, so no report is written.
     (folder / "matrix.json").write_text(json.dumps({"targets": [{"report": "fake", "harness": "false"}]}))
     monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
-    args = Namespace(out=str(tmp_path / "reports"), only=None, seed=1, no_install=False)
+    args = Namespace(out=str(tmp_path / "reports"), only=None, seeds=[1], no_install=False)
     with pytest.raises(KitError, match="no implementation produced a report"):
         matrix.main(args)
     assert log.read_text().split() == ["install", "start", "stop"]

@@ -68,6 +68,20 @@ def test_a_point_on_a_path_named_after_its_process_is_unreachable():
     assert unreachable == 1
 
 
+def test_the_data_a_write_carries_is_never_taken_for_a_path():
+    """A SQLite WAL frame looks like a relative name to strace's quoting; read as a path
+    under the file's own, it made a point named by binary bytes, which no reproduce line
+    can carry (the report was invalid). Thread 7's earlier write pre-empts both counts
+    of thread 9's, so no point is left to kill at: it is counted as unreachable."""
+    points, unreachable = _points(
+        [
+            '7 5.0 pwrite64(3</state/db-wal>, "a", 1, 0) = 1',
+            r'9 11.0 pwrite64(4</state/db-wal>, "\r\0\0\1/\f\327", 6, 32) = 6',
+        ]
+    )
+    assert (points, unreachable) == ([], 1)
+
+
 def test_an_interrupted_call_is_a_point_where_it_was_entered():
     points, _ = _points(
         [

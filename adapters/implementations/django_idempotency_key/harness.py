@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
-from importlib.metadata import version
 
 from retryproof.adapters.implementations.http_service import HttpServiceRuntime
+from retryproof.adapters.implementations.versions import stack_version
 from retryproof.adapters.python_host import check_armed, handlers_for
 from retryproof.spec.protocol import parse_failpoints, serve
 
@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 class DjangoIdempotencyKey(HttpServiceRuntime):
     implementation = {
         "name": "django-idempotency-key",
-        "version": version("django-idempotency-key"),
+        "version": stack_version("django-idempotency-key", "Django", "waitress"),
         "language": "python",
     }
     # No reservation exists before the view runs, so after_reserve and

@@ -24,9 +24,15 @@ from retryproof.spec.protocol import parse_failpoints, serve
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def library_version() -> str:
-    with open(os.path.join(HERE, "node_modules", "express-idempotency", "package.json"), encoding="utf-8") as handle:
+def _installed(package: str) -> str:
+    with open(os.path.join(HERE, "node_modules", package, "package.json"), encoding="utf-8") as handle:
         return json.load(handle)["version"]
+
+
+def library_version() -> str:
+    """The library's version, then its Redis adapter's and Express's, as installed."""
+    others = ("express-idempotency-redis-adapter", "express")
+    return ", ".join([_installed("express-idempotency"), *(f"{name} {_installed(name)}" for name in others)])
 
 
 class ExpressIdempotency(HttpServiceRuntime):

@@ -21,7 +21,6 @@ import sqlite3
 import sys
 import uuid
 from collections.abc import Mapping
-from importlib.metadata import version
 from typing import Annotated, Any
 
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
@@ -35,6 +34,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from typing_extensions import TypedDict
 
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
+from retryproof.adapters.implementations.versions import stack_version
 from retryproof.adapters.python_host import HostedRuntime, serve_hosted
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
 from retryproof.spec.protocol import ProtocolError
@@ -68,7 +68,11 @@ def fake_model(messages: list[AnyMessage]) -> FakeMessagesListChatModel:
 
 
 class LangGraphRuntime(StoreListing, HostedRuntime):
-    implementation = {"name": "langgraph", "version": version("langgraph"), "language": "python"}
+    implementation = {
+        "name": "langgraph",
+        "version": stack_version("langgraph", "langgraph-checkpoint-sqlite", "langchain-core"),
+        "language": "python",
+    }
     capabilities = ("write_task", "legacy", "tamper", "multiprocess")
     tamper_actions = ("remove_task", "set_receipt_schema")
     failpoints = FAILPOINTS

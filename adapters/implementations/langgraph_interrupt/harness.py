@@ -17,7 +17,6 @@ import sqlite3
 import sys
 from collections.abc import Mapping
 from contextlib import closing
-from importlib.metadata import version
 from typing import Any, TypedDict
 
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -26,6 +25,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from retryproof.adapters.implementations.approval_effects import EffectStore, checked_proposal, request_digest
+from retryproof.adapters.implementations.versions import stack_version
 from retryproof.adapters.python_host import HostedRuntime, serve_hosted
 from retryproof.spec.protocol import ProtocolError
 
@@ -114,7 +114,11 @@ class AuditSink:
 
 
 class LangGraphRuntime(HostedRuntime):
-    implementation = {"name": "langgraph-interrupt", "version": version("langgraph"), "language": "python"}
+    implementation = {
+        "name": "langgraph-interrupt",
+        "version": stack_version("langgraph", "langgraph-checkpoint-sqlite"),
+        "language": "python",
+    }
     capabilities = ("approval",)
     failpoints = FAILPOINTS
 

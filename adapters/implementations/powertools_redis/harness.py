@@ -21,7 +21,6 @@ import sys
 import uuid
 import warnings
 from collections.abc import Mapping
-from importlib.metadata import version
 from typing import Any
 
 import redis
@@ -34,6 +33,7 @@ from aws_lambda_powertools.utilities.idempotency.persistence.cache import CacheP
 
 from retryproof.adapters.implementations.namespace import state_namespace
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
+from retryproof.adapters.implementations.versions import stack_version
 from retryproof.adapters.python_host import HostedRuntime, check_armed, handlers_for
 from retryproof.spec.digest import check_submission_id, request_digest
 from retryproof.spec.protocol import ProtocolError, parse_failpoints, serve
@@ -62,14 +62,16 @@ class PowertoolsRuntime(StoreListing, HostedRuntime):
     def __init__(self, state_dir: str, failpoints: Mapping[str, str], redis_url: str, variant: str):
         super().__init__(state_dir, failpoints)
         validation, local_cache = VARIANTS[variant]
-        self.implementation = {
-            "name": f"powertools-idempotency-redis+{variant}",
-            "version": version("aws-lambda-powertools"),
-            "language": "python",
-        }
         self.store = TaskStore(state_dir)
         self.prefix = state_namespace(state_dir)
         self.redis = redis.Redis.from_url(redis_url, decode_responses=True)
+        # The server comes from the system's packages, not a pin: its version is the one that ran.
+        server = self.redis.info("server")["redis_version"]
+        self.implementation = {
+            "name": f"powertools-idempotency-redis+{variant}",
+            "version": f"{stack_version('aws-lambda-powertools', 'redis')}, redis-server {server}",
+            "language": "python",
+        }
         self.config = IdempotencyConfig(
             event_key_jmespath="client_submission_id",
             payload_validation_jmespath="task" if validation else None,

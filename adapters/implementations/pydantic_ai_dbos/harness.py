@@ -20,7 +20,6 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
-from importlib.metadata import version
 from typing import Any
 
 from dbos import DBOS, DBOSConfig, SetWorkflowID
@@ -31,6 +30,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from retryproof.adapters.implementations.dbos_startup import await_startup_recovery
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
+from retryproof.adapters.implementations.versions import stack_version
 from retryproof.adapters.python_host import HostedRuntime, serve_hosted
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
 from retryproof.spec.protocol import ProtocolError
@@ -96,7 +96,11 @@ async def create_task(task: dict[str, Any], client_submission_id: str | None, ca
 
 
 class PydanticAiRuntime(StoreListing, HostedRuntime):
-    implementation = {"name": "pydantic-ai+dbos", "version": version("pydantic-ai-slim"), "language": "python"}
+    implementation = {
+        "name": "pydantic-ai+dbos",
+        "version": stack_version("pydantic-ai-slim", "dbos"),
+        "language": "python",
+    }
     capabilities = ("write_task", "legacy", "tamper", "multiprocess")
     tamper_actions = ("remove_task",)
     failpoints = FAILPOINTS

@@ -1,0 +1,48 @@
+"""The paths of the machine a run ran on, kept out of the text its reports quote.
+
+A runtime's stderr and messages, and the kit's own about it (a listing command that
+failed), quote paths: a library's traceback names its files under the directory the
+run started in (its virtual environment there), the interpreter's under the user's
+home. Reports are read, and committed, elsewhere, so they show the first relative to
+that directory, as the run's command line already names them, and the second under
+``~``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+#: A path in a longer one is not this one's ("/mnt/work/a"); the root itself ends where
+#: its path does ("/work/a" is not the start of "/work/ab").
+_BEFORE, _END = r"(?<![\w.~/-])", r"(?![\w.~-])"
+
+
+def without_machine_paths(value: Any, directory: str, home: str) -> Any:
+    """``value`` (a string, or lists, tuples and mappings of them, as evidence is) with
+    every path under ``directory`` made relative to it (the directory itself is ``.``),
+    then every path under ``home`` starting with ``~``. A root that is not an absolute
+    path below ``/`` is left alone, as is everything that is not a string."""
+    rules: list[tuple[re.Pattern[str], str]] = []
+    for root, below, itself in ((directory, "", "."), (home, "~/", "~")):
+        root = root.rstrip("/")
+        if os.path.isabs(root):  # "/" is "" by now: not a root to strip
+            rules.append((re.compile(_BEFORE + re.escape(root) + "/"), below))
+            rules.append((re.compile(_BEFORE + re.escape(root) + _END), itself))
+    return _replaced(value, rules)
+
+
+def _replaced(value: Any, rules: list[tuple[re.Pattern[str], str]]) -> Any:
+    if isinstance(value, str):
+        for pattern, replacement in rules:
+            value = pattern.sub(replacement, value)
+        return value
+    if isinstance(value, Mapping):
+        return {key: _replaced(item, rules) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_replaced(item, rules) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_replaced(item, rules) for item in value)
+    return value
