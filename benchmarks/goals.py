@@ -2,15 +2,22 @@
 against, all measured in this one run, so the next measurement is one command.
 
     python benchmarks/goals.py [--rounds N] [--receipts 1000,100000] [--suite]
+                               [--kit-only] [--against PYTHON]
 
 Run it with the interpreter of the environment to measure (its ``retryproof`` script is
 what is timed, as a user starts it). The kit's runs are timed from spawn to exit through
 the command line, not through the runner's Python API, so the figure is what a user waits
 for. Runs of one round are interleaved (harness run, each binding, selftest), so a machine
 shared with other work slows them alike; read each figure beside its floor of the same
-run. ``--suite`` adds the README's test command (minutes; it is left out by default).
+run. Each kit figure is its wall time and, in brackets, the CPU seconds of it and the
+processes it waited for: the figure a loaded machine changes least (on N CPUs a run takes
+at least that over N). ``--suite`` adds the README's test command (minutes; it is left out by default).
 The create, burst and reuse rows come from ``bench_protocol.py`` and the start row from
-``bench_start.py``, each run once here with ``--json``.
+``bench_start.py``, each run once here with ``--json`` (``--kit-only`` leaves them out).
+
+``--against PYTHON`` also times the kit's runs in another environment (a checkout of the
+branch a change starts from, say), each run of a round right after this one's, and adds
+its figures as a column: a before and after in one load condition.
 
 A goal's floor is what the figure cannot go below with the same work:
 
@@ -26,12 +33,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from tabulate import tabulate
 
@@ -42,20 +51,35 @@ TIMEOUT_S = 900.0
 BINDINGS = {"reference-http": 5.0, "reference-mcp": 10.0, "reference-mcp-http": 10.0}
 
 
-def kit() -> list[str]:
-    script = os.path.join(os.path.dirname(sys.executable), "retryproof")
-    return [script] if os.access(script, os.X_OK) else [sys.executable, "-m", "retryproof.conformance.cli"]
+def kit(python: str = sys.executable) -> list[str]:
+    script = os.path.join(os.path.dirname(python), "retryproof")
+    return [script] if os.access(script, os.X_OK) else [python, "-m", "retryproof.conformance.cli"]
 
 
-def timed(argv: Sequence[str], cwd: str | None = None) -> float:
-    """Wall seconds of ``argv`` from spawn to exit; a run that fails is not a figure."""
-    began = time.perf_counter()
+class Timing(NamedTuple):
+    wall: float
+    #: User and system seconds of the command and of every process it waited for (its
+    #: harnesses and servers): on a machine shared with other work, the figure load
+    #: changes least, and on N CPUs the run takes at least cpu / N.
+    cpu: float
+
+    def __str__(self) -> str:
+        return f"{self.wall:.1f} s ({self.cpu:.1f} CPU-s)"
+
+
+def timed(argv: Sequence[str], cwd: str | None = None) -> Timing:
+    """``argv`` from spawn to exit; a run that fails is not a figure."""
+    began, used = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
-    seconds = time.perf_counter() - began
+    seconds, spent = time.perf_counter() - began, resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: " + " / ".join(tail))
-    return seconds
+    return Timing(seconds, spent.ru_utime + spent.ru_stime - used.ru_utime - used.ru_stime)
+
+
+def median(values: list[Timing]) -> Timing:
+    return Timing(statistics.median(value.wall for value in values), statistics.median(value.cpu for value in values))
 
 
 def longest_scenario(report: str) -> float:
@@ -79,62 +103,83 @@ def verdict(met: bool) -> str:
     return "met" if met else "NOT met"
 
 
+def kit_runs() -> dict[str, list[str]]:
+    """The kit's timed runs, by row name, without ``--out``."""
+    runs = {"harness run": ["run", "--seed", "1", "--format", "json"]}
+    for binding in BINDINGS:
+        runs[binding] = ["run", "--binding", binding, "--seed", "1", "--format", "json"]
+    runs["selftest"] = ["selftest", "--seed", "1"]
+    return runs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the kit's runs (default 3)")
     parser.add_argument("--receipts", default="1000,100000", help="stored receipts for the reuse rows")
     parser.add_argument("--suite", action="store_true", help="also time the README's test command")
+    parser.add_argument("--kit-only", action="store_true", help="only the kit's runs: no create, reuse or start rows")
+    parser.add_argument(
+        "--against", metavar="PYTHON", help="also time the kit's runs with this environment's interpreter"
+    )
     args = parser.parse_args()
-    samples: dict[str, list[float]] = {}
+    environments = {"now": sys.executable, **({"against": args.against} if args.against else {})}
+    samples: dict[str, dict[str, list[Timing]]] = {environment: {} for environment in environments}
     floors: list[float] = []
     with tempfile.TemporaryDirectory(prefix="goals-") as scratch:
         for round_number in range(args.rounds):
-            out = os.path.join(scratch, f"run-{round_number}")
-            runs = {"harness run": [*kit(), "run", "--seed", "1", "--format", "json", "--out", out]}
-            for binding in BINDINGS:
-                runs[binding] = [*kit(), "run", "--binding", binding, "--seed", "1", "--format", "json"]
-                runs[binding] += ["--out", os.path.join(scratch, f"{binding}-{round_number}")]
-            runs["selftest"] = [*kit(), "selftest", "--seed", "1", "--out", os.path.join(scratch, f"st-{round_number}")]
-            for name, argv in runs.items():
-                samples.setdefault(name, []).append(timed(argv))
-            floors.append(longest_scenario(os.path.join(out, "report.json")))
+            for name, argv in kit_runs().items():
+                for environment, python in environments.items():
+                    out = os.path.join(scratch, f"{environment}-{round_number}", name.replace(" ", "-"))
+                    samples[environment].setdefault(name, []).append(timed([*kit(python), *argv, "--out", out]))
+            floors.append(longest_scenario(os.path.join(scratch, f"now-{round_number}", "harness-run", "report.json")))
         if args.suite:
-            samples["suite"] = [timed([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], REPOSITORY)]
-    run_s = {name: statistics.median(values) for name, values in samples.items()}
-    protocol = bench("bench_protocol.py", "--rounds", "60", "--receipts", args.receipts)
-    start = bench("bench_start.py", "--rounds", "15")
+            suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+            samples["now"]["suite"] = [timed(suite, REPOSITORY)]
+    medians = {
+        environment: {name: median(values) for name, values in runs.items()} for environment, runs in samples.items()
+    }
+    timings = medians["now"]
+    run_s = {name: timing.wall for name, timing in timings.items()}
     harness = run_s["harness run"]
-    rows = []
+    rows: list[tuple[str, list[str]]] = []  # (the kit run it times, or "", the row)
     if args.suite:
-        rows.append(["README test command", "<= 90 s", f"{run_s['suite']:.0f} s", "-", verdict(run_s["suite"] <= 90)])
-    rows.append(
-        [
-            "harness run of the reference",
-            "<= 3 s",
-            f"{harness:.1f} s",
-            f"{statistics.median(floors):.1f} s (longest scenario)",
-            verdict(harness <= 3),
-        ]
-    )
-    rows.append(
-        [
-            "selftest",
-            "<= 8 s",
-            f"{run_s['selftest']:.1f} s",
-            f"{harness:.1f} s (reference run)",
-            verdict(run_s["selftest"] <= 8),
-        ]
-    )
-    for binding, goal in BINDINGS.items():
         rows.append(
-            [
-                f"binding run, {binding}",
-                f"<= {goal:.0f} s",
-                f"{run_s[binding]:.1f} s",
-                f"{harness:.1f} s (harness run)",
-                verdict(run_s[binding] <= goal),
-            ]
+            ("", ["README test command", "<= 90 s", f"{run_s['suite']:.0f} s", "-", verdict(run_s["suite"] <= 90)])
         )
+    floor = f"{statistics.median(floors):.1f} s (longest scenario)"
+    rows.append(
+        (
+            "harness run",
+            ["harness run of the reference", "<= 3 s", str(timings["harness run"]), floor, verdict(harness <= 3)],
+        )
+    )
+    selftest = run_s["selftest"]
+    reference = f"{harness:.1f} s (reference run)"
+    rows.append(("selftest", ["selftest", "<= 8 s", str(timings["selftest"]), reference, verdict(selftest <= 8)]))
+    for binding, goal in BINDINGS.items():
+        figure, target = str(timings[binding]), f"<= {goal:.0f} s"
+        through = f"{harness:.1f} s (harness run)"
+        rows.append((binding, [f"binding run, {binding}", target, figure, through, verdict(run_s[binding] <= goal)]))
+    if not args.kit_only:
+        rows += [("", row) for row in protocol_rows(args.receipts)]
+    headers = ["goal", "target", "now", "floor", ""]
+    if args.against:
+        headers.insert(3, "against")
+        for run, row in rows:
+            row.insert(3, str(medians["against"][run]) if run else "-")
+    print(tabulate([row for _, row in rows], headers=headers, tablefmt="github"))
+    print(
+        f"\n{args.rounds} interleaved rounds, seed 1; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
+        f"interpreter {sys.executable}" + (f", against {args.against}" if args.against else "")
+    )
+    return 0
+
+
+def protocol_rows(receipts: str) -> list[list[str]]:
+    """The create, burst, reuse and start rows, from ``bench_protocol.py`` and ``bench_start.py``."""
+    protocol = bench("bench_protocol.py", "--rounds", "60", "--receipts", receipts)
+    start = bench("bench_start.py", "--rounds", "15")
+    rows = []
     create = protocol["create_ms"]
     rows.append(
         [
@@ -173,12 +218,7 @@ def main() -> int:
             verdict(harness_start / start[floor_name] <= 1.3),
         ]
     )
-    print(tabulate(rows, headers=["goal", "target", "now", "floor", ""], tablefmt="github"))
-    print(
-        f"\n{args.rounds} interleaved rounds, seed 1; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
-        f"interpreter {sys.executable}"
-    )
-    return 0
+    return rows
 
 
 if __name__ == "__main__":

@@ -160,6 +160,13 @@ class Context:
             raise RuntimeError("call ctx.start() first")
         return self.connections[0]
 
+    def unstarted(self) -> Connection:
+        """The main connection, made but not started: for a scenario that runs the
+        runtime's command itself (under strace) and needs what it would run, not a start."""
+        if not self.connections:
+            self.connections.append(self._connect())
+        return self.conn
+
     def start(self, failpoints: Mapping[str, str] | None = None) -> Connection:
         """Start the main harness process on the scenario's state directory, with
         ``failpoints`` armed: only failpoints the scenario's ``needs`` list

@@ -200,9 +200,9 @@ class Run:
         bound = self.scenarios.get(item.id)
         return bound is not None and bound.alone
 
-    def runs_long(self, item: Entry) -> bool:
+    def runs_long(self, item: Entry) -> int:
         bound = self.scenarios.get(item.id)
-        return bound is not None and bound.long
+        return 0 if bound is None else bound.long
 
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         self.results.append(result)

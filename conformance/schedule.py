@@ -204,9 +204,11 @@ class StartOrder:
     one runs, the other workers start short items only, so its alone part waits for the
     end of a short item, never for another's setup (eight harness starts in A4-MULTIPROCESS)
     or a long scenario; a worker with nothing short left waits for it to end instead. Then
-    the long ones, then the rest. Within each kind, the given order."""
+    the long ones, the longest first (``long`` is about how many typical items one takes,
+    0 for a short one): the run cannot end before its longest item, so that one starts
+    as early as it can. Then the rest. Otherwise, the given order."""
 
-    def __init__(self, items: Sequence[Item], alone: Callable[[Item], bool], long: Callable[[Item], bool]):
+    def __init__(self, items: Sequence[Item], alone: Callable[[Item], bool], long: Callable[[Item], int]):
         self._changed = threading.Condition()
         self._pending = list(range(len(items)))
         self._alone = [alone(item) for item in items]
@@ -234,7 +236,8 @@ class StartOrder:
         first_alone = next((index for index in pending if self._alone[index]), None)
         if first_alone is not None:
             return first_alone
-        return next((index for index in pending if self._long[index]), pending[0])
+        longest = max(self._long[index] for index in pending)
+        return next(index for index in pending if self._long[index] == longest)
 
     def done(self, index: int) -> None:
         with self._changed:
@@ -253,12 +256,12 @@ def in_order(
     compute: Callable[[Item, Turn], Result],
     jobs: int,
     alone: Callable[[Item], bool] = lambda item: False,
-    long: Callable[[Item], bool] = lambda item: False,
+    long: Callable[[Item], int] = lambda item: 0,
 ) -> Iterator[tuple[Item, Result]]:
     """``(item, compute(item, turn))`` for every item, in the order of ``items``,
     computed on up to ``jobs`` threads (one: right here, each as its turn comes), which
     start the items in ``StartOrder``: ``alone`` marks the items that ask for an alone
-    part, ``long`` the long ones.
+    part, ``long`` weighs the long ones.
 
     Leaving early (an exception in the consumer, Ctrl-C) starts nothing more and waits
     for the items running, which end their own harness processes.

@@ -48,6 +48,12 @@ _task_indexes = st.integers(0, len(TASKS) - 1)
 _bursts = st.sampled_from((1, 1, 2, 8))
 # A SIGKILL lands somewhere in a creation's few milliseconds of fsyncs.
 _kill_delays_ms = st.integers(0, 25)
+#: The steps that end the runtime's process (and start it again) in one history. A
+#: start costs what the runtime's imports cost (over a binding, an SDK: a large part
+#: of a second), a call a few milliseconds, so the budget is spent on histories, each
+#: with restarts in it, not on back-to-back starts of one history.
+ENDS_PER_HISTORY = 2
+_ENDS = ("crash", "kill", "restart")
 
 
 @dataclass
@@ -114,9 +120,12 @@ def run_fuzz(
 
     class Machine(_FuzzMachine):
         def __init__(self) -> None:
-            outcome.examples += 1
+            # Hypothesis runs a failing history once more before it raises; ``shrink``
+            # replays it anyway, so that run only goes through the motions (``_do``).
+            self.replaying = bool(first_failure)
+            outcome.examples += not self.replaying
             try:
-                driver = Driver(connection, f"h{outcome.examples}", call_timeout)
+                driver = Driver(connection, f"h{outcome.examples}" + "r" * self.replaying, call_timeout)
             except HarnessSilent as error:
                 self._silent(error)
                 raise
@@ -169,7 +178,8 @@ def shrink(
     call_timeout: float,
     budget_s: float,
 ) -> tuple[list[dict[str, Any]], ModelViolation, list[str], bool]:
-    """Delete steps, last first, while the history still breaks an invariant.
+    """The failing step alone, if it breaks an invariant by itself; else delete steps,
+    last first, while the history still breaks one.
 
     Returns ``(steps, violation, log, flaky)``; ``flaky`` when even the unshrunk
     history did not fail again (the failure depended on timing, like a SIGKILL
@@ -185,6 +195,13 @@ def shrink(
         found, log = run_steps(connection, candidate, namespace=f"s{replays}", call_timeout=call_timeout)
         return (found, log) if found else None
 
+    # The step that broke the invariant is often the whole story (one crash at one
+    # failpoint): one replay of it alone settles that, where deleting the steps before
+    # it one by one would replay, and restart the runtime for, each shorter prefix.
+    if len(steps) > 1:
+        alone = fails(steps[-1:])
+        if alone is not None:
+            return steps[-1:], alone[0], alone[1], False
     confirmed = fails(steps)
     if confirmed is None:
         return steps, violation, log, True
@@ -199,6 +216,10 @@ def shrink(
 
 
 class _FuzzMachine(RuleBasedStateMachine):
+    #: Whether this is Hypothesis's re-run of a history already seen to fail: its steps
+    #: are recorded, not run.
+    replaying = False
+
     def __init__(self, driver: Driver):
         super().__init__()
         self.driver = driver
@@ -210,8 +231,13 @@ class _FuzzMachine(RuleBasedStateMachine):
     def _silent(self, error: HarnessSilent) -> None:
         """Called when a step got no answer it could be judged by."""
 
+    def _ends_left(self) -> bool:
+        return sum(step["step"] in _ENDS for step in self.steps) < ENDS_PER_HISTORY
+
     def _do(self, **step: Any) -> None:
         self.steps.append(step)
+        if self.replaying:
+            return
         try:
             self.driver.apply(step)
         except ModelViolation as violation:
@@ -243,7 +269,7 @@ class _FuzzMachine(RuleBasedStateMachine):
     def legacy(self) -> None:
         self._do(step="legacy")
 
-    @precondition(lambda self: bool(self.driver.crash_failpoints))
+    @precondition(lambda self: bool(self.driver.crash_failpoints) and self._ends_left())
     @rule(data=st.data(), task=_task_indexes)
     def crash(self, data: st.DataObject, task: int) -> None:
         failpoint = data.draw(st.sampled_from(self.driver.crash_failpoints), label="failpoint")
@@ -260,11 +286,12 @@ class _FuzzMachine(RuleBasedStateMachine):
     # A SIGKILL at a random moment lands in a window by timing, so the history it
     # makes replays only by luck; runtimes that declare crash failpoints are crashed
     # at exactly those points instead, and random kills are for runtimes without them.
-    @precondition(lambda self: not self.driver.crash_failpoints)
+    @precondition(lambda self: not self.driver.crash_failpoints and self._ends_left())
     @rule(id=_ids, task=_task_indexes, delay_ms=_kill_delays_ms)
     def kill(self, id: str, task: int, delay_ms: int) -> None:
         self._do(step="kill", id=id, task=task, delay_ms=delay_ms)
 
+    @precondition(lambda self: self._ends_left())
     @rule(graceful=st.booleans())
     def restart(self, graceful: bool) -> None:
         self._do(step="restart", graceful=graceful)

@@ -114,23 +114,23 @@ class Scenario:
 
     How ``--jobs`` schedules it: ``alone`` says that part of it needs the machine to
     itself (the part in ``with ctx.alone():``; see the README, "Parallel runs"), and
-    starts it first; ``long`` (several times a typical scenario: many restarts, many
-    calls, waits) starts it before the short ones, so it does not run on alone at the
-    end, and never while a scenario with an alone part runs, which would wait it out.
+    starts it first; ``long``, about how many typical scenarios it takes (many restarts,
+    many calls, waits; 0 for a typical one), starts it before the short ones, the longest
+    first, so the run ends near the end of its longest scenario instead of one running
+    on alone at the end; and never while a scenario with an alone part runs, which would
+    wait it out.
     """
 
     entry: Entry
     run: ScenarioFunction
     alone: bool = False
-    long: bool = False
+    long: int = 0
 
 
 _REGISTRY: dict[str, Scenario] = {}
 
 
-def scenario(
-    scenario_id: str, *, alone: bool = False, long: bool = False
-) -> Callable[[ScenarioFunction], ScenarioFunction]:
+def scenario(scenario_id: str, *, alone: bool = False, long: int = 0) -> Callable[[ScenarioFunction], ScenarioFunction]:
     """Bind a function to a catalogue id (a ``Scenario``; see there for ``alone`` and
     ``long``). The function itself is returned unchanged."""
     bound_entry = entry(scenario_id)  # KeyError on an id the spec does not know

@@ -40,7 +40,7 @@ def changed(operation: Operation) -> dict[str, Any]:
     return {**operation.request, "ref": operation.request["ref"] + "-recalculated"}
 
 
-@scenario("RECOVERY-STALE-REQUEST", long=True)
+@scenario("RECOVERY-STALE-REQUEST", long=2)
 def stale_request(ctx: Context) -> None:
     # Two operations: one stopped before its effect (the start audit failed), one
     # after it (the completion audit failed). Each fault needs its own process: the
@@ -129,7 +129,7 @@ def stale_request(ctx: Context) -> None:
     )
 
 
-@scenario("RECOVERY-UNKNOWN-EFFECT", long=True)
+@scenario("RECOVERY-UNKNOWN-EFFECT", long=5)
 def unknown_effect(ctx: Context) -> None:
     # One crash per executor, each in its own process: SIGKILL ends the process.
     ctx.start(failpoints={AFTER_EFFECT: "crash"})

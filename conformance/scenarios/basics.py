@@ -43,7 +43,7 @@ def create(ctx: Context) -> None:
     )
 
 
-@scenario("WT-DIGEST-VECTORS", long=True)
+@scenario("WT-DIGEST-VECTORS", long=4)
 def digest_vectors(ctx: Context) -> None:
     cases = load_vectors()["cases"]
     ctx.start()

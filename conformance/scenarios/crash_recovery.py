@@ -115,7 +115,7 @@ def crash_after_commit(ctx: Context) -> None:
 AGE_STEP_S = 0.2
 
 
-@scenario("STALE-RESERVATION-DIAGNOSTICS", long=True)
+@scenario("STALE-RESERVATION-DIAGNOSTICS", long=2)
 def stale_reservation(ctx: Context) -> None:
     submission_id, task, state, pinned = stalled_reservation(ctx, AFTER_RESERVE)
     stalled = ctx.diagnose(submission_id, "stale_after_s=0", stale_after_s=0)

@@ -276,6 +276,8 @@ def durability_trace(ctx: Context) -> None:
     strace = shutil.which("strace")
     if strace is None:
         ctx.skip("strace is not installed on this machine; the directory-fsync check needs a system-call trace")
+    # Started once first: the trace judges a creation on a state the runtime has already
+    # set up (a database file it creates at start), not its set-up.
     probe = ctx.start()
     command, state_dir = getattr(probe, "command", None), getattr(probe, "state_dir", None)
     work_dir = getattr(probe, "work_dir", None) or os.getcwd()

@@ -15,7 +15,7 @@ from retryproof.conformance.context import ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import Context, scenario
 
 
-@scenario("FUZZ-MODEL", long=True)
+@scenario("FUZZ-MODEL", long=20)
 def fuzz_model(ctx: Context) -> None:
     # Imported here: Hypothesis costs more to import than the rest of the kit, and
     # ``retryproof list`` (which imports every scenario module) never explores.

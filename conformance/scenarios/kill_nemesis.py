@@ -51,7 +51,7 @@ WINDOWS_ENV = "RETRYPROOF_KILL_WINDOWS"
 POLL_S = 0.02
 
 
-@scenario("KILL-NEMESIS", long=True)
+@scenario("KILL-NEMESIS", long=6)
 def kill_nemesis(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")

@@ -54,6 +54,20 @@ def test_a_point_another_thread_would_pre_empt_is_counted_on_its_path():
     assert unreachable == 0
 
 
+def test_a_point_on_a_path_named_after_its_process_is_unreachable():
+    """Another thread pre-empts the count, and the path names process 9's pid: in the
+    next process the file has another name, so neither count would ever trigger."""
+    points, unreachable = _points(
+        [
+            '7 5.0 openat(AT_FDCWD</w>, "/lib/x.so", O_RDONLY) = 3</lib/x.so>',
+            '9 11.0 openat(AT_FDCWD</w>, "/state/.tmp-9-0", O_WRONLY|O_CREAT, 0666) = 3</state/.tmp-9-0>',
+            '9 11.1 openat(AT_FDCWD</w>, "/state/task-1", O_WRONLY|O_CREAT, 0666) = 4</state/task-1>',
+        ]
+    )
+    assert points == [Point("openat", 2, "task-1")]
+    assert unreachable == 1
+
+
 def test_the_data_a_write_carries_is_never_taken_for_a_path():
     """A SQLite WAL frame looks like a relative name to strace's quoting; read as a path
     under the file's own, it made a point named by binary bytes, which no reproduce line

@@ -1,0 +1,80 @@
+"""FUZZ-MODEL's budget buys histories, not starts: each history ends the runtime's
+process at most ``ENDS_PER_HISTORY`` times, the same seed explores the same histories
+step for step, and a failure is shrunk without Hypothesis's own re-run of it."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from retryproof.adapters.process import ProcessConnection
+from retryproof.conformance.fuzz import machine, run_fuzz
+from retryproof.conformance.fuzz.machine import ENDS_PER_HISTORY
+from retryproof.conformance.fuzz.profiles import DEV
+
+REFERENCE = [sys.executable, "-m", "retryproof.reference_impl"]
+FAULTY = [*REFERENCE, "--fault", "recovery-new-number"]
+
+
+def explore(monkeypatch, tmp_path, command: list[str], seed: int, examples: int) -> tuple[Any, dict, Counter]:
+    """One exploration on a fresh state directory: its outcome, the steps each history
+    ran (by namespace) and how often the runtime was started."""
+    histories: dict[str, list[dict[str, Any]]] = {}
+    starts: Counter = Counter()
+    apply, start = machine.Driver.apply, ProcessConnection.start
+
+    def recorded_apply(driver, step):
+        histories.setdefault(driver.namespace, []).append(dict(step))
+        return apply(driver, step)
+
+    def counted_start(connection, failpoints=None):
+        starts["armed" if failpoints else "clean"] += 1
+        return start(connection, failpoints)
+
+    monkeypatch.setattr(machine.Driver, "apply", recorded_apply)
+    monkeypatch.setattr(ProcessConnection, "start", counted_start)
+    state = tmp_path / f"state-{seed}-{len(list(tmp_path.iterdir()))}"
+    state.mkdir()
+    connection = ProcessConnection(command, str(state), call_timeout=10, start_timeout=20)
+    try:
+        outcome = run_fuzz(connection, seed=seed, profile=DEV, max_examples=examples)
+    finally:
+        connection.kill()
+    monkeypatch.undo()
+    return outcome, histories, starts
+
+
+def ends(steps: list[dict[str, Any]]) -> int:
+    return sum(step["step"] in ("crash", "kill", "restart") for step in steps)
+
+
+@pytest.mark.parametrize("seed", [1, 7])
+def test_the_same_seed_explores_the_same_histories_within_the_restart_budget(monkeypatch, tmp_path, seed):
+    first, histories, starts = explore(monkeypatch, tmp_path, REFERENCE, seed, examples=6)
+    again, histories_again, _ = explore(monkeypatch, tmp_path, REFERENCE, seed, examples=6)
+    assert not first.failed and not again.failed
+    assert histories == histories_again and len(histories) >= 6
+    assert all(ends(steps) <= ENDS_PER_HISTORY for steps in histories.values())
+    # Every start is the first one, or one a step caused: a crash step two (armed, then
+    # clean), a restart one; nothing else starts the runtime.
+    taken = [step["step"] for steps in histories.values() for step in steps]
+    assert starts["armed"] == taken.count("crash")
+    assert starts["clean"] == 1 + taken.count("crash") + taken.count("restart")
+
+
+def test_a_failure_is_shrunk_from_its_failing_step_and_not_run_again_by_hypothesis(monkeypatch, tmp_path):
+    outcome, histories, _ = explore(monkeypatch, tmp_path, FAULTY, seed=0, examples=10)
+    assert outcome.failed and not outcome.flaky
+    assert [step["step"] for step in outcome.steps] == ["crash"]
+    explored = [name for name in histories if name.startswith("h")]
+    replays = [name for name in histories if name.startswith("s")]
+    # The failing history's last step alone reproduced it: one replay, and Hypothesis's
+    # re-run of the failing history ran no step.
+    assert replays == ["s1"] and histories["s1"] == outcome.steps
+    assert len(explored) == outcome.examples
+    assert histories[explored[-1]][-1] == outcome.steps[0]
+    again, histories_again, _ = explore(monkeypatch, tmp_path, FAULTY, seed=0, examples=10)
+    assert again.steps == outcome.steps and histories_again.keys() == histories.keys()

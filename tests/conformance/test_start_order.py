@@ -1,0 +1,32 @@
+"""``--jobs``: the long scenarios start longest first, so a run ends near the end of its
+longest scenario instead of starting it after shorter long ones."""
+
+from __future__ import annotations
+
+from retryproof.conformance.scenarios import registry
+from retryproof.conformance.schedule import StartOrder
+
+
+def started(order: StartOrder, items: list[str]) -> list[str]:
+    taken = []
+    while (index := order.take()) is not None:
+        taken.append(items[index])
+        order.done(index)
+    return taken
+
+
+def test_the_long_ones_start_longest_first_after_the_alone_ones():
+    items = ["SHORT-1", "LONG-3", "ALONE", "LONG-9", "SHORT-2", "LONG-9-AGAIN"]
+    weight = {"LONG-3": 3, "LONG-9": 9, "LONG-9-AGAIN": 9}
+    order = StartOrder(items, alone=lambda item: item == "ALONE", long=lambda item: weight.get(item, 0))
+    # Ties keep the given order; the short ones keep theirs after every long one.
+    assert started(order, items) == ["ALONE", "LONG-9", "LONG-9-AGAIN", "LONG-3", "SHORT-1", "SHORT-2"]
+
+
+def test_the_two_longest_scenarios_start_before_the_other_long_ones():
+    weights = {scenario_id: bound.long for scenario_id, bound in registry().items() if bound.long}
+    longest = sorted(weights, key=lambda scenario_id: -weights[scenario_id])[:2]
+    assert set(longest) == {"FUZZ-MODEL", "CRASH-POINTS"}
+    assert min(weights[scenario_id] for scenario_id in longest) > max(
+        weight for scenario_id, weight in weights.items() if scenario_id not in longest
+    )
