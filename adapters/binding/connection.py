@@ -421,4 +421,6 @@ class BindingConnection(Connection):
             return answers.unmapped(f"the listing command: {exc.message}")
         if status != 0:
             return answers.unmapped(f"the listing command exited with status {status}: {stderr[-500:]}")
+        if not stdout.strip():
+            return answers.unmapped(f"the listing command exited 0 but printed nothing: {stderr[-500:]}")
         return {"body": parse_json(stdout)}

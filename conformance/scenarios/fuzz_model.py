@@ -71,5 +71,5 @@ def fuzz_model(ctx: Context) -> None:
     ctx.check(
         False,
         f"{outcome.violation}{flaky}; minimal history of {len(outcome.steps)} step(s) saved beside the report as {path}; "
-        f"re-run it with: retryproof replay <report dir>/{path} --harness CMD",
+        f"re-run it with: retryproof replay <report dir>/{path} and the reproduce line's --harness or --binding",
     )

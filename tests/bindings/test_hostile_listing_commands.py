@@ -74,6 +74,15 @@ def test_a_hung_listing_command_is_named_not_no_answer(tmp_path):
     assert "the listing command did not end within 1.6s" in scenario["reason"], scenario["reason"]
 
 
+def test_a_listing_command_that_prints_nothing_is_named_as_such(tmp_path):
+    """Exit 0 with no output is no listing, not an answer whose parts are missing."""
+    binding = listing_binding(tmp_path, ["sh", "-c", "echo starved >&2"])
+    done, report = run_binding(tmp_path, binding, "WT-CREATE", "--call-timeout", "5")
+    scenario = report["scenarios"][0]
+    assert scenario["status"] == "failed", done.stdout
+    assert "the listing command exited 0 but printed nothing: starved" in scenario["reason"], scenario["reason"]
+
+
 def test_sigint_during_a_listing_command_ends_its_group_at_once(tmp_path):
     seconds = sleeper()
     binding = listing_binding(tmp_path, ["sh", "-c", f"sleep {seconds}; {LIST_EFFECTS}"])

@@ -15,7 +15,7 @@ from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers.console import ConsoleWriter
 from retryproof.conformance.writers.markdown import render_markdown
 
-REPLAY_HINT = "re-run it with: retryproof replay <report dir>/replays/fuzz-model-some-runtime-with-a-long-name-seed1234567890.json --harness CMD"
+REPLAY_HINT = "re-run it with: retryproof replay <report dir>/replays/fuzz-model-some-runtime-with-a-long-name-seed1234567890.json and the reproduce line's --harness or --binding"
 
 
 def result(scenario_id, status="passed", reason=None, evidence=None):
