@@ -84,7 +84,7 @@ def one_run(wire: str, service: str, seed: int, scenarios: tuple[str, ...]) -> d
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="1-20")
     parser.add_argument("--crash-points-seeds", default=None, help="seeds CRASH-POINTS runs on (default: --seeds)")
     parser.add_argument("--wires", default=",".join(WIRES))

@@ -33,7 +33,7 @@ def timed_run(options: Options) -> tuple[float, list[tuple[str, str]]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=max(2, available_cpus()))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--harness", help="harness command line (default: the reference runtime)")

@@ -304,7 +304,7 @@ def timed(action: Callable[[], object]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=100, help="measured calls per row (default 100)")
     parser.add_argument("--receipts", default="1000,100000", help="stored receipts for the reuse rows")
     parser.add_argument("--dir", help="where the scratch state directories go (default: the temp directory)")

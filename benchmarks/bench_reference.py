@@ -93,7 +93,7 @@ def reuse(runtime: Runtime, receipts: int, rounds: int) -> tuple[float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", help="where to create the scratch state directories")
     parser.add_argument("--rounds", type=int, default=200, help="measured calls per row (default 200)")
     options = parser.parse_args()

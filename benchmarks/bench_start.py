@@ -117,7 +117,7 @@ def without_bytecode() -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--json", action="store_true", help="print the medians (seconds) as one JSON object")
     args = parser.parse_args()

@@ -102,7 +102,7 @@ def _wall(row: list) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--top", type=int, default=25, help="files and tests to list (default 25)")
     parser.add_argument("--json", help="also keep every test's line (JSON lines) in this file")
     args, pytest_args = parser.parse_known_args()

@@ -113,7 +113,7 @@ def kit_runs() -> dict[str, list[str]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the kit's runs (default 3)")
     parser.add_argument("--receipts", default="1000,100000", help="stored receipts for the reuse rows")
     parser.add_argument("--suite", action="store_true", help="also time the README's test command")
