@@ -233,17 +233,28 @@ def crash_points(ctx: Context) -> None:
     ctx.note("points_not_reached", sum(not outcome["killed"] for outcome in outcomes))
     failed = [outcome for outcome in outcomes if outcome["outcome"] != "one effect"]
     if failed:
-        first = failed[0]
+        first = next((outcome for outcome in failed if outcome["killed"]), failed[0])
         ctx.reproduce_env[POINT_ENV] = first["point"]
         ctx.note(
             "replay",
             replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello.implementation, {POINT_ENV: first["point"]}),
         )
-        ctx.check(
-            False,
-            f"{len(failed)} of {len(run)} crash points broke the write; first, a SIGKILL entering "
-            f"{first['syscall']} #{first['when']} on {first['target']}: {first['outcome']}",
-        )
+        ctx.check(False, failure_reason(failed, len(run)))
+
+
+def failure_reason(failed: list[dict[str, Any]], run: int) -> str:
+    """What the failed points say, naming first a point whose kill landed: a point whose
+    kill did not land broke a write that completed, so it names no crash window."""
+    landed = [outcome for outcome in failed if outcome["killed"]]
+    first = (landed or failed)[0]
+    unlanded = len(failed) - len(landed)
+    reason = f"{len(failed)} of {run} crash points broke the write"
+    if unlanded:
+        reason += f" ({unlanded} of them where the kill did not land: the write completed, then its retry broke)"
+    where = f"{first['syscall']} #{first['when']} on {first['target']}"
+    if first["killed"]:
+        return f"{reason}; first, a SIGKILL entering {where}: {first['outcome']}"
+    return f"{reason}; first, the retry after a write whose kill at {where} did not land: {first['outcome']}"
 
 
 Sibling = Callable[[str, str, tuple[str, ...], float], Connection]

@@ -3,7 +3,7 @@ per-thread count names each, and the even sample past the cap."""
 
 from __future__ import annotations
 
-from retryproof.conformance.scenarios.crash_points import Point, find_points, sample
+from retryproof.conformance.scenarios.crash_points import Point, failure_reason, find_points, sample
 from retryproof.conformance.strace import entered
 
 ROOT = "/state"
@@ -99,3 +99,21 @@ def test_points_past_the_cap_are_sampled_evenly_keeping_the_first_and_the_last()
     assert len(chosen) == 24 and chosen[0] == points[0] and chosen[-1] == points[-1]
     assert len(set(chosen)) == 24
     assert sample(points[:5], 24) == points[:5]
+
+
+def broken(when: int, killed: bool) -> dict:
+    return {"syscall": "openat", "when": when, "target": "tasks/x", "killed": killed, "outcome": "2 tasks"}
+
+
+def test_a_failure_names_first_a_point_whose_kill_landed():
+    """A point whose kill never landed broke a completed write: it names no crash window."""
+    reason = failure_reason([broken(1, killed=False), broken(2, killed=True)], 10)
+    assert reason == (
+        "2 of 10 crash points broke the write (1 of them where the kill did not land: the write completed, "
+        "then its retry broke); first, a SIGKILL entering openat #2 on tasks/x: 2 tasks"
+    )
+    assert failure_reason([broken(1, killed=True)], 3) == (
+        "1 of 3 crash points broke the write; first, a SIGKILL entering openat #1 on tasks/x: 2 tasks"
+    )
+    only_unlanded = failure_reason([broken(4, killed=False)], 3)
+    assert "first, the retry after a write whose kill at openat #4 on tasks/x did not land" in only_unlanded
