@@ -65,9 +65,13 @@ def load_columns(paths: Sequence[str]) -> list[Column]:
     """Read and validate every report; a bad one is a ``KitError`` naming its first problems."""
     if not paths:
         raise KitError("compare needs at least one report.json", "pass the report.json of each run")
+    return columns_of([(path, load_report(path)) for path in paths])
+
+
+def columns_of(loaded: Sequence[tuple[str, dict[str, Any]]]) -> list[Column]:
+    """A column per report already read and validated (``load_report``), in order."""
     columns: list[Column] = []
-    for path in paths:
-        document = load_report(path)
+    for path, document in loaded:
         markdown, page = (os.path.join(os.path.dirname(path), name) for name in ("report.md", "report.html"))
         implementation = document["implementation"]
         label = f"{implementation['name']} {implementation['version']}"

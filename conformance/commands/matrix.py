@@ -45,7 +45,7 @@ from typing import Any
 
 from retryproof.adapters import implementations as bundled
 from retryproof.conformance import __version__
-from retryproof.conformance.commands.compare import Column, load_columns, write_comparison
+from retryproof.conformance.commands.compare import Column, columns_of, write_comparison
 from retryproof.conformance.commands.diff import BROKEN
 from retryproof.conformance.commands.validate_report import load_report
 from retryproof.conformance.errors import KitError
@@ -201,27 +201,30 @@ def _regenerate(
             finally:
                 _setup(implementation, "stop", SERVER_TIMEOUT_S)
 
-    def report(name: str, seed: int) -> Path | None:
-        # Also those --only left as they were; never one a failed run of this matrix left behind.
+    def report(name: str, seed: int) -> tuple[str, dict[str, Any]] | None:
+        """The report of ``name`` on ``seed``, read and validated once: also those --only
+        left as they were; never one a failed run of this matrix left behind."""
         path = _report_folder(out, seeds, seed) / name / "report.json"
         if (name, seed) in missing or not path.is_file():
             return None
         try:
-            load_report(str(path))
+            return str(path), load_report(str(path))
         except KitError as exc:  # the kit's own fault: it costs that target its row, not the README
             print(f"matrix: {exc.message}", file=sys.stderr)
             missing.add((name, seed))
             return None
-        return path
+
+    def document(name: str, seed: int) -> dict[str, Any] | None:
+        found = report(name, seed)
+        return None if found is None else found[1]
 
     names = [target.report for implementation in everything for target in implementation.targets]
-    reports = [path for path in (report(name, seeds[0]) for name in names) if path is not None]
+    reports = [found for found in (report(name, seeds[0]) for name in names) if found is not None]
     if not reports:
         raise KitError("no implementation produced a report", "see the output above")
-    columns = load_columns([str(path) for path in reports])
+    columns = columns_of(reports)
     again = {
-        seed: {column.path: _document(report(Path(column.path).parent.name, seed)) for column in columns}
-        for seed in seeds[1:]
+        seed: {column.path: document(Path(column.path).parent.name, seed) for column in columns} for seed in seeds[1:]
     }
     written = write_comparison(columns, str(out / "matrix"))
     summary = out / "matrix" / "README.md"
@@ -240,10 +243,6 @@ def _regenerate(
     if differing:
         print(f"matrix: failures or verdict not as on seed {seeds[0]} for {', '.join(differing)}", file=sys.stderr)
     return 1 if missing or differing else 0
-
-
-def _document(path: Path | None) -> dict[str, Any] | None:
-    return None if path is None else load_report(str(path))  # valid: report() read it
 
 
 def _differs(first: dict[str, Any], again: dict[str, Any] | None) -> bool:
