@@ -122,7 +122,9 @@ def creation_result(output: Mapping[str, Any], caller: str, client_submission_id
 
 class StoreListing:
     """``list_tasks`` and ``read_task`` of a bundled harness, answered from the task
-    store: the effect itself is the authoritative listing, never the library's records."""
+    store: the effect itself is the authoritative listing, never the library's records.
+    Its ``tamper`` is the one action on the effect alone (``remove_task``); a harness
+    whose library keeps receipts it can rewrite offers more in a ``tamper`` of its own."""
 
     store: TaskStore
 
@@ -131,6 +133,12 @@ class StoreListing:
 
     def read_task(self, task_id: str) -> Mapping[str, Any]:
         return self.store.read_task(task_id)
+
+    def tamper(self, action: str, **args: Any) -> Mapping[str, Any]:
+        if action != "remove_task":
+            raise ProtocolError("invalid_request", f"unsupported tamper action {action!r}")
+        self.store.remove(args["task_id"])
+        return {}
 
 
 def main() -> None:

@@ -43,7 +43,6 @@ from prefect.locking.filesystem import FileSystemLockManager  # noqa: E402
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result  # noqa: E402
 from retryproof.adapters.python_host import HostedRuntime, serve_hosted  # noqa: E402
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest  # noqa: E402
-from retryproof.spec.protocol import ProtocolError  # noqa: E402
 
 FAILPOINTS = ("write_task.after_task_write", "write_task.after_commit")
 
@@ -106,12 +105,6 @@ class PrefectRuntime(StoreListing, HostedRuntime):
             output = self.keyed(task, client_submission_id, caller)
         self.failpoint("write_task.after_commit")
         return creation_result(output, caller, client_submission_id)
-
-    def tamper(self, action: str, **args: Any) -> Mapping[str, Any]:
-        if action != "remove_task":
-            raise ProtocolError("invalid_request", f"unsupported tamper action {action!r}")
-        self.store.remove(args["task_id"])
-        return {}
 
 
 def main() -> int:

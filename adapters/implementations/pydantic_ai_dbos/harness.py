@@ -33,7 +33,6 @@ from retryproof.adapters.implementations.task_store import StoreListing, TaskSto
 from retryproof.adapters.implementations.versions import stack_version
 from retryproof.adapters.python_host import HostedRuntime, serve_hosted
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, check_submission_id, request_digest
-from retryproof.spec.protocol import ProtocolError
 
 FAILPOINTS = (
     "write_task.after_task_write",
@@ -140,12 +139,6 @@ class PydanticAiRuntime(StoreListing, HostedRuntime):
             yield
         finally:
             DBOS.destroy()
-
-    def tamper(self, action: str, **args: Any) -> Mapping[str, Any]:
-        if action != "remove_task":
-            raise ProtocolError("invalid_request", f"unsupported tamper action {action!r}")
-        self.store.remove(args["task_id"])
-        return {}
 
 
 def main() -> int:
