@@ -47,7 +47,7 @@ class InProcess(Connection):
     def __init__(self, store: Store, *, instant: bool = False, strands: bool = False):
         self.store, self.instant, self.strands = store, instant, strands
         self.lock = threading.Lock()
-        self.in_flight: dict[Future, tuple[str, list[threading.Timer]]] = {}
+        self.in_flight: dict[Future, tuple[str, threading.Timer]] = {}
         self.statuses: list[int | None] = []
 
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
@@ -73,14 +73,22 @@ class InProcess(Connection):
                 future.set_result(self._finish(key))
             else:
                 self.store.claims.add(key)
-                timers = [
-                    threading.Timer(WORK_S, self._effect, (key, args)),
-                    threading.Timer(2 * WORK_S, self._answer, (key, future)),
-                ]
-                self.in_flight[future] = (key, timers)
-                for timer in timers:
-                    timer.start()
+                self._after(WORK_S, future, key, self._made, (key, args, future))
         return future
+
+    def _after(self, seconds: float, future: Future, key: str, step: Any, args: tuple) -> None:
+        """Run ``step`` ``seconds`` from now, unless a kill comes first (under the lock)."""
+        timer = threading.Timer(seconds, step, args)
+        self.in_flight[future] = (key, timer)
+        timer.start()
+
+    def _made(self, key: str, args: dict[str, Any], future: Future) -> None:
+        # The answer is timed from the effect, not from the call: under load the effect's
+        # timer may run late, and an answer before its effect has no receipt to give.
+        with self.lock:
+            if future in self.in_flight:  # a kill that came first cancelled the effect
+                self._effect(key, args)
+                self._after(WORK_S, future, key, self._answer, (key, future))
 
     def _effect(self, key: str, args: dict[str, Any]) -> None:
         task_id = f"T-{len(self.store.tasks) + 1}"
@@ -115,9 +123,8 @@ class InProcess(Connection):
 
     def kill(self) -> None:
         with self.lock:
-            for future, (key, timers) in self.in_flight.items():
-                for timer in timers:
-                    timer.cancel()
+            for future, (key, timer) in self.in_flight.items():
+                timer.cancel()
                 if not self.strands:
                     self.store.claims.discard(key)  # a retry replays the effect, or makes it
                 future.set_result(Lost("killed"))
