@@ -119,17 +119,18 @@ class Journal:
     def claim(
         self,
         record_for: Callable[[int], dict[str, Any]],
-        alongside: Callable[[dict[str, Any]], None] | None = None,
+        alongside: Callable[[dict[str, Any]], int] | None = None,
     ) -> dict[str, Any]:
         """Take the next task number and append ``record_for(number)``, which names it,
-        in one durable line; return that record. ``alongside(record)`` runs while the
-        line is synced: a step that needs the number and must be durable with it."""
+        in one durable line; return that record. ``alongside(record)`` writes a file that
+        needs the number and must be durable with the line, and returns its open
+        descriptor: the line and the file are synced at once, then the descriptor closed."""
         return self._append(record_for, alongside)
 
     def _append(
         self,
         record_for: Callable[[int], dict[str, Any]],
-        alongside: Callable[[dict[str, Any]], None] | None = None,
+        alongside: Callable[[dict[str, Any]], int] | None = None,
     ) -> dict[str, Any]:
         """Append ``record_for(the next free task number)`` as the only writer of the
         journal, and sync it before letting go: so only the last line is ever unsynced,
@@ -149,7 +150,11 @@ class Journal:
                 if alongside is None:
                     os.fdatasync(self._fd)
                 else:
-                    in_parallel(lambda: os.fdatasync(self._fd), lambda: alongside(record))
+                    fd = alongside(record)
+                    try:
+                        in_parallel(lambda: os.fdatasync(self._fd), lambda: os.fdatasync(fd))
+                    finally:
+                        os.close(fd)
         except LockTimeout as exc:
             raise OSError(errno.EWOULDBLOCK, f"the receipt journal is held by a stuck writer: {exc}") from None
         return record
