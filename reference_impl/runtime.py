@@ -209,7 +209,9 @@ class Runtime:
         """Write the task object under its hidden name (no listing shows it); the journal
         syncs the returned descriptor with the reservation."""
         prepared = self._prepared_path(receipt["task_id"])
-        return durable.write_open(prepared, durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest)))
+        return durable.write_open(
+            prepared, durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest))
+        )
 
     def _reservation(self, submission_id: str, digest: str, number: int) -> dict[str, Any]:
         """The reserved receipt of a submission under task number ``number``."""
