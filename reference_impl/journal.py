@@ -121,7 +121,8 @@ class Journal:
         """Take the next task number and append ``record_for(number)``, which names it,
         in one durable line; return that record. ``alongside(record)`` writes a file that
         needs the number and must be durable with the line, and returns its open
-        descriptor: the line and the file are synced at once, then the descriptor closed."""
+        descriptor: the file is written before the line, both are synced at once, then
+        the descriptor is closed."""
         return self._append(record_for, alongside)
 
     def _append(
@@ -150,12 +151,15 @@ class Journal:
                     # Lines a crash cut short end the journal: close them off and say
                     # so, so readers tell them from damage (the recovery rule above).
                     line = b"\n" + dump(_CUT_SHORT) + line
-                write_all(self._fd, line, start)
                 if alongside is None:
+                    write_all(self._fd, line, start)
                     os.fdatasync(self._fd)
                 else:
+                    # The file first: if writing it fails, no line was written, so
+                    # none is left unsynced when the lock is let go.
                     fd = alongside(record)
                     try:
+                        write_all(self._fd, line, start)
                         in_parallel(lambda: os.fdatasync(self._fd), lambda: os.fdatasync(fd))
                     finally:
                         os.close(fd)
