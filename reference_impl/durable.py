@@ -32,7 +32,7 @@ __all__ = [
     "replace",
     "sync_file",
     "write_all",
-    "write_open",
+    "write_file",
     "write_temp",
 ]
 
@@ -92,16 +92,13 @@ def write_temp(directory: str, data: bytes) -> str:
     return temp
 
 
-def write_open(path: str, data: bytes) -> int:
-    """Write ``path`` whole (created or truncated) and return its descriptor, still open:
-    not yet durable, the caller syncs it (``in_parallel`` with another sync) and closes it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+def write_file(path: str, data: bytes) -> None:
+    """Write ``path`` whole (created or truncated), not yet durable: see ``sync_file``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         write_all(fd, data)
-    except BaseException:
+    finally:
         os.close(fd)
-        raise
-    return fd
 
 
 def sync_file(path: str) -> None:
@@ -116,9 +113,7 @@ def sync_file(path: str) -> None:
 def in_parallel(first: Callable[[], None], second: Callable[[], None]) -> None:
     """Run two independent syncs at once, ``first`` in this thread: the disk flushes its
     cache once for both, so the caller waits about as long as for one. Raises the first
-    error after both have ended. Write what both sync before calling: then one commit of
-    the file system's journal carries both, where a write still running in the second
-    thread while the first sync commits would need a commit of its own.
+    error after both have ended.
 
     ``_thread`` rather than ``threading.Thread``: ``Thread.start`` waits until the new
     thread runs, which on a busy machine can take longer than the sync it would overlap.

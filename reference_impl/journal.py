@@ -116,19 +116,17 @@ class Journal:
     def claim(
         self,
         record_for: Callable[[int], dict[str, Any]],
-        alongside: Callable[[dict[str, Any]], int] | None = None,
+        alongside: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Take the next task number and append ``record_for(number)``, which names it,
-        in one durable line; return that record. ``alongside(record)`` writes a file that
-        needs the number and must be durable with the line, and returns its open
-        descriptor: the file is written before the line, both are synced at once, then
-        the descriptor is closed."""
+        in one durable line; return that record. ``alongside(record)`` runs while the
+        line is synced: a step that needs the number and must be durable with it."""
         return self._append(record_for, alongside)
 
     def _append(
         self,
         record_for: Callable[[int], dict[str, Any]],
-        alongside: Callable[[dict[str, Any]], int] | None = None,
+        alongside: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Append ``record_for(the next free task number)`` as the only writer of the
         journal, and sync it before letting go: so only the last line is ever unsynced,
@@ -151,18 +149,11 @@ class Journal:
                     # Lines a crash cut short end the journal: close them off and say
                     # so, so readers tell them from damage (the recovery rule above).
                     line = b"\n" + dump(_CUT_SHORT) + line
+                write_all(self._fd, line, start)
                 if alongside is None:
-                    write_all(self._fd, line, start)
                     os.fdatasync(self._fd)
                 else:
-                    # The file first: if writing it fails, no line was written, so
-                    # none is left unsynced when the lock is let go.
-                    fd = alongside(record)
-                    try:
-                        write_all(self._fd, line, start)
-                        in_parallel(lambda: os.fdatasync(self._fd), lambda: os.fdatasync(fd))
-                    finally:
-                        os.close(fd)
+                    in_parallel(lambda: os.fdatasync(self._fd), lambda: alongside(record))
         except LockTimeout as exc:
             raise OSError(errno.EWOULDBLOCK, f"the receipt journal is held by a stuck writer: {exc}") from None
         return record

@@ -194,7 +194,7 @@ class Runtime:
     def _reserve(self, submission_id: str, digest: str, task: Any) -> dict[str, Any]:
         # One journal line claims the number and records the receipt naming it: the
         # number is never durable without its owner, nor the receipt without its number.
-        # The task object is prepared under a hidden name next to it, and both are synced
+        # The task object is prepared under a hidden name meanwhile, and both are synced
         # at once: neither is a task yet, so they need no order between them, and the
         # reservation costs one wait for the disk, not two (see _write_task_object).
         receipt = self._journal.claim(
@@ -205,13 +205,11 @@ class Runtime:
         self._failpoint("write_task.after_reserve")
         return receipt
 
-    def _prepare_task_object(self, receipt: Mapping[str, Any], submission_id: str, task: Any, digest: str) -> int:
-        """Write the task object under its hidden name (no listing shows it); the journal
-        syncs the returned descriptor with the reservation."""
+    def _prepare_task_object(self, receipt: Mapping[str, Any], submission_id: str, task: Any, digest: str) -> None:
+        """Write and sync the task object under its hidden name (no listing shows it)."""
         prepared = self._prepared_path(receipt["task_id"])
-        return durable.write_open(
-            prepared, durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest))
-        )
+        durable.write_file(prepared, durable.dump(self._task_record(receipt["task_id"], submission_id, task, digest)))
+        durable.sync_file(prepared)
 
     def _reservation(self, submission_id: str, digest: str, number: int) -> dict[str, Any]:
         """The reserved receipt of a submission under task number ``number``."""

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from reference_client import snapshot
 
-from retryproof.reference_impl import WRITE_TASK_FAILPOINTS, Runtime, durable
+from retryproof.reference_impl import WRITE_TASK_FAILPOINTS, Runtime
 from retryproof.reference_impl.locking import LockTimeout, hold
 from retryproof.reference_impl.numbering import Numbering
 from retryproof.spec import validator
@@ -152,24 +152,6 @@ def test_a_start_syncs_nothing_and_the_first_writer_makes_the_journal_name_durab
     syncs.calls = []
     Runtime(state_dir).write_task(TASK, "sub-2")  # another process: the journal has lines
     assert ("fsync", "receipts.journal") not in syncs.calls and ("fsync", ".") not in syncs.calls
-
-
-def test_a_reservation_whose_task_object_cannot_be_written_leaves_no_line(state_dir, monkeypatch):
-    """The object is written before the reservation's line: a failure there (a full disk)
-    must not leave a line written and unsynced once the journal's lock is let go."""
-    runtime = Runtime(state_dir)
-    runtime.write_task(TASK, "sub-0")
-    lines_before = journal_lines(state_dir)
-
-    def full_disk(path, data):
-        raise OSError(errno.ENOSPC, "No space left on device", path)
-
-    with monkeypatch.context() as patched:
-        patched.setattr(durable, "write_open", full_disk)
-        with pytest.raises(OSError):
-            runtime.write_task(TASK, "sub-1")
-    assert journal_lines(state_dir) == lines_before
-    assert runtime.write_task(TASK, "sub-1")["disposition"] == "created"
 
 
 def test_a_retry_in_another_process_syncs_the_prepared_object_before_publishing_it(state_dir, monkeypatch):
