@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import json
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from retryproof.reference_impl.approval_effects import EXECUTORS, EffectsDir, key_slug
 from retryproof.reference_impl.approval_names import CAPABILITY, FAILPOINTS
 from retryproof.reference_impl.approval_store import AuditLog, OperationStore
-from retryproof.spec import schema
+from retryproof.spec import validator
 from retryproof.spec.digest import ContractError
 from retryproof.spec.jcs import CanonicalizationError, canonical_bytes
 from retryproof.spec.protocol import ProtocolError, crash_now
@@ -83,61 +82,19 @@ def _text(args: Mapping[str, Any], name: str) -> str:
     return value
 
 
-#: The JSON Schema keywords the approval ops' args schemas use, each checked by
-#: ``_args_problem``; a schema with another keyword fails its op's first call, so a
-#: later schema change can never pass unchecked.
-_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "minLength", "enum", "description"})
-_TYPES: dict[str, type | tuple[type, ...]] = {"object": dict, "string": str}
-
-
 @functools.cache
-def _args_schema(op: str) -> Mapping[str, Any]:
-    """The op's args schema from the shipped request schema, read as JSON. Checked
-    here rather than through jsonschema: the args use a handful of keywords, and
-    importing jsonschema (with the YAML spec its registry loads) cost a harness that
-    served an approval op twice its start, about 80 ms CPU."""
-    found = schema("harness-request")["$defs"][f"{op}_args"]
-    parts = (found, *found.get("properties", {}).values())
-    unknown = {keyword for part in parts for keyword in part if keyword not in _KEYWORDS}
-    unknown |= {f"type {part['type']}" for part in parts if part.get("type", "object") not in _TYPES}
-    unknown |= {
-        "additionalProperties as a schema"
-        for part in parts
-        if part.get("additionalProperties", True) not in (True, False)
-    }
-    if unknown:
-        raise RuntimeError(f"{op}_args uses JSON Schema keywords the reference does not check: {sorted(unknown)}")
-    return found
-
-
-def _args_problem(rules: Mapping[str, Any], value: Any, where: str) -> tuple[str, str] | None:
-    """Where ``value`` breaks ``rules`` (a schema of ``_KEYWORDS``) and how, or None."""
-    if "type" in rules and not isinstance(value, _TYPES[rules["type"]]):
-        return where, f"{json.dumps(value)[:80]} is not of type {rules['type']!r}"
-    if "enum" in rules and value not in rules["enum"]:
-        return where, f"{json.dumps(value)[:80]} is not one of {rules['enum']}"
-    if "minLength" in rules and len(value) < rules["minLength"]:
-        return where, f"is shorter than {rules['minLength']} character(s)"
-    for name in rules.get("required", ()):
-        if name not in value:
-            return where, f"{name!r} is a required property"
-    properties = rules.get("properties", {})
-    for name, item in value.items() if isinstance(value, dict) else ():
-        if name not in properties:
-            if rules.get("additionalProperties", True) is False:
-                return f"{where}.{name}", "is not an argument of this op"
-            continue
-        problem = _args_problem(properties[name], item, f"{where}.{name}")
-        if problem is not None:
-            return problem
-    return None
+def _args_validator(op: str):
+    # Built on first use, so a harness start that serves no approval op never pays
+    # for importing jsonschema.
+    return validator(f"harness-request#/$defs/{op}_args")
 
 
 def _checked(op: str, method: Handler) -> Handler:
     def handler(args: Mapping[str, Any]) -> Mapping[str, Any]:
-        problem = _args_problem(_args_schema(op), args, "args")
-        if problem is not None:
-            raise ContractError("invalid_request", *problem)
+        error = next(iter(_args_validator(op).iter_errors(args)), None)
+        if error is not None:
+            where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.path)
+            raise ContractError("invalid_request", f"args{where}", error.message)
         return method(args)
 
     return handler
