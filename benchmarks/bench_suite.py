@@ -1,15 +1,16 @@
 """Where the README's test command spends its time: every test's wall and CPU seconds,
 summed per file, and the longest test (no run on N workers can end before it does).
 
-    python benchmarks/bench_suite.py [--top 25] [--json FILE] [PYTEST_ARGS...]
+    python benchmarks/bench_suite.py [--top 25] [--by wall|cpu] [--json FILE] [PYTEST_ARGS...]
 
 Runs ``pytest -q -p no:cacheprovider`` (the README's command, on its xdist workers)
 with this file loaded as a plugin in every worker; extra arguments go to pytest (a
 file, ``-n 2``, ``-k``). Wall seconds summed over tests are worker-seconds: on a loaded
 machine they grow with the load, while CPU seconds (the test's process and every
 process it started and reaped: kit runs, harnesses, servers) grow much less, so read
-both. The wall time of the whole command is printed too; it is the goal's figure only
-on a quiet machine. Exit: pytest's.
+both (``--by cpu`` ranks files and tests by CPU, the figure to compare across loads).
+The wall time of the whole command is printed too; it is the goal's figure only on a
+quiet machine. Exit: pytest's.
 """
 
 from __future__ import annotations
@@ -58,24 +59,29 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         out.write(json.dumps(line) + "\n")
 
 
-def summary(lines: list[dict], top: int) -> str:
+def summary(lines: list[dict], top: int, by: str = "wall") -> str:
     files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     for line in lines:
         totals = files[line["test"].split("::")[0]]
         totals[0] += line["wall_s"]
         totals[1] += line["cpu_s"]
         totals[2] += 1
-    rows = sorted(([name, n, f"{wall:.1f}", f"{cpu:.1f}"] for name, (wall, cpu, n) in files.items()), key=_wall)
-    longest = sorted(lines, key=lambda line: -line["wall_s"])[:top]
+    column = 2 if by == "wall" else 3
+    rows = sorted(
+        ([name, n, f"{wall:.1f}", f"{cpu:.1f}"] for name, (wall, cpu, n) in files.items()),
+        key=lambda row: -float(row[column]),
+    )
+    ranked = sorted(lines, key=lambda line: -line[f"{by}_s"])[:top]
+    longest = max(lines, key=lambda line: line["wall_s"])
     wall = sum(line["wall_s"] for line in lines)
     cpu = sum(line["cpu_s"] for line in lines)
     return "\n\n".join(
         [
             f"{len(lines)} tests: {wall:.0f} worker-seconds, {cpu:.0f} CPU-seconds; "
-            f"longest test {longest[0]['wall_s']:.1f} s ({longest[0]['test']})\n" + _workers(lines),
+            f"longest test {longest['wall_s']:.1f} s ({longest['test']})\n" + _workers(lines),
             tabulate(rows[:top], headers=["file", "tests", "wall s", "cpu s"]),
             tabulate(
-                [[line["test"], f"{line['wall_s']:.1f}", f"{line['cpu_s']:.1f}"] for line in longest],
+                [[line["test"], f"{line['wall_s']:.1f}", f"{line['cpu_s']:.1f}"] for line in ranked],
                 headers=["test", "wall s", "cpu s"],
             ),
         ]
@@ -97,13 +103,10 @@ def _workers(lines: list[dict]) -> str:
     )
 
 
-def _wall(row: list) -> float:
-    return -float(row[2])
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--top", type=int, default=25, help="files and tests to list (default 25)")
+    parser.add_argument("--by", choices=("wall", "cpu"), default="wall", help="rank files and tests by (default wall)")
     parser.add_argument("--json", help="also keep every test's line (JSON lines) in this file")
     args, pytest_args = parser.parse_known_args()
     with tempfile.TemporaryDirectory(prefix="bench-suite-") as scratch:
@@ -123,7 +126,7 @@ def main() -> int:
     print("\n".join([*ends, *done.stdout.strip().splitlines()[-1:]]) if done.stdout.strip() else done.stderr[-2000:])
     print(f"the command: {elapsed:.0f} s wall, load average {os.getloadavg()[0]:.1f} at its end\n")
     if lines:
-        print(summary(lines, args.top))
+        print(summary(lines, args.top, args.by))
     return done.returncode
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from kit import once_per_session
+from kit import certify, once_per_session
 from sharded import whole_and_shards
 
 
@@ -14,3 +16,16 @@ def shard_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``sharded.whole_and_shards``, once per session: test_shard_merge merges the CLI's
     shards, test_pytest_plugin_scale_out mixes the plugin's shards with them."""
     return once_per_session(tmp_path_factory, "shards", whole_and_shards)
+
+
+@pytest.fixture(scope="session")
+def raw_request_compare(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any] | None]:
+    """A4-CONCURRENT and FUZZ-MODEL, seed 3, against broken_runtimes.py's
+    ``raw-request-compare`` (equal requests in another key order answered conflict), once
+    per session: test_judging_holes reads its verdict, test_messages its FUZZ-MODEL reason."""
+    harness = f"{sys.executable} {Path(__file__).with_name('broken_runtimes.py')} raw-request-compare"
+    return once_per_session(
+        tmp_path_factory,
+        "raw-request-compare",
+        lambda out: certify(out, harness, "--only", "A4-CONCURRENT,FUZZ-MODEL", seed=3),
+    )

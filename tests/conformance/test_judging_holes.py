@@ -198,9 +198,10 @@ def test_a_tamper_action_hello_leaves_out_is_not_verified_not_failed(tmp_path):
     assert done.returncode == 1
 
 
-def test_a_fuzz_digest_conflict_answers_no_to_reuse_not_to_races(tmp_path):
-    done, report, scenarios = run_kit(tmp_path, "raw-request-compare", "A4-CONCURRENT,FUZZ-MODEL")
-    fuzz = scenarios["FUZZ-MODEL"]
+def test_a_fuzz_digest_conflict_answers_no_to_reuse_not_to_races(raw_request_compare):
+    """The run is conftest.py's, which test_messages reads too."""
+    done, report = raw_request_compare
+    fuzz = by_id(report)["FUZZ-MODEL"]
     assert fuzz["status"] == "failed" and fuzz["evidence"]["checklist_questions"] == ["Q2"], fuzz["reason"]
     answers = {answer["id"]: answer["answer"] for answer in report["checklist"]}
     assert answers["Q2"] == "no" and answers["Q4"] == "yes", answers
