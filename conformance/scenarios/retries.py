@@ -125,7 +125,7 @@ def _killed_after_answering(ctx: Context) -> None:
 A4_ROUNDS = 5
 
 
-@scenario("A4-CONCURRENT", alone=True)
+@scenario("A4-CONCURRENT", alone=True, shares_server=True)
 def concurrent(ctx: Context) -> None:
     ctx.start()
     state = ctx.tasks("before")
