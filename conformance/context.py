@@ -24,6 +24,7 @@ from retryproof.conformance.outcome import Call, FailureMark, Fault, FaultKind, 
 from retryproof.conformance.records import Shard
 from retryproof.conformance.schedule import Turn
 from retryproof.conformance.set_check import check_sets, task_id
+from retryproof.conformance.sharing import Lease, SharedServer
 from retryproof.conformance.validation import result_problem
 from retryproof.spec.digest import TASK_FIELDS
 from retryproof.spec.protocol import Hello
@@ -106,8 +107,12 @@ class Context:
         call_timeout: float = CALL_TIMEOUT_S,
         shard: Shard | None = None,
         turn: Turn | None = None,
+        shared: tuple[SharedServer, Lease] | None = None,
     ):
         self.entry = entry
+        #: The run's shared server and this scenario's turn on it (``sharing.py``); None:
+        #: it starts its own, on its own state directory.
+        self._shared = shared
         #: The scenario's turn on the machine; None unless it is declared ``alone``.
         self._turn = turn
         #: ``--shard K/N``: a scenario split across shards (FUZZ-MODEL) does its share.
@@ -160,9 +165,16 @@ class Context:
             raise RuntimeError("call ctx.start() first")
         return self.connections[0]
 
+    def _own_process(self, what: str) -> None:
+        """A scenario on a shared server may not ``what``: its ``@scenario`` promised
+        it needs a fresh key only (a kit bug, so the scenario ends in error)."""
+        if self._shared is not None:
+            raise CatalogueViolation(f"{self.entry.id} shares a server (shares_server=True) but {what}")
+
     def unstarted(self) -> Connection:
         """The main connection, made but not started: for a scenario that runs the
         runtime's command itself (under strace) and needs what it would run, not a start."""
+        self._own_process("runs the runtime's command itself")
         if not self.connections:
             self.connections.append(self._connect())
         return self.conn
@@ -179,6 +191,8 @@ class Context:
                 f"{self.entry.id} arms {', '.join(undeclared)}, which its needs (or uses_failpoints) in "
                 "spec/retryproof.yaml do not list"
             )
+        if self._shared is not None:
+            return self._take_shared(failpoints)
         if not self.connections:
             self.connections.append(self._connect())
         restart = bool(self.conn.exit_statuses())
@@ -191,9 +205,25 @@ class Context:
             self._fault("start", self.conn, began, failpoints)
         return self.conn
 
+    def _take_shared(self, failpoints: Mapping[str, str]) -> Connection:
+        """``start`` on the run's shared server: the running one, or a new one."""
+        assert self._shared is not None  # the caller checked
+        if failpoints:
+            self._own_process("arms failpoints")
+        if self.connections:
+            self._own_process("starts the runtime a second time")
+        server, lease = self._shared
+        try:
+            self.connections.append(server.connection(lease))
+        except HarnessStartError as exc:
+            raise Unjudgeable(f"the harness did not start: {exc.message}") from None
+        self.evidence["shared_server"] = lease.evidence()
+        return self.conn
+
     def spawn(self, count: int) -> list[Connection]:
         """Start ``count`` more harness processes on the same state directory
         (for the ``multiprocess`` capability)."""
+        self._own_process("starts more processes")
         extra = [self._connect() for _ in range(count)]
         self.connections.extend(extra)
         failures: list[str] = []
@@ -215,6 +245,7 @@ class Context:
 
     def kill(self, connection: Connection | None = None) -> None:
         """SIGKILL the process group of the main (or given) connection."""
+        self._own_process("kills it")
         connection = connection or self.conn
         began = time.perf_counter()
         connection.kill()
@@ -227,6 +258,7 @@ class Context:
         return self.start(failpoints)
 
     def stop(self) -> None:
+        self._own_process("stops it")
         began = time.perf_counter()
         self.conn.stop()
         self._fault("shutdown", self.conn, began)
@@ -267,13 +299,20 @@ class Context:
     def close(self) -> None:
         """End every process the scenario started, and put in the evidence what the
         harnesses left behind: processes that outlived them, protocol noise, the first
-        missed deadline, and a binding's raw exchanges. Safe to call more than once."""
-        for connection in self.connections:
-            connection.kill()
+        missed deadline, and a binding's raw exchanges. Safe to call more than once.
+        A shared server runs on (the runner hands it back); only what this scenario's
+        lease saw of it is its evidence."""
+        marks = self._shared[1].marks if self._shared is not None else {}
+        if self._shared is None:
+            for connection in self.connections:
+                connection.kill()
         survivors = [entry for connection in self.connections for entry in connection.survivors()]
         noise = [line for connection in self.connections for line in connection.protocol_noise()]
         missed = next((c.missed_deadline for c in self.connections if c.missed_deadline), None)
         exchanges = [item for connection in self.connections for item in connection.exchanges()]
+        survivors = survivors[marks.get("survivors", 0) :]
+        noise = noise[marks.get("noise", 0) :]
+        exchanges = exchanges[marks.get("exchanges", 0) :]
         for key, value in (
             ("survivors", survivors),
             ("protocol_noise", noise),
@@ -432,6 +471,7 @@ class Context:
         the connection cannot lose an answer."""
         args = self.write_task_args(submission_id, task)
         began = time.perf_counter()
+        self._own_process("loses an answer (a stdio server's caller goes away)")
         reply = self.conn.lose_response("write_task", args, loss)
         if reply is None:
             return None
@@ -498,7 +538,9 @@ class Context:
     ) -> TaskSet:
         """The tasks in durable state (``list_tasks``); recorded under ``label``. Not
         ``schema_checked``: tasks under keys the schema refuses are listed too."""
-        fresh = not any(
+        # A shared server's state directory holds the earlier users' tasks (``sharing.py``).
+        inherited = self._shared is not None and not self._shared[1].started_here
+        fresh = not inherited and not any(
             isinstance(event, Call) and (event.op in STATE_CHANGING_OPS or event.op == "list_tasks")
             for event in self.history
         )

@@ -13,7 +13,7 @@ import shlex
 import shutil
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -46,6 +46,7 @@ from retryproof.conformance.options import Options
 from retryproof.conformance.records import Shard, Status
 from retryproof.conformance.scenarios import Scenario, registry
 from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
+from retryproof.conformance.sharing import Lease, SharedServer
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
 from retryproof.spec import SPEC_VERSION, fingerprint
@@ -143,10 +144,20 @@ def harness_command(command: Sequence[str]) -> str:
     return shlex.join(shown(command))
 
 
+def shares_servers(options: Options) -> bool:
+    """Whether the run's ``shares_server`` scenarios take turns on one server
+    (``sharing.py``): through a binding, yes (a server's start is the vendor's, and an
+    MCP SDK's import alone costs more CPU than such a scenario's calls); a harness
+    starts in a few tens of milliseconds, so sharing would save it nothing worth
+    tying its scenarios' state together."""
+    return options.binding is not None
+
+
 class Run:
     """A run emitting every event to ``sinks``: ``run`` drives it over the selection
     (``compute`` on worker threads, ``record`` in catalogue order), the pytest plugin
-    item by item (``scenario``)."""
+    item by item (``scenario``). ``share`` says whether ``shares_server`` scenarios
+    take turns on one server (None: as ``shares_servers`` decides for the target)."""
 
     def __init__(
         self,
@@ -155,6 +166,7 @@ class Run:
         sinks: Sequence[Sink],
         total: int,
         began: float | None = None,
+        share: bool | None = None,
     ):
         self.options = options
         self.hello = hello
@@ -166,6 +178,11 @@ class Run:
         self.began = time.perf_counter() if began is None else began  # a perf_counter reading
         #: The scenarios the harness lost to a missed deadline, (id, that deadline); every job's.
         self.silent: list[tuple[str, str]] = []
+        self.shared = (
+            SharedServer(options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
+            if (shares_servers(options) if share is None else share)
+            else None
+        )
         self._emit(RunStarted(self.info, total))
 
     def scenario(self, item: Entry, turn: Turn = SOLO) -> ScenarioResult:
@@ -184,7 +201,8 @@ class Run:
                 f"({', '.join(scenario for scenario, _ in silent)}; first: {silent[0][1]})"
             )
         result = against_baseline(
-            run_one(item, self.scenarios.get(item.id), self.options, self.hello, refused, turn), self.options.baseline
+            run_one(item, self.scenarios.get(item.id), self.options, self.hello, refused, turn, self.shared),
+            self.options.baseline,
         )
         if result.evidence.get("missed_deadline") and result.status == "error":
             self.silent.append((item.id, str(result.evidence["missed_deadline"])))
@@ -204,12 +222,23 @@ class Run:
         bound = self.scenarios.get(item.id)
         return 0 if bound is None else bound.long
 
+    def runs_shared(self, item: Entry) -> bool:
+        """Whether ``item`` takes its turn on the shared server (so never beside another that does)."""
+        bound = self.scenarios.get(item.id)
+        return self.shared is not None and bound is not None and bound.shares_server
+
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         self.results.append(result)
         self._emit(ScenarioFinished(result, len(self.results), self.total))
         return result
 
+    def close(self) -> None:
+        """End the shared server; safe to call more than once."""
+        if self.shared is not None:
+            self.shared.close()
+
     def finish(self) -> RunFinished:
+        self.close()
         finished = RunFinished(
             self.info,
             tuple(self.results),
@@ -228,12 +257,17 @@ def run(options: Options, hello: Hello, sinks: Sequence[Sink]) -> RunFinished:
     """The selected scenarios on ``options.jobs`` threads, their events in catalogue order."""
     entries = select(options.only, options.skip, options.shard)
     session = Run(options, hello, sinks, len(entries))
-    if options.jobs <= 1:
-        for item in entries:
-            session.scenario(item)
-    else:
-        for _, result in in_order(entries, session.compute, options.jobs, session.runs_alone, session.runs_long):
-            session.record(result)
+    try:
+        if options.jobs <= 1:
+            for item in entries:
+                session.scenario(item)
+        else:
+            for _, result in in_order(
+                entries, session.compute, options.jobs, session.runs_alone, session.runs_long, session.runs_shared
+            ):
+                session.record(result)
+    finally:
+        session.close()
     return session.finish()
 
 
@@ -275,8 +309,10 @@ def run_one(
     hello: Hello,
     refused: str | None = None,
     turn: Turn = SOLO,
+    shared: SharedServer | None = None,
 ) -> ScenarioResult:
-    """One scenario's result; ``refused`` makes it ``error`` with that reason, unrun."""
+    """One scenario's result; ``refused`` makes it ``error`` with that reason, unrun.
+    A ``shares_server`` scenario takes its turn on ``shared`` when there is one."""
     began = time.perf_counter()
 
     def finish(status: Status, reason: str | None, context: Context | None = None, **evidence: Any) -> ScenarioResult:
@@ -301,6 +337,29 @@ def run_one(
     missing = missing_needs(item, hello, options.binding)
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
+    if shared is not None and bound.shares_server:
+        lease = shared.lend(item.id)
+        ended: Status = "error"  # unless the scenario came to its own end
+        try:
+            result = _run_bound(item, bound, options, hello, turn, finish, (shared, lease))
+            ended = result.status
+            return result
+        finally:
+            shared.give_back(lease, ended)
+    return _run_bound(item, bound, options, hello, turn, finish)
+
+
+def _run_bound(
+    item: Entry,
+    bound: Scenario,
+    options: Options,
+    hello: Hello,
+    turn: Turn,
+    finish: Callable[..., ScenarioResult],
+    shared: tuple[SharedServer, Lease] | None = None,
+) -> ScenarioResult:
+    """Run ``bound`` on its own state directory (its own server or a turn on ``shared``),
+    its ending turned into a result by ``finish``."""
     scratch = Scratch(f"retryproof-{item.id.lower()}-")
     context = Context(
         item,
@@ -311,6 +370,7 @@ def run_one(
         options.call_timeout,
         options.shard,
         turn if bound.alone else None,
+        shared,
     )
     try:
         bound.run(context)

@@ -18,6 +18,9 @@ Two kinds of scenario are scheduled apart (the ``scenario`` decorator marks them
 - *long*: several times a typical scenario (FUZZ-MODEL takes as long as many others
   together; the recovery and kill scenarios restart the runtime many times): started
   before the short ones, so it does not run on by itself at the end.
+- *shared*: it takes its turn on the run's shared server (``sharing.py``), so it never
+  starts while another shared one runs: between its listings, only its own calls reach
+  that server.
 
 The pytest plugin's items under pytest-xdist run in processes, not threads: ``Turns``
 keeps ``Overlap``'s rule between them with ``flock``.
@@ -206,14 +209,23 @@ class StartOrder:
     or a long scenario; a worker with nothing short left waits for it to end instead. Then
     the long ones, the longest first (``long`` is about how many typical items one takes,
     0 for a short one): the run cannot end before its longest item, so that one starts
-    as early as it can. Then the rest. Otherwise, the given order."""
+    as early as it can. Then the rest. Otherwise, the given order. Whatever the order, an
+    item that ``shared`` marks never starts while another one it marks runs."""
 
-    def __init__(self, items: Sequence[Item], alone: Callable[[Item], bool], long: Callable[[Item], int]):
+    def __init__(
+        self,
+        items: Sequence[Item],
+        alone: Callable[[Item], bool],
+        long: Callable[[Item], int],
+        shared: Callable[[Item], bool] = lambda item: False,
+    ):
         self._changed = threading.Condition()
         self._pending = list(range(len(items)))
         self._alone = [alone(item) for item in items]
         self._long = [long(item) for item in items]
+        self._shared = [shared(item) for item in items]
         self._alone_running = 0
+        self._shared_running = False
         self._closed = False
 
     def take(self) -> int | None:
@@ -225,12 +237,15 @@ class StartOrder:
                 if index is not None:
                     self._pending.remove(index)
                     self._alone_running += self._alone[index]
+                    self._shared_running = self._shared_running or self._shared[index]
                     return index
                 self._changed.wait()
             return None
 
     def _choose(self) -> int | None:
-        pending = self._pending
+        pending = [index for index in self._pending if not (self._shared_running and self._shared[index])]
+        if not pending:
+            return None
         if self._alone_running:
             return next((index for index in pending if not self._alone[index] and not self._long[index]), None)
         first_alone = next((index for index in pending if self._alone[index]), None)
@@ -242,6 +257,7 @@ class StartOrder:
     def done(self, index: int) -> None:
         with self._changed:
             self._alone_running -= self._alone[index]
+            self._shared_running = self._shared_running and not self._shared[index]
             self._changed.notify_all()
 
     def close(self) -> None:
@@ -257,11 +273,12 @@ def in_order(
     jobs: int,
     alone: Callable[[Item], bool] = lambda item: False,
     long: Callable[[Item], int] = lambda item: 0,
+    shared: Callable[[Item], bool] = lambda item: False,
 ) -> Iterator[tuple[Item, Result]]:
     """``(item, compute(item, turn))`` for every item, in the order of ``items``,
     computed on up to ``jobs`` threads (one: right here, each as its turn comes), which
     start the items in ``StartOrder``: ``alone`` marks the items that ask for an alone
-    part, ``long`` weighs the long ones.
+    part, ``long`` weighs the long ones, ``shared`` the ones never started together.
 
     Leaving early (an exception in the consumer, Ctrl-C) starts nothing more and waits
     for the items running, which end their own harness processes.
@@ -271,7 +288,7 @@ def in_order(
             yield item, compute(item, SOLO)
         return
     overlap = Overlap()
-    order = StartOrder(items, alone, long)
+    order = StartOrder(items, alone, long, shared)
     results: list[Future[Result]] = [Future() for _ in items]
 
     def work() -> None:

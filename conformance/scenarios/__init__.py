@@ -27,6 +27,12 @@ function may still call ``ctx.skip(reason)`` for a need found at run time.
 The runtime
 -----------
 Each scenario gets a fresh state directory, the same one across its restarts.
+A scenario that needs a fresh key, not a fresh process, says so with
+``@scenario(ID, shares_server=True)``: it starts the runtime once, with no failpoint,
+never kills, stops, restarts or spawns, and judges only its own calls and keys; in a
+binding run it then takes its turn on one server the run's other such scenarios use
+too, never beside them (``retryproof.conformance.sharing``; the context refuses the
+rest as a kit bug).
 
 - ``ctx.start(failpoints={"write_task.after_commit": "crash"})`` starts the harness
   (``ctx.conn`` is that connection);
@@ -118,21 +124,25 @@ class Scenario:
     many calls, waits; 0 for a typical one), starts it before the short ones, the longest
     first, so the run ends near the end of its longest scenario instead of one running
     on alone at the end; and never while a scenario with an alone part runs, which would
-    wait it out.
+    wait it out. ``shares_server``: it needs a fresh key, not a fresh process, so a
+    binding run gives it a turn on its shared server (``sharing.py``).
     """
 
     entry: Entry
     run: ScenarioFunction
     alone: bool = False
     long: int = 0
+    shares_server: bool = False
 
 
 _REGISTRY: dict[str, Scenario] = {}
 
 
-def scenario(scenario_id: str, *, alone: bool = False, long: int = 0) -> Callable[[ScenarioFunction], ScenarioFunction]:
-    """Bind a function to a catalogue id (a ``Scenario``; see there for ``alone`` and
-    ``long``). The function itself is returned unchanged."""
+def scenario(
+    scenario_id: str, *, alone: bool = False, long: int = 0, shares_server: bool = False
+) -> Callable[[ScenarioFunction], ScenarioFunction]:
+    """Bind a function to a catalogue id (a ``Scenario``; see there for ``alone``,
+    ``long`` and ``shares_server``). The function itself is returned unchanged."""
     bound_entry = entry(scenario_id)  # KeyError on an id the spec does not know
 
     def bind(function: ScenarioFunction) -> ScenarioFunction:
@@ -141,7 +151,7 @@ def scenario(scenario_id: str, *, alone: bool = False, long: int = 0) -> Callabl
         # that dropped and re-imported it); any other is a second binding of the id.
         if existing is not None and _name(existing.run) != _name(function):
             raise ValueError(f"{scenario_id} is bound twice: {_name(existing.run)} and {_name(function)}")
-        _REGISTRY[scenario_id] = Scenario(bound_entry, function, alone, long)
+        _REGISTRY[scenario_id] = Scenario(bound_entry, function, alone, long, shares_server)
         return function
 
     return bind

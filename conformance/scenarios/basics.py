@@ -16,7 +16,7 @@ from retryproof.spec import load_vectors
 from retryproof.spec.digest import ContractError, canonical_task, request_digest
 
 
-@scenario("WT-CREATE")
+@scenario("WT-CREATE", shares_server=True)
 def create(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")
@@ -43,7 +43,7 @@ def create(ctx: Context) -> None:
     )
 
 
-@scenario("WT-DIGEST-VECTORS", long=4)
+@scenario("WT-DIGEST-VECTORS", long=4, shares_server=True)
 def digest_vectors(ctx: Context) -> None:
     cases = load_vectors()["cases"]
     ctx.start()
@@ -94,7 +94,7 @@ def _vector_answer(call: Call) -> str:
     return f"{call.disposition} {(call.result or {}).get('request_digest')}"
 
 
-@scenario("NORMALIZED-EQUAL")
+@scenario("NORMALIZED-EQUAL", shares_server=True)
 def normalized_equal(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")
@@ -119,7 +119,7 @@ def normalized_equal(ctx: Context) -> None:
     ctx.check_tasks(before, after, new=1)
 
 
-@scenario("INVOCATION-FIELDS-IGNORED")
+@scenario("INVOCATION-FIELDS-IGNORED", shares_server=True)
 def invocation_fields(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")
@@ -138,7 +138,7 @@ def invocation_fields(ctx: Context) -> None:
     ctx.check_tasks(before, after, new=1)
 
 
-@scenario("DISTINCT-IDS-DISTINCT-TASKS")
+@scenario("DISTINCT-IDS-DISTINCT-TASKS", shares_server=True)
 def distinct_ids(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")
@@ -240,7 +240,7 @@ def invalid_input(ctx: Context) -> None:
     ctx.check_tasks(before, ctx.tasks("after"), new=1)
 
 
-@scenario("INVALID-KEY")
+@scenario("INVALID-KEY", shares_server=True)
 def invalid_key(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")

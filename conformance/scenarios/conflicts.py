@@ -26,7 +26,7 @@ def _unchanged(ctx: Context, result, stored) -> None:
     ctx.check(again == stored, "the original task changed after the conflicting call")
 
 
-@scenario("CONFLICT-DIGEST")
+@scenario("CONFLICT-DIGEST", shares_server=True)
 def conflict_digest(ctx: Context) -> None:
     before, submission_id, task, result, stored = _created_task(ctx)
     other = changed(task)
@@ -50,7 +50,7 @@ def conflict_digest(ctx: Context) -> None:
     ctx.expect_disposition(ctx.write_task(submission_id, task), "reused", "the original request after the conflict")
 
 
-@scenario("CONFLICT-SCHEMA")
+@scenario("CONFLICT-SCHEMA", shares_server=True)
 def conflict_schema(ctx: Context) -> None:
     before, submission_id, task, result, stored = _created_task(ctx)
     older = "write-task-v0"

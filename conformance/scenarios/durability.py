@@ -279,11 +279,12 @@ def durability_trace(ctx: Context) -> None:
         ctx.skip("strace is not installed on this machine; the directory-fsync check needs a system-call trace")
     # Started once first: the trace judges a creation on a state the runtime has already
     # set up (a database file it creates at start), not its set-up.
-    probe = ctx.start()
+    probe = ctx.unstarted()  # a server through a binding is known untraceable before a start
     command, state_dir = getattr(probe, "command", None), getattr(probe, "state_dir", None)
     work_dir = getattr(probe, "work_dir", None) or os.getcwd()
     if not command or not state_dir:
         ctx.skip("this connection does not run a harness command line, so it cannot be traced")
+    ctx.start()
     shown = list(getattr(probe, "shown", command))
     ctx.stop()
     _rehearse(ctx, command, shown, getattr(probe, "start_timeout", ctx.call_timeout))

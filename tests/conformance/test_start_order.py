@@ -3,6 +3,8 @@ longest scenario instead of starting it after shorter long ones."""
 
 from __future__ import annotations
 
+import threading
+
 from retryproof.conformance.scenarios import registry
 from retryproof.conformance.schedule import StartOrder
 
@@ -30,3 +32,23 @@ def test_the_two_longest_scenarios_start_before_the_other_long_ones():
     assert min(weights[scenario_id] for scenario_id in longest) > max(
         weight for scenario_id, weight in weights.items() if scenario_id not in longest
     )
+
+
+def test_a_shared_server_item_never_starts_beside_another():
+    items = ["SHARED-1", "SHARED-2", "SHORT", "SHARED-3"]
+    order = StartOrder(items, alone=lambda item: False, long=lambda item: 0, shared=lambda item: "SHARED" in item)
+    first = order.take()
+    assert first is not None and items[first] == "SHARED-1"
+    # While it runs, a free worker passes the other shared items by.
+    second = order.take()
+    assert second is not None and items[second] == "SHORT"
+    order.done(second)
+    waited: list[str] = []
+    worker = threading.Thread(target=lambda: waited.append(items[order.take() or 0]))
+    worker.start()
+    worker.join(0.2)
+    assert worker.is_alive() and not waited  # only shared items are left: it waits
+    order.done(first)
+    worker.join(5)
+    assert waited == ["SHARED-2"]
+    order.close()

@@ -1,0 +1,165 @@
+"""A shared server (``conformance/sharing.py``) is a speed-up, never a way to pass: the
+same runtimes fail the same scenarios with sharing as without, each scenario's calls
+and counts are its own, a failure ends the server it used, and a scenario that would
+need its own process is refused as a kit bug.
+
+The runtimes are the reference and its one-defect variants served as an HTTP API
+through a binding (the cheapest server to start), run in this process through the
+runner's API, which lets a test switch sharing off (``Run(share=False)``).
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from retryproof.conformance.cli import build_parser
+from retryproof.conformance.context import CatalogueViolation, Context
+from retryproof.conformance.events import ScenarioResult
+from retryproof.conformance.options import Options, from_arguments
+from retryproof.conformance.runner import Run, probe, select, shares_servers
+from retryproof.conformance.scenarios import registry
+from retryproof.conformance.sharing import SharedServer
+from retryproof.reference_impl.faulty import killed_by
+
+#: Every scenario that takes a turn on the shared server in a binding run, and
+#: LEGACY-NO-ID, whose tasks carry no key: it keeps a server of its own.
+SHARING = (
+    "WT-CREATE",
+    "A4-CONCURRENT",
+    "REUSE-EARLIER-ID",
+    "CONFLICT-DIGEST",
+    "NORMALIZED-EQUAL",
+    "DISTINCT-IDS-DISTINCT-TASKS",
+)
+SELECTION = (*SHARING, "INVALID-KEY", "LEGACY-NO-ID")
+#: Variants a sharing scenario must fail (their killed_by names one: no-idempotency's
+#: A4-CONCURRENT among them, and every scenario that retries a key).
+VARIANTS = (
+    "no-idempotency",
+    "unlocked-check-then-create",
+    "fuzzy-subject-dedup",
+    "digest-ignored",
+    "digest-without-nfc",
+    "reuse-answers-newest",
+)
+
+
+def binding_options(tmp_path: Path, fault: str | None, only: tuple[str, ...] = SELECTION) -> Options:
+    """A run of ``only`` against the reference (or its variant ``fault``) as an HTTP API."""
+    command = ["{python}", "-m", "retryproof.reference_impl", *(["--fault", fault] if fault else []), "--http"]
+    document = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "adapters" / "bindings" / "reference-http.yaml").read_text()
+    )
+    document["start"]["command"] = command
+    path = tmp_path / f"{fault or 'reference'}.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    args = build_parser("run").parse_args(
+        ["run", "--binding", str(path), "--seed", "3", "--jobs", "1", "--start-timeout", "60", "--only", ",".join(only)]
+    )
+    return from_arguments(args)
+
+
+def results(options: Options, share: bool) -> dict[str, ScenarioResult]:
+    """Each selected scenario's result, one after another, sharing or not."""
+    entries = select(options.only, options.skip)
+    session = Run(options, probe(options), [], len(entries), share=share)
+    try:
+        return {item.id: session.scenario(item) for item in entries}
+    finally:
+        session.close()
+
+
+def statuses(found: dict[str, ScenarioResult]) -> dict[str, str]:
+    return {scenario_id: result.status for scenario_id, result in found.items()}
+
+
+def test_a_binding_run_shares_and_a_harness_run_does_not(tmp_path):
+    assert shares_servers(binding_options(tmp_path, None))
+    harness = from_arguments(build_parser("run").parse_args(["run"]))
+    assert not shares_servers(harness)
+    bound = registry()
+    assert all(bound[scenario_id].shares_server for scenario_id in (*SHARING, "INVALID-KEY"))
+    assert not bound["LEGACY-NO-ID"].shares_server  # its tasks carry no key to tell them apart
+
+
+def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
+    options = binding_options(tmp_path, None)
+    shared, alone = results(options, share=True), results(options, share=False)
+    assert statuses(shared) == statuses(alone) == dict.fromkeys(SELECTION, "passed")
+    used = [shared[scenario_id].evidence["shared_server"] for scenario_id in (*SHARING, "INVALID-KEY")]
+    assert {item["server"] for item in used} == {1}, used  # one server for all of them
+    assert used[0]["started_by_this_scenario"] and not any(item["started_by_this_scenario"] for item in used[1:])
+    assert used[-1]["used_before_by"] == list(SHARING)
+    assert "shared_server" not in shared["LEGACY-NO-ID"].evidence
+    for scenario_id in SELECTION:
+        # Per scenario: its own calls (same ops, same keys), its own new tasks, its own exchanges.
+        assert _calls(shared[scenario_id]) == _calls(alone[scenario_id]), scenario_id
+        mine, own = shared[scenario_id].evidence, alone[scenario_id].evidence
+        assert mine["set_check"] == own["set_check"], scenario_id
+        assert len(mine["exchanges"]) == len(own["exchanges"]), scenario_id
+    # The state the later scenarios inherit is the earlier ones' tasks, and nothing else.
+    first_listing = shared["INVALID-KEY"].evidence["tasks"]["before"]["count"]
+    assert first_listing == sum(_last_listing(alone[item]) for item in SHARING)
+
+
+def _last_listing(result: ScenarioResult) -> int:
+    """How many tasks the scenario's last listing held (on its own server: all it made)."""
+    return list(result.evidence["tasks"].values())[-1]["count"]
+
+
+def _calls(result: ScenarioResult) -> list[tuple[str, Any]]:
+    return [(call["op"], (call.get("args") or {}).get("client_submission_id")) for call in result.calls]
+
+
+@pytest.mark.parametrize("fault", VARIANTS)
+def test_a_broken_runtime_fails_the_same_scenarios_shared_or_not(tmp_path, fault):
+    options = binding_options(tmp_path, fault)
+    shared, alone = results(options, share=True), results(options, share=False)
+    assert statuses(shared) == statuses(alone)
+    must_fail = [scenario_id for scenario_id in killed_by(fault) if scenario_id in SELECTION]
+    assert must_fail
+    for scenario_id in must_fail:
+        assert shared[scenario_id].status == "failed", (scenario_id, shared[scenario_id].reason)
+    # A failure ends the server it used: the next sharing scenario starts a fresh one and says why.
+    order = [scenario_id for scenario_id in SELECTION if "shared_server" in shared[scenario_id].evidence]
+    followed = [(earlier, later) for earlier, later in pairwise(order) if shared[earlier].status != "passed"]
+    assert followed or not must_fail  # every scenario this kills has a sharing one after it
+    for earlier, later in followed:
+        evidence = shared[later].evidence["shared_server"]
+        assert evidence["started_by_this_scenario"] and evidence["used_before_by"] == [], (earlier, later)
+        assert f"{earlier} used was ended because it ended failed" in evidence["fresh_start"]
+
+
+@pytest.mark.parametrize(
+    "act",
+    [
+        lambda ctx: ctx.kill(),
+        lambda ctx: ctx.restart(),
+        lambda ctx: ctx.stop(),
+        lambda ctx: ctx.spawn(1),
+        lambda ctx: ctx.unstarted(),
+        lambda ctx: ctx.start(),
+    ],
+    ids=["kill", "restart", "stop", "spawn", "unstarted", "second start"],
+)
+def test_a_sharing_scenario_that_needs_its_own_process_is_a_kit_bug(tmp_path, act):
+    options = binding_options(tmp_path, None, ("WT-CREATE",))
+    entry = select(options.only, options.skip)[0]
+    server = SharedServer(options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
+    lease = server.lend(entry.id)
+    unused = lambda: pytest.fail("a sharing scenario makes no connection of its own")  # noqa: E731
+    ctx = Context(entry, unused, probe(options), 1, 2, shared=(server, lease))
+    try:
+        ctx.start()
+        with pytest.raises(CatalogueViolation, match="shares a server"):
+            act(ctx)
+        assert ctx.conn.alive  # refused before it touched the server
+    finally:
+        server.give_back(lease, "error")
+        server.close()
+    assert not ctx.conn.alive  # a lease that did not pass ends the server
