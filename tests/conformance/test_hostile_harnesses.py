@@ -350,7 +350,7 @@ def test_an_interrupt_while_racing_callers_start_leaves_none_waiting(monkeypatch
 
     monkeypatch.setattr(threading.Thread, "start", start)
     with pytest.raises(KeyboardInterrupt):
-        context.in_parallel([Answering() for _ in range(8)], "list_tasks", {})
+        context.in_parallel([Answering() for _ in range(8)], [("list_tasks", {})])
     monkeypatch.undo()
     for thread in started:
         thread.join(10)
