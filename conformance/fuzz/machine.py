@@ -65,10 +65,9 @@ class FuzzOutcome:
     seconds: float = 0.0
     #: Seconds from the start until the first violation was seen (before shrinking).
     seconds_to_first_failure: float | None = None
-    #: The concurrency probe: the rounds it ran (up to one that broke an invariant), each
-    #: a burst of ``probe_width`` calls.
-    probe_rounds: int = 0
-    probe_width: int = 0
+    #: The concurrency probe: the rounds it ran (up to one that broke an invariant), and
+    #: the ``ids`` and ``burst`` of each round's race.
+    probe: dict[str, int] = field(default_factory=dict)
     violation: str | None = None
     #: The checklist questions the minimal history's violation answers no.
     questions: tuple[str, ...] = ()
@@ -126,8 +125,8 @@ def run_fuzz(
     """
     outcome = FuzzOutcome(seed=seed, profile=choose_profile(profile))
     started = time.monotonic()
-    outcome.probe_rounds, steps, violation, log = run_probe(connection, probe_width, call_timeout)
-    outcome.probe_width = steps[0]["burst"]
+    rounds, steps, violation, log = run_probe(connection, probe_width, call_timeout)
+    outcome.probe = {"rounds": rounds, "ids": steps[0]["ids"], "burst": steps[0]["burst"]}
     if violation is not None:
         outcome.seconds_to_first_failure = time.monotonic() - started
         return _failed(outcome, steps, violation, log, started)

@@ -83,9 +83,11 @@ CRASH_FAILPOINT_PREFIX = "write_task."
 #: that burst happened to interleave, so a lookup-then-SET library failed FUZZ-MODEL on
 #: one seed and passed it on another.
 PROBE_ROUNDS = 2
+PROBE_IDS = 8
 
 # Generous bounds for hand-edited replays; the explorer stays far inside them.
 MAX_BURST = 64
+MAX_RACE_IDS = 64
 MAX_KILL_DELAY_MS = 10_000
 
 
@@ -130,7 +132,7 @@ def step_language() -> dict[str, dict[str, StepField]]:
             "variant_kind": _choice(EQUAL_VARIANTS, required=False),
             "burst": _integer(1, MAX_BURST, required=False),
         },
-        "race": {"burst": _integer(1, MAX_BURST)},
+        "race": {"ids": _integer(1, MAX_RACE_IDS), "burst": _integer(1, MAX_BURST)},
         "conflict": {"id": submission_id},
         "legacy": {},
         "crash": {"failpoint": _choice(_crash_failpoints()), "id": submission_id, "task": task},
@@ -399,12 +401,13 @@ class Driver:
         what = f"submit {id} ({variant_kind})" + (f" x{burst}" if burst > 1 else "")
         self._burst([(id, request, what)], burst)
 
-    def _step_race(self, burst: int) -> None:
-        """``burst`` calls on every id at once, interleaved (each id's first task): the
-        ids' races overlap, as A4's do, so each meets a runtime busy inside its window."""
+    def _step_race(self, ids: int, burst: int) -> None:
+        """``burst`` calls on each of ``ids`` ids at once (``race-1``, ...), interleaved,
+        each id's first use with task 0: the ids' races overlap, as A4's do, so each
+        meets a runtime busy inside its window."""
         races = []
-        for logical_id in SUBMISSION_IDS:
-            submission_id = self._sid(logical_id)
+        for number in range(1, ids + 1):
+            submission_id = self._sid(f"race-{number}")
             races.append((submission_id, self._task_for(submission_id, 0), f"race {submission_id} x{burst}"))
         self._burst(races, burst)
 
@@ -633,11 +636,11 @@ def run_probe(
     connection: Connection, width: int, call_timeout: float = CALL_TIMEOUT_S
 ) -> tuple[int, list[dict[str, Any]], ModelViolation | None, list[str]]:
     """The concurrency probe: ``PROBE_ROUNDS`` one-step histories, each a ``race`` of
-    ``width`` (at most ``MAX_BURST``) calls on every id at once, each history in its own
+    ``width`` (at most ``MAX_BURST``) calls on each of ``PROBE_IDS`` ids at once, each history in its own
     namespace (fresh ids), until one breaks an invariant. Returns ``(rounds run, steps,
     violation or None, log)``: a violating round is its own minimal history, kept as
     observed (a race that struck once is evidence even when a replay misses it)."""
-    steps: list[dict[str, Any]] = [{"step": "race", "burst": min(width, MAX_BURST)}]
+    steps: list[dict[str, Any]] = [{"step": "race", "ids": PROBE_IDS, "burst": min(width, MAX_BURST)}]
     log: list[str] = []
     for round_number in range(1, PROBE_ROUNDS + 1):
         violation, log = run_steps(connection, steps, namespace=f"probe{round_number}", call_timeout=call_timeout)

@@ -54,7 +54,7 @@ def fuzz_model(ctx: Context) -> None:
             "seed": outcome.seed,
             "profile": outcome.profile,
             "shard": None if ctx.shard is None else str(ctx.shard),
-            "probe": {"rounds": outcome.probe_rounds, "width": outcome.probe_width},
+            "probe": outcome.probe,
             "examples": outcome.examples,
             "seconds": round(outcome.seconds, 2),
             "seconds_to_first_failure": None

@@ -5,13 +5,13 @@ fail a runtime whose check-then-set window is narrow, on every seed tried.
 window is the reference's own code between the receipt check and the reservation, as a
 library's lookup-then-SET is. Racing one id at a time, a warm runtime of this kind was
 hit by about one race in twenty, so five rounds passed it on some seeds and runs. Racing
-four ids at once, a race hit it 119 times in 160 on a machine at load 14 (CHANGELOG.md).
+eight ids at once, a race hit it 189 times in 240 (load 14; four ids: 119 in 160).
 
-False-pass bound: every scenario here judges ``A4_ROUNDS x A4_IDS_PER_ROUND`` = 8 races
-(FUZZ-MODEL's probe the same 8, before it explores), each hit independently with
-probability p. At p = 0.5, below every rate measured, a scenario misses all 8 with
-probability 0.5**8 = 0.4%, so this test's six scenario runs pass the runtime
-somewhere with probability below 2.4%; at the measured p = 0.74, below 0.02%.
+False-pass bound: every scenario here judges ``A4_ROUNDS x A4_IDS_PER_ROUND`` = 16 races
+(FUZZ-MODEL's probe the same 16, before it explores), each hit with probability p. At
+p = 0.5, below every rate measured, a scenario misses all 16 with probability
+0.5**16 < 2e-5, so this test's six scenario runs pass the runtime somewhere with
+probability below 1e-4.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import sys
 import pytest
 from kit import by_id, certify
 
-from retryproof.conformance.fuzz.model import PROBE_ROUNDS, Driver
+from retryproof.conformance.fuzz.model import PROBE_IDS, PROBE_ROUNDS, Driver
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.conformance.scenarios.retries import A4_IDS_PER_ROUND, A4_ROUNDS
 
@@ -50,8 +50,9 @@ def test_a_narrow_check_then_set_window_fails_every_race_probe(tmp_path, seed):
     fuzz = scenarios["FUZZ-MODEL"]
     assert fuzz["status"] == "failed" and "under one submission id probe" in fuzz["reason"], fuzz["reason"]
     # The probe's race is its own minimal history; exploring never began.
-    assert fuzz["evidence"]["replay"]["steps"] == [{"step": "race", "burst": 8}]
-    assert fuzz["evidence"]["fuzz"]["probe"]["rounds"] <= PROBE_ROUNDS and fuzz["evidence"]["fuzz"]["examples"] == 0
+    assert fuzz["evidence"]["replay"]["steps"] == [{"step": "race", "ids": PROBE_IDS, "burst": 8}]
+    probe = fuzz["evidence"]["fuzz"]["probe"]
+    assert probe["rounds"] <= PROBE_ROUNDS and fuzz["evidence"]["fuzz"]["examples"] == 0
     assert done.returncode == 1
 
 
@@ -64,9 +65,9 @@ def test_a_race_step_sends_every_id_interleaved_and_the_reference_passes_it(tmp_
     connection.start()
     try:
         driver = Driver(connection, "r")
-        driver.apply({"step": "race", "burst": 3})  # raises ModelViolation on a broken invariant
+        driver.apply({"step": "race", "ids": 4, "burst": 3})  # raises ModelViolation on a broken invariant
     finally:
         connection.stop()
     sent = [event.args["client_submission_id"] for event in driver.history if isinstance(event, Call)]
-    assert sent == [f"r.fz-{x}" for x in "abcd"] * 3  # each id's callers spread among the others'
+    assert sent == [f"r.race-{n}" for n in range(1, 5)] * 3  # each id's callers spread among the others'
     assert all(line.count("created") == 1 and line.count("reused") == 2 for line in driver.log), driver.log
