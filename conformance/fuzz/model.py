@@ -402,9 +402,9 @@ class Driver:
         self._burst([(id, request, what)], burst)
 
     def _step_race(self, ids: int, burst: int) -> None:
-        """``burst`` calls on each of ``ids`` ids at once (``race-1``, ...), interleaved,
-        each id's first use with task 0: the ids' races overlap, as A4's do, so each
-        meets a runtime busy inside its window."""
+        """``burst`` calls on each of ``ids`` ids at once (``race-1``, ...), each id's
+        first use with task 0, one id's calls back to back: the ids' races overlap, as
+        A4's do, so each meets a runtime busy inside its window."""
         races = []
         for number in range(1, ids + 1):
             submission_id = self._sid(f"race-{number}")
@@ -412,14 +412,15 @@ class Driver:
         self._burst(races, burst)
 
     def _burst(self, races: Sequence[tuple[str, Mapping[str, Any], str]], burst: int) -> None:
-        """Send ``burst`` rounds of one call per race (id, request, what), pipelined,
-        then judge each id's answers as answers to the same request."""
+        """Send ``burst`` calls for each race (id, request, what), pipelined, one
+        race's calls back to back, then judge each id's answers as answers to the same
+        request."""
         for submission_id, _, _ in races:
             self.model.attempted.add(submission_id)
         sent = [
             (submission_id, what, self._send(self._write_args(submission_id, request)))
-            for _ in range(burst)
             for submission_id, request, what in races
+            for _ in range(burst)
         ]
         lanes = len(sent) > 1
         replies = [self._record(call, lane if lanes else 0) for lane, (_, _, call) in enumerate(sent, 1)]
