@@ -78,8 +78,8 @@ CRASH_FAILPOINT_PREFIX = "write_task."
 
 #: FUZZ-MODEL's concurrency probe: every run, whatever its seed, first runs this many
 #: ``race`` steps, each on ``PROBE_IDS`` fresh ids, as wide as the run's concurrency
-#: setting: as many races as A4-CONCURRENT's (``scenarios/retries.py`` says why several
-#: ids race at once) in fewer histories, each of which lists the tasks twice. Exploration
+#: setting: A4-CONCURRENT's races (``scenarios/retries.py`` says why several ids race
+#: at once). Exploration
 #: alone checked races only when a seed's histories happened to burst on a fresh id and
 #: that burst happened to interleave, so a lookup-then-SET library failed FUZZ-MODEL on
 #: one seed and passed it on another.

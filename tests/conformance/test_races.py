@@ -5,10 +5,10 @@ fail a runtime whose check-then-set window is narrow, on every seed tried.
 window is the reference's own code between the receipt check and the reservation, as a
 library's lookup-then-SET is. Racing one id at a time, a warm runtime of this kind was
 hit by about one race in twenty, so five rounds passed it on some seeds and runs. Racing
-four ids at once, one id's callers back to back, a race hit it 119 times in 160 (load 20).
+eight ids at once, one id's callers back to back, a race hit it 141 times in 160 (load 24).
 
 False-pass bound: every scenario here judges ``A4_ROUNDS x A4_IDS_PER_ROUND`` = 16 races
-(FUZZ-MODEL's probe 16 too, eight ids at once, before it explores), each hit with probability p. At
+(FUZZ-MODEL's probe the same 16, before it explores), each hit with probability p. At
 p = 0.5, below every rate measured, a scenario misses all 16 with probability
 0.5**16 < 2e-5, so this test's six scenario runs pass the runtime somewhere with
 probability below 1e-4.
