@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import queue
 import select
 import shutil
 import signal
@@ -86,15 +87,40 @@ class Scratch:
         os.mkdir(self.work)
 
     def remove(self) -> None:
-        with _registry_lock:
-            _scratch_dirs.discard(self.root)
-        shutil.rmtree(self.root, ignore_errors=True)
+        """Hand the directory to the remover thread and return: removing a state
+        directory waits on the disk (unlinks behind the fsyncs of every harness
+        running beside it, 5 to 40 ms each), and a scenario, whose worker is the
+        caller, need not wait for it. It stays registered until it is gone, so an
+        interrupt, or the exit (``end_everything``), removes it if the thread has not."""
+        _removals.put(self.root)
+        _start_remover()
 
     def __enter__(self) -> Scratch:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.remove()
+
+
+_removals: queue.SimpleQueue[str] = queue.SimpleQueue()
+_remover: threading.Thread | None = None
+
+
+def _start_remover() -> None:
+    global _remover
+    with _registry_lock:
+        if _remover is None:
+            _remover = threading.Thread(target=_remove_handed, daemon=True, name="scratch-remover")
+            _remover.start()
+
+
+def _remove_handed() -> None:
+    """The remover thread: each handed scratch directory, removed, then unregistered."""
+    while True:
+        folder = _removals.get()
+        shutil.rmtree(folder, ignore_errors=True)
+        with _registry_lock:
+            _scratch_dirs.discard(folder)
 
 
 class StderrTail:

@@ -5,8 +5,9 @@ bindings in ``retryproof.adapters.bindings``.
 
 Environment: ``RETRYPROOF_STATE_DIR`` (required, an existing directory) and
 ``RETRYPROOF_FAILPOINTS`` (optional, ``name=crash|fail,...``). ``--fault NAME`` serves a
-bundled one-defect variant instead: ``retryproof.reference_impl.faulty.VARIANTS`` maps each name
-to a ``Runtime`` subclass. A start-up problem is one line on stderr and exit status 2.
+bundled one-defect variant instead: ``retryproof.reference_impl.faulty.VARIANTS`` names
+each one, and ``variant(NAME)`` loads its ``Runtime`` subclass. A start-up problem is one
+line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _runtime_class(fault: str | None) -> type[Runtime]:
     variants = getattr(faulty, "VARIANTS", {})
     if fault not in variants:
         raise StartupError(f"unknown fault {fault!r}; known: {', '.join(sorted(variants)) or 'none'}")
-    return variants[fault]
+    return faulty.variant(fault)
 
 
 def _state_dir() -> str:
@@ -63,10 +64,11 @@ def _port() -> int:
 
 def _options(argv: list[str]) -> argparse.Namespace | SimpleNamespace:
     """The command line. The plain harness, started with no arguments about a hundred
-    times a run, skips argparse: building a parser loads gettext, locale and shutil
+    times a run, and a faulty one (``--fault NAME`` alone, as the selftest starts it)
+    skip argparse: building a parser loads gettext, locale and shutil
     (benchmarks/bench_start.py measures the start)."""
-    if not argv:
-        return SimpleNamespace(fault=None, wait_timeout=WAIT_TIMEOUT_S, http=False, mcp=None)
+    if not argv or (len(argv) == 2 and argv[0] == "--fault" and not argv[1].startswith("-")):
+        return SimpleNamespace(fault=argv[1] if argv else None, wait_timeout=WAIT_TIMEOUT_S, http=False, mcp=None)
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m retryproof.reference_impl", description=__doc__.splitlines()[0])

@@ -88,11 +88,8 @@ class Journal:
         self._end = 0  # where the first line not yet read starts
         self._size = 0  # the journal's length at the last look; past _end, a torn line
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        if os.fstat(self._fd).st_size == 0:
-            # New (or never written): its name must be durable before a state is
-            # appended to it. Whoever of two racing first starts made it, both sync.
-            os.fsync(self._fd)
-            fsync_dir(state_dir)
+        self._directory = state_dir
+        self._fsync_dir = fsync_dir
         self._state_lock = threading.Lock()  # the index and offsets, among this process's threads
 
     def read(self, key: str) -> dict[str, Any] | None:
@@ -140,6 +137,13 @@ class Journal:
                     self._catch_up()
                     record = record_for(self._top + 1)
                     start, cut_short = self._size, self._size > self._end
+                if start == 0:
+                    # The first line: the journal's name must be durable before a state
+                    # is, so its first writer syncs it (a start that never writes, or
+                    # finds lines there, pays nothing; one that died before writing
+                    # leaves the name to the next first writer).
+                    os.fsync(self._fd)
+                    self._fsync_dir(self._directory)
                 line = dump(record)
                 if cut_short:
                     # Lines a crash cut short end the journal: close them off and say

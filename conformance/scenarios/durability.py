@@ -39,7 +39,7 @@ from retryproof.adapters.process import ProcessConnection
 from retryproof.adapters.process_groups import Scratch
 from retryproof.conformance.context import Unjudgeable
 from retryproof.conformance.scenarios import Context, scenario
-from retryproof.conformance.strace import Syscall, parse_trace
+from retryproof.conformance.strace import Syscall, parse_trace, tracing_options
 
 # The system calls the check needs; -y prints the path behind every fd argument.
 TRACED_SYSCALLS = (
@@ -264,7 +264,8 @@ def existing_paths(state_dir: str) -> set[str]:
 # -- the scenario ----------------------------------------------------------------------
 
 
-#: Under ``strace -f`` every system call stops at the tracer, so the traced harness
+#: Under ``strace -f`` the traced calls stop at the tracer (every call, where strace
+#: cannot filter them: ``strace.tracing_options``), so the traced harness
 #: gets this many times the run's call timeout (60 s at the default 10 s). That also
 #: covers sharing the machine with the other ``--jobs``: what is judged is the order of
 #: the calls in the trace, which load does not change, so the scenario does not run alone.
@@ -289,7 +290,7 @@ def durability_trace(ctx: Context) -> None:
     with tempfile.TemporaryDirectory(prefix="retryproof-strace-") as scratch:
         trace_file = os.path.join(scratch, "trace")
         existing = existing_paths(state_dir)
-        options = ["-f", "-y", "-qq", "-e", "trace=" + ",".join(TRACED_SYSCALLS), "-o"]
+        options = [*tracing_options(strace), "-y", "-e", "trace=" + ",".join(TRACED_SYSCALLS), "-o"]
         traced = ProcessConnection(
             [strace, *options, trace_file, "--", *command],
             state_dir,

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
-from typing import Any
-
 from retryproof.reference_impl.runtime import Runtime
+
+TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class DigestIgnored(Runtime):

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
 from retryproof.reference_impl.runtime import Runtime
 from retryproof.spec.digest import ARRAY_FIELDS, SCALAR_FIELDS
 from retryproof.spec.jcs import canonical_bytes
+
+TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _line_endings(text: str) -> str:

@@ -3,10 +3,13 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Mapping
-from typing import Any
 
 from retryproof.reference_impl.runtime import Runtime
 from retryproof.spec.jcs import canonical_bytes
+
+TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class InvocationInDigest(Runtime):

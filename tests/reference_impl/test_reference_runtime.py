@@ -120,10 +120,12 @@ def test_a_creation_syncs_every_stage_in_order_and_a_reuse_syncs_nothing(state_d
     runtime = Runtime(state_dir)
     syncs = SyncLog(monkeypatch, os.path.realpath(state_dir))
     task_id = runtime.write_task(TASK, "sub-1")["task_id"]
-    # reserved (claiming the task number) and the task object prepared under a hidden
-    # name, synced at once; then the object linked under its name; then two states
-    assert set(syncs.calls[:2]) == {("fdatasync", "receipts.journal"), ("fdatasync", f"tasks/.{task_id}.prepared")}
-    assert syncs.calls[2:] == [
+    # the journal's name, before its first line; reserved (claiming the task number) and
+    # the task object prepared under a hidden name, synced at once; then the object
+    # linked under its name; then two states
+    assert syncs.calls[:2] == [("fsync", "receipts.journal"), ("fsync", ".")]
+    assert set(syncs.calls[2:4]) == {("fdatasync", "receipts.journal"), ("fdatasync", f"tasks/.{task_id}.prepared")}
+    assert syncs.calls[4:] == [
         ("fsync", "tasks"),
         ("fdatasync", "receipts.journal"),  # task_created
         ("fdatasync", "receipts.journal"),  # committed
@@ -133,6 +135,23 @@ def test_a_creation_syncs_every_stage_in_order_and_a_reuse_syncs_nothing(state_d
     assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
     assert syncs.calls == []
     assert snapshot(state_dir) == before
+
+
+def test_a_start_syncs_nothing_and_the_first_writer_makes_the_journal_name_durable(state_dir, monkeypatch):
+    """The journal's name must be durable before its first line (a power cut could
+    otherwise drop the file with an acknowledged state in it); a start that never
+    writes, such as a harness answering hello, need not wait for the disk for that."""
+    Runtime(state_dir)  # made the directories (and synced the state directory)
+    syncs = SyncLog(monkeypatch, os.path.realpath(state_dir))
+    runtime = Runtime(state_dir)  # the journal is there and empty
+    runtime.diagnose("sub-0", 0)
+    assert syncs.calls == []
+    runtime.write_task(TASK, "sub-1")
+    assert syncs.calls[:2] == [("fsync", "receipts.journal"), ("fsync", ".")]
+    assert ("fsync", ".") not in syncs.calls[2:]
+    syncs.calls = []
+    Runtime(state_dir).write_task(TASK, "sub-2")  # another process: the journal has lines
+    assert ("fsync", "receipts.journal") not in syncs.calls and ("fsync", ".") not in syncs.calls
 
 
 def test_a_retry_in_another_process_syncs_the_prepared_object_before_publishing_it(state_dir, monkeypatch):

@@ -1,0 +1,45 @@
+"""Scratch directories: removed off the caller's thread, registered until they are gone."""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+
+from retryproof.adapters import process_groups
+from retryproof.adapters.process_groups import Scratch
+
+
+def gone(path: str, within_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not os.path.exists(path)
+
+
+def test_a_removed_scratch_directory_goes_with_its_files_and_leaves_the_registry():
+    with Scratch("retryproof-test-") as scratch:
+        for folder in (scratch.state, scratch.work):
+            with open(os.path.join(folder, "file"), "w", encoding="utf-8") as handle:
+                handle.write("x")
+        assert scratch.root in process_groups._scratch_dirs
+    assert gone(scratch.root)
+    deadline = time.monotonic() + 30.0
+    while scratch.root in process_groups._scratch_dirs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert scratch.root not in process_groups._scratch_dirs
+
+
+def test_a_directory_handed_to_the_remover_stays_registered_until_it_is_gone(monkeypatch):
+    """So an interrupt (``end_everything``) still finds what the thread has not removed."""
+    scratch = Scratch("retryproof-test-")
+    # A queue no thread reads: the remover never gets to it.
+    monkeypatch.setattr(process_groups, "_removals", queue.SimpleQueue())
+    monkeypatch.setattr(process_groups, "_start_remover", lambda: None)
+    try:
+        scratch.remove()
+        assert os.path.isdir(scratch.root) and scratch.root in process_groups._scratch_dirs
+    finally:
+        monkeypatch.undo()
+        scratch.remove()
+    assert gone(scratch.root)
