@@ -387,16 +387,19 @@ class Context:
             pending.append((op, dict(args), future))
         return Batch(connection, began, tuple(pending), tuple(sent), answered)
 
-    def collect(self, batch: Batch) -> list[Call]:
+    def collect(self, batch: Batch, lane: int | None = None) -> list[Call]:
         """The recorded calls of a batch, within one call timeout for all of them;
-        each call the caller at its position in the batch (its lane), timed from its
-        send to its answer (or to the batch's deadline)."""
+        each call the caller at its position in the batch (its lane; all on ``lane``
+        when given: one caller's pipeline), timed from its send to its answer (or to the
+        batch's deadline)."""
         futures.wait([future for _, _, future in batch.pending], timeout=self.call_timeout)
         replies = [(op, args, self._by_deadline(batch.connection, future)) for op, args, future in batch.pending]
         given_up = time.perf_counter()
         return [
-            self._record(op, args, reply, sent, given_up if answered is None else answered, batch.connection, lane)
-            for lane, ((op, args, reply), sent, answered) in enumerate(
+            self._record(
+                op, args, reply, sent, given_up if answered is None else answered, batch.connection, lane or position
+            )
+            for position, ((op, args, reply), sent, answered) in enumerate(
                 zip(replies, batch.sent, batch.answered, strict=True), 1
             )
         ]
@@ -411,19 +414,21 @@ class Context:
             return reply
         return Lost(f"no response within {self.call_timeout:g}s (one deadline for the whole batch)")
 
-    def in_parallel(self, connections: Sequence[Connection], op: str, args: Mapping[str, Any]) -> list[Call]:
-        """The same call on each connection at once, one thread per connection,
-        released together by a barrier. Every call is judged: a call whose judging
-        raised (a result that violates its schema) ends the scenario as it would
-        on the main thread."""
+    def in_parallel(
+        self, connections: Sequence[Connection], requests: Sequence[tuple[str, Mapping[str, Any]]]
+    ) -> list[Call]:
+        """The same ``requests`` on each connection at once (pipelined on it, on the
+        connection's lane), one thread per connection, released together by a barrier.
+        Every call is judged: a call whose judging raised (a result that violates its
+        schema) ends the scenario as it would on the main thread."""
         barrier = threading.Barrier(len(connections))
-        calls: list[Call | None] = [None] * len(connections)
+        calls: list[list[Call] | None] = [None] * len(connections)
         raised: list[BaseException | None] = [None] * len(connections)
 
         def one(index: int, connection: Connection) -> None:
             try:
                 barrier.wait()
-                calls[index] = self._call(op, args, connection, lane=index + 1)
+                calls[index] = self.collect(self.submit_all(requests, connection=connection), lane=index + 1)
             except BaseException as exc:  # re-raised on the scenario's thread below
                 raised[index] = exc
 
@@ -441,10 +446,10 @@ class Context:
         failure = next((exc for exc in raised if exc is not None), None)
         if failure is not None:
             raise failure
-        done = [call for call in calls if call is not None]
+        done = [pipeline for pipeline in calls if pipeline is not None]
         if len(done) != len(calls):
-            raise RuntimeError(f"in_parallel: {len(calls) - len(done)} of {len(calls)} calls left no result")
-        return done
+            raise RuntimeError(f"in_parallel: {len(calls) - len(done)} of {len(calls)} callers left no result")
+        return [call for pipeline in done for call in pipeline]
 
     def send_line(self, raw: bytes) -> Call:
         """Send a raw line that is not a request; the answer must have id null."""

@@ -36,10 +36,11 @@ from retryproof.conformance.fuzz.model import (
     Driver,
     HarnessSilent,
     ModelViolation,
+    run_probe,
     run_steps,
 )
 from retryproof.conformance.fuzz.profiles import choose_profile
-from retryproof.conformance.options import CALL_TIMEOUT_S
+from retryproof.conformance.options import CALL_TIMEOUT_S, CONCURRENCY
 from retryproof.conformance.outcome import HistoryEvent
 
 _ids = st.sampled_from(SUBMISSION_IDS)
@@ -64,6 +65,9 @@ class FuzzOutcome:
     seconds: float = 0.0
     #: Seconds from the start until the first violation was seen (before shrinking).
     seconds_to_first_failure: float | None = None
+    #: The concurrency probe: the rounds it ran (up to one that broke an invariant), and
+    #: the ``ids`` and ``burst`` of each round's race.
+    probe: dict[str, int] = field(default_factory=dict)
     violation: str | None = None
     #: The checklist questions the minimal history's violation answers no.
     questions: tuple[str, ...] = ()
@@ -101,10 +105,16 @@ def run_fuzz(
     call_timeout: float = CALL_TIMEOUT_S,
     max_examples: int | None = None,
     shrink_budget_s: float = 30.0,
+    probe_width: int = CONCURRENCY,
 ) -> FuzzOutcome:
     """Explore histories against the harness behind ``connection`` (started, or
     started here). Every example is a history in its own namespace on that one
     harness, so examples do not see each other's tasks.
+
+    First, whatever the seed, the concurrency probe (``run_probe``) races bursts of
+    ``probe_width`` on fresh ids: a race it catches is the outcome (its own one-step
+    minimal history) and nothing is explored, since exploring would only look for it
+    again by luck.
 
     Hypothesis generates; the first failing history is then shrunk here, by deleting
     steps while the violation persists (``shrink``), within ``shrink_budget_s``.
@@ -115,6 +125,11 @@ def run_fuzz(
     """
     outcome = FuzzOutcome(seed=seed, profile=choose_profile(profile))
     started = time.monotonic()
+    rounds, steps, violation, log = run_probe(connection, probe_width, call_timeout)
+    outcome.probe = {"rounds": rounds, "ids": steps[0]["ids"], "burst": steps[0]["burst"]}
+    if violation is not None:
+        outcome.seconds_to_first_failure = time.monotonic() - started
+        return _failed(outcome, steps, violation, log, started)
     first_failure: dict[str, Any] = {}
     silent: list[HarnessSilent] = []
 
@@ -156,7 +171,7 @@ def run_fuzz(
         if not first_failure:
             raise
     if first_failure:
-        outcome.steps, violation, outcome.log, outcome.flaky = shrink(
+        steps, violation, log, outcome.flaky = shrink(
             connection,
             first_failure["steps"],
             first_failure["violation"],
@@ -164,8 +179,18 @@ def run_fuzz(
             call_timeout,
             shrink_budget_s,
         )
-        outcome.violation, outcome.questions = str(violation), violation.questions
-        outcome.history, outcome.history_began = violation.history, violation.began
+        return _failed(outcome, steps, violation, log, started)
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def _failed(
+    outcome: FuzzOutcome, steps: list[dict[str, Any]], violation: ModelViolation, log: list[str], started: float
+) -> FuzzOutcome:
+    """``outcome`` with the minimal history that broke an invariant."""
+    outcome.steps, outcome.log = steps, log
+    outcome.violation, outcome.questions = str(violation), violation.questions
+    outcome.history, outcome.history_began = violation.history, violation.began
     outcome.seconds = time.monotonic() - started
     return outcome
 

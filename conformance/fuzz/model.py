@@ -76,8 +76,19 @@ EQUAL_VARIANTS = VARIANT_KINDS
 CRASH_FAILPOINT_PREFIX = "write_task."
 
 
+#: FUZZ-MODEL's concurrency probe: every run, whatever its seed, first runs this many
+#: ``race`` steps, each on ``PROBE_IDS`` fresh ids, as wide as the run's concurrency
+#: setting: A4-CONCURRENT's races (``scenarios/retries.py`` says why several ids race
+#: at once). Exploration
+#: alone checked races only when a seed's histories happened to burst on a fresh id and
+#: that burst happened to interleave, so a lookup-then-SET library failed FUZZ-MODEL on
+#: one seed and passed it on another.
+PROBE_ROUNDS = 2
+PROBE_IDS = 8
+
 # Generous bounds for hand-edited replays; the explorer stays far inside them.
 MAX_BURST = 64
+MAX_RACE_IDS = 64
 MAX_KILL_DELAY_MS = 10_000
 
 
@@ -122,6 +133,7 @@ def step_language() -> dict[str, dict[str, StepField]]:
             "variant_kind": _choice(EQUAL_VARIANTS, required=False),
             "burst": _integer(1, MAX_BURST, required=False),
         },
+        "race": {"ids": _integer(1, MAX_RACE_IDS), "burst": _integer(1, MAX_BURST)},
         "conflict": {"id": submission_id},
         "legacy": {},
         "crash": {"failpoint": _choice(_crash_failpoints()), "id": submission_id, "task": task},
@@ -199,6 +211,8 @@ def step_questions(step: Mapping[str, Any]) -> tuple[str, ...]:
     kind = str(step.get("step"))
     if kind == "submit":
         return ("Q4",) if step.get("burst", 1) > 1 else ("Q2",)
+    if kind == "race":
+        return ("Q4",)
     return {"conflict": ("Q3",), "legacy": ("Q6",), "crash": ("Q1", "Q5"), "kill": ("Q1", "Q5")}.get(kind, ("Q1",))
 
 
@@ -385,16 +399,41 @@ class Driver:
     def _step_submit(self, id: str, task: int, variant_kind: VariantKind = "same", burst: int = 1) -> None:
         id = self._sid(id)
         request = variant(self._task_for(id, task), variant_kind, self.connection.task_model)
-        self.model.attempted.add(id)
-        sent = [self._send(self._write_args(id, request)) for _ in range(burst)]
-        replies = [self._record(call, lane if burst > 1 else 0) for lane, call in enumerate(sent, 1)]
-        replies = [
-            self._settled(call.args, reply, self.call_timeout) for call, reply in zip(sent, replies, strict=True)
-        ]
         what = f"submit {id} ({variant_kind})" + (f" x{burst}" if burst > 1 else "")
-        self.log.append(f"{what}: " + ", ".join(_describe(r) for r in replies))
-        for reply in replies:
-            self._judge_same_request(id, reply, what)
+        self._burst([(id, request, what)], burst)
+
+    def _step_race(self, ids: int, burst: int) -> None:
+        """``burst`` calls on each of ``ids`` ids at once (``race-1``, ...), each id's
+        first use with task 0, one id's calls back to back: the ids' races overlap, as
+        A4's do, so each meets a runtime busy inside its window."""
+        races = []
+        for number in range(1, ids + 1):
+            submission_id = self._sid(f"race-{number}")
+            races.append((submission_id, self._task_for(submission_id, 0), f"race {submission_id} x{burst}"))
+        self._burst(races, burst)
+
+    def _burst(self, races: Sequence[tuple[str, Mapping[str, Any], str]], burst: int) -> None:
+        """Send ``burst`` calls for each race (id, request, what), pipelined, one
+        race's calls back to back, then judge each id's answers as answers to the same
+        request."""
+        for submission_id, _, _ in races:
+            self.model.attempted.add(submission_id)
+        sent = [
+            (submission_id, what, self._send(self._write_args(submission_id, request)))
+            for submission_id, request, what in races
+            for _ in range(burst)
+        ]
+        lanes = len(sent) > 1
+        replies = [self._record(call, lane if lanes else 0) for lane, (_, _, call) in enumerate(sent, 1)]
+        replies = [
+            self._settled(call.args, reply, self.call_timeout)
+            for (_, _, call), reply in zip(sent, replies, strict=True)
+        ]
+        for submission_id, _, what in races:
+            mine = [reply for (sid, _, _), reply in zip(sent, replies, strict=True) if sid == submission_id]
+            self.log.append(f"{what}: " + ", ".join(_describe(r) for r in mine))
+        for (submission_id, what, _), reply in zip(sent, replies, strict=True):
+            self._judge_same_request(submission_id, reply, what)
 
     def _settled(self, args: Mapping[str, Any], reply: Reply, within: float) -> Reply:
         """Where the runtime may answer ``in_flight`` (the IETF draft's 409, over a
@@ -593,3 +632,20 @@ def run_steps(
         exc.history, exc.began = tuple(driver.history), driver.began
         return exc, driver.log
     return None, driver.log
+
+
+def run_probe(
+    connection: Connection, width: int, call_timeout: float = CALL_TIMEOUT_S
+) -> tuple[int, list[dict[str, Any]], ModelViolation | None, list[str]]:
+    """The concurrency probe: ``PROBE_ROUNDS`` one-step histories, each a ``race`` of
+    ``width`` (at most ``MAX_BURST``) calls on each of ``PROBE_IDS`` ids at once, each history in its own
+    namespace (fresh ids), until one breaks an invariant. Returns ``(rounds run, steps,
+    violation or None, log)``: a violating round is its own minimal history, kept as
+    observed (a race that struck once is evidence even when a replay misses it)."""
+    steps: list[dict[str, Any]] = [{"step": "race", "ids": PROBE_IDS, "burst": min(width, MAX_BURST)}]
+    log: list[str] = []
+    for round_number in range(1, PROBE_ROUNDS + 1):
+        violation, log = run_steps(connection, steps, namespace=f"probe{round_number}", call_timeout=call_timeout)
+        if violation is not None:
+            return round_number, steps, violation, log
+    return PROBE_ROUNDS, steps, None, log

@@ -43,7 +43,8 @@ rest as a kit bug).
 - ``ctx.call(op, args)`` makes one call; ``ctx.write_task(submission_id, task,
   invocation)`` is the common one (None id = legacy path); ``ctx.concurrently([(op,
   args), ...])`` pipelines calls on one connection before reading any answer;
-  ``ctx.in_parallel(connections, op, args)`` makes one call per connection at once;
+  ``ctx.in_parallel(connections, [(op, args), ...])`` pipelines the same calls on every
+  connection at once;
   ``ctx.send_line(raw)`` sends a line that is not a request.
 - ``with ctx.alone():`` runs a block with no other scenario beside it under ``--jobs``
   (races whose calls must really overlap); the scenario declares it with

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retryproof.adapters.connection import Connection
@@ -89,10 +89,27 @@ def _exit_status(connection: Connection, settle_s: float) -> int | None:
         time.sleep(0.02)
 
 
-def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submission_id: str, what: str) -> TaskSet:
-    """A4's contract: exactly one ``created``, every other call ``reused``, one task_id,
-    and durable state holds exactly that one new task. ``what`` names the race in
+def expect_one_creation(
+    ctx: Context, before: TaskSet, calls: list[Call], submission_ids: Sequence[str], what: str
+) -> TaskSet:
+    """A4's contract for each id raced in ``calls`` (several ids may race at once):
+    exactly one ``created``, every other call of that id ``reused``, one task_id,
+    and durable state holds exactly one new task per id. ``what`` names the race in
     the evidence (a scenario may run several); returns the tasks after it."""
+    created = {}
+    for number, submission_id in enumerate(submission_ids, 1):
+        race = f"{what}, id {number} of {len(submission_ids)}" if len(submission_ids) > 1 else what
+        mine = [call for call in calls if call.args.get("client_submission_id") == submission_id]
+        created[submission_id] = (race, _one_created(ctx, mine, submission_id, race))
+    after = ctx.tasks(f"after {what}")
+    ctx.check_tasks(before, after, new=len(submission_ids))
+    for submission_id, (race, result) in created.items():
+        expect_identity(ctx, result, after, submission_id, f"{race}: the created call")
+    return after
+
+
+def _one_created(ctx: Context, calls: list[Call], submission_id: str, what: str) -> Mapping[str, Any]:
+    """The one ``created`` result among one id's racing calls, the rest reused."""
     calls = settle_in_flight(ctx, calls, what)
     ctx.evidence.setdefault("dispositions", {})[what] = tally(calls)
     silent = [call for call in calls if not call.answered]
@@ -122,10 +139,7 @@ def expect_one_creation(ctx: Context, before: TaskSet, calls: list[Call], submis
             expect_faithful(
                 ctx, call.result, submission_id, call.args.get("task"), f"{what}: a {call.disposition} call"
             )
-    after = ctx.tasks(f"after {what}")
-    ctx.check_tasks(before, after, new=1)
-    expect_identity(ctx, created[0], after, submission_id, f"{what}: the created call")
-    return after
+    return created[0]
 
 
 def settle_in_flight(ctx: Context, calls: list[Call], what: str) -> list[Call]:

@@ -34,7 +34,13 @@ def fuzz_model(ctx: Context) -> None:
     ctx.start()
     try:
         with private_storage():
-            outcome = run_fuzz(ctx.conn, seed=seed, call_timeout=ctx.call_timeout, max_examples=max_examples)
+            outcome = run_fuzz(
+                ctx.conn,
+                seed=seed,
+                call_timeout=ctx.call_timeout,
+                max_examples=max_examples,
+                probe_width=ctx.concurrency,
+            )
     except HarnessSilent as exc:
         raise Unjudgeable(f"FUZZ-MODEL stopped: {exc}") from None
     except ModelViolation as exc:
@@ -48,6 +54,7 @@ def fuzz_model(ctx: Context) -> None:
             "seed": outcome.seed,
             "profile": outcome.profile,
             "shard": None if ctx.shard is None else str(ctx.shard),
+            "probe": outcome.probe,
             "examples": outcome.examples,
             "seconds": round(outcome.seconds, 2),
             "seconds_to_first_failure": None

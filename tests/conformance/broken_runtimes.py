@@ -98,6 +98,15 @@ class UnlockedAfterFirstId(SometimesUnlocked):
         return Runtime._acquire(self, submission_id) if submission_id == self._first_id else contextlib.nullcontext()
 
 
+class NarrowlyUnlocked(Runtime):
+    """Takes no lock between its receipt check and its reservation, and adds no delay:
+    the window is only the reference's own code between the two (microseconds, like a
+    library's lookup-then-SET on one store), so a race hits it now and then, not always."""
+
+    def _acquire(self, submission_id: str) -> Iterator[None]:
+        return contextlib.nullcontext()
+
+
 class ReportIdAnswersAnything(Runtime):
     """Answers a repeated report id with its first report whatever task or content
     the repeat names (RPT-1: that is invalid_request, nothing written)."""
@@ -249,6 +258,7 @@ DEFECTS = {
     "renumber": (RetriesRenumber, (), None),
     "sometimes-unlocked": (SometimesUnlocked, (), None),
     "unlocked-after-first-id": (UnlockedAfterFirstId, (), None),
+    "narrowly-unlocked": (NarrowlyUnlocked, (), None),
     "removes-foreign": (RemovesForeignObject, (), None),
     "removes-foreign-without-diagnose": (RemovesForeignObject, ("diagnose",), None),
     "case-folded-ids": (CaseFoldedIds, (), None),

@@ -12,6 +12,8 @@ import time
 import pytest
 from kit import UNUSED_PLUGINS, by_id, certify
 
+from retryproof.conformance.scenarios.retries import A4_IDS_PER_ROUND
+
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCENARIOS = "WT-CREATE,A2-RESPONSE-LOSS"
@@ -117,13 +119,13 @@ def test_a_harness_that_goes_silent_costs_a_few_deadlines_not_one_per_call(tmp_p
     unrun = [s for s in scenarios if s["reason"].startswith("not run: the harness stopped answering in ")]
     assert len(unrun) + len(silent) == len(scenarios)
     # Within a silent scenario each connection waits out one deadline at most (a batch
-    # of 8 pipelined calls, or 8 processes racing, wait theirs together), never more.
+    # of pipelined calls, or 8 processes racing, wait theirs together), never more.
     for scenario in silent:
         if scenario["id"] == "FUZZ-MODEL":  # its engine keeps no call list: the reason names the call
             assert scenario["evidence"]["missed_deadline"] in scenario["reason"]
             continue
         waited = [c for c in scenario["calls"] if "no response within" in c.get("message", "")]
-        assert 1 <= len(waited) <= 8, waited
+        assert 1 <= len(waited) <= 8 * A4_IDS_PER_ROUND, waited  # a round's calls on one connection
 
 
 def test_a_harness_that_ignores_the_state_directory_fails_isolation(tmp_path):
@@ -293,7 +295,7 @@ def test_noise_in_a_pipelined_batch_is_the_reason_at_once_and_in_the_evidence(tm
     assert judged["status"] == "error"
     assert "which is not a call in flight" in judged["reason"], judged["reason"]
     assert "no response within" not in json.dumps(judged)  # ended by the noise, not by a deadline
-    assert len(judged["evidence"]["protocol_noise"]) == 8
+    assert len(judged["evidence"]["protocol_noise"]) >= 8
     assert all("answer for id" in line for line in judged["evidence"]["protocol_noise"])
     assert done.returncode == 1
 
@@ -350,7 +352,7 @@ def test_an_interrupt_while_racing_callers_start_leaves_none_waiting(monkeypatch
 
     monkeypatch.setattr(threading.Thread, "start", start)
     with pytest.raises(KeyboardInterrupt):
-        context.in_parallel([Answering() for _ in range(8)], "list_tasks", {})
+        context.in_parallel([Answering() for _ in range(8)], [("list_tasks", {})])
     monkeypatch.undo()
     for thread in started:
         thread.join(10)

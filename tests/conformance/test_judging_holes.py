@@ -28,7 +28,7 @@ import sys
 import pytest
 from kit import by_id, certify
 
-from retryproof.conformance.scenarios.retries import A4_ROUNDS
+from retryproof.conformance.scenarios.retries import A4_IDS_PER_ROUND, A4_ROUNDS
 
 BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
 
@@ -89,15 +89,16 @@ def test_recovery_identity_is_judged_with_or_without_diagnose(tmp_path, defect, 
     assert f'failures="{len(expected)}"' in junit and 'skipped="0"' in junit
 
 
-def test_every_a4_round_is_judged(tmp_path):
+def test_every_a4_race_is_judged(tmp_path):
     """The runtime locks only the first id it sees: the first race passes, a later one
-    fails. Which later round shows the unlocked race first depends on scheduling (a
-    busy machine can serialize eight callers once), so any round after the first will do."""
+    fails. Which later race shows the unlocked race first depends on scheduling (a
+    busy machine can serialize eight callers once), so any race after the first will do."""
     done, _, scenarios = run_kit(tmp_path, "unlocked-after-first-id", "A4-CONCURRENT,A4-MULTIPROCESS")
-    later_round = re.compile(rf"round [2-{A4_ROUNDS}]: ")
+    ids = A4_IDS_PER_ROUND
+    later_race = re.compile(rf"round (1: .*, id [2-{ids}]|[2-{A4_ROUNDS}]: .*, id [1-{ids}]) of {ids}: ")
     for judged in scenarios.values():
-        assert judged["status"] == "failed" and later_round.match(judged["reason"]), judged["reason"]
-        assert list(judged["evidence"]["dispositions"])[0].startswith("round 1: ")
+        assert judged["status"] == "failed" and later_race.match(judged["reason"]), judged["reason"]
+        assert re.match(rf"round 1: .*, id 1 of {ids}$", list(judged["evidence"]["dispositions"])[0])
     assert done.returncode == 1
 
 

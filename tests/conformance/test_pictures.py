@@ -27,6 +27,7 @@ from retryproof.conformance.catalogue import catalogue, entry
 from retryproof.conformance.commands import selftest
 from retryproof.conformance.commands.compare import Column, _scenario_cell, load_columns, write_comparison
 from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
+from retryproof.conformance.scenarios.retries import A4_IDS_PER_ROUND, A4_ROUNDS
 from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers import timeline
 from retryproof.conformance.writers.html import render_html
@@ -162,7 +163,7 @@ def test_every_call_and_fault_is_timed_and_laned_and_the_report_validates(serial
             if call["kind"] != "fault":
                 assert call["lane"] >= 0 and call["connection"] == 1, call
     lanes = {call["lane"] for call in scenario(report, "A4-CONCURRENT")["calls"]}
-    assert lanes == set(range(9))  # the scenario's own calls and eight callers at once
+    assert lanes == set(range(1 + 8 * A4_IDS_PER_ROUND))  # the scenario's own calls and every caller of a round
     faults = [call["op"] for call in scenario(report, "RESTART-REUSE")["calls"] if call["kind"] == "fault"]
     assert faults == ["shutdown", "start", "kill", "start"]
 
@@ -176,7 +177,7 @@ def test_pipelined_calls_overlap_and_answer_one_at_a_time_the_creator_first(seri
     for call in calls:
         if call["op"] == "write_task":
             rounds.setdefault(call["client_submission_id"], []).append(call)
-    assert len(rounds) == 5
+    assert len(rounds) == A4_ROUNDS * A4_IDS_PER_ROUND
     for batch in rounds.values():
         ends = sorted(call["end_ms"] for call in batch)
         assert max(call["start_ms"] for call in batch) < ends[0]  # all in flight together
@@ -218,12 +219,12 @@ def test_the_timeline_in_chromium_draws_the_history_of_report_json(serial):
                 most = call["listed"]
         diamonds = found.listed[f"s-{scenario_id}-t"]
         assert diamonds == pytest.approx([min(origin.values()) + k * end for end in growth], abs=1.0)
-        assert len(diamonds) == (5 if scenario_id == "A4-CONCURRENT" else 1)  # a new task per round; one task
+        assert len(diamonds) == (A4_ROUNDS if scenario_id == "A4-CONCURRENT" else 1)  # new tasks per round; one task
     # A4: each round's bars overlap pairwise and end, left to right, in the order of report.json.
     calls = scenario(serial["report"], "A4-CONCURRENT")["calls"]
     bars = found.bars["s-A4-CONCURRENT-t"]
     lanes = [text for text in found.texts["s-A4-CONCURRENT-t"] if text == "scenario" or text.startswith("caller ")]
-    assert lanes == ["scenario"] + [f"caller {n}" for n in range(1, 9)]
+    assert lanes == ["scenario"] + [f"caller {n}" for n in range(1, 1 + 8 * A4_IDS_PER_ROUND)]
     writes = [n for n in bars if calls[n - 1]["op"] == "write_task"]
     for start in range(0, len(writes), 8):
         batch = writes[start : start + 8]
@@ -256,7 +257,7 @@ def test_the_failing_call_is_outlined_and_linked_from_the_failure_line(double):
     assert before < len(a4) and a4[-1]["op"] == "list_tasks"  # the runner's "at failure" listing came after
     assert "the last call before the failure" in double["html"]
     created = [bar for bar in found.bars["s-A4-CONCURRENT-t"].values() if bar["data-outcome"] == "created"]
-    assert len(created) == 8  # every caller of the first round created: the picture says so
+    assert len(created) == 8 * A4_IDS_PER_ROUND  # every caller of the first round created: the picture says so
 
 
 def run_of(*results: ScenarioResult, name="r") -> RunFinished:
