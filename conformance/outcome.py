@@ -15,6 +15,7 @@ nemesis beside the clients: the evidence shows when each call ran relative to th
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,9 +27,20 @@ from retryproof.spec.protocol import Failure
 
 #: Error codes that, per spec ``outcome_model.fail_codes``, prove nothing was written.
 FAIL_CODES = frozenset(load_spec()["outcome_model"]["fail_codes"])
-#: Pause between retries of a call that answered ``in_flight`` (wrote nothing; the
-#: scenarios and FUZZ-MODEL retry it within a bound and judge the retry).
-IN_FLIGHT_RETRY_PAUSE_S = 0.05
+#: Pauses between retries of a call that answered ``in_flight`` (wrote nothing; the
+#: scenarios and FUZZ-MODEL retry it within a bound and judge the retry): 50 ms,
+#: doubling to 0.4 s. A holder that finishes within milliseconds is met at once, while a
+#: claim stranded past the bound (a killed holder's lock that lives for hours) costs a
+#: few dozen retries, not hundreds, each of them a call kept in the report's evidence.
+IN_FLIGHT_RETRY_PAUSES_S = (0.05, 0.1, 0.2, 0.4)
+
+
+def pause_before_retry(retries: int, deadline: float) -> None:
+    """Wait before retry number ``retries + 1`` of an ``in_flight`` answer, never past
+    ``deadline`` (``time.monotonic``), so the last retry is made at the bound itself."""
+    pause = IN_FLIGHT_RETRY_PAUSES_S[min(retries, len(IN_FLIGHT_RETRY_PAUSES_S) - 1)]
+    time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+
 
 CallKind = Literal["ok", "fail", "info"]
 FailureMark = Literal["about", "before"]

@@ -30,13 +30,13 @@ from typing import Any
 from retryproof.adapters.connection import Connection, HarnessStartError, Lost, Reply
 from retryproof.conformance.options import CALL_TIMEOUT_S
 from retryproof.conformance.outcome import (
-    IN_FLIGHT_RETRY_PAUSE_S,
     Call,
     Fault,
     FaultKind,
     HistoryEvent,
     classify,
     id_answer_problems,
+    pause_before_retry,
 )
 from retryproof.conformance.set_check import check_sets
 from retryproof.conformance.validation import result_problem
@@ -442,9 +442,10 @@ class Driver:
         that never settles is judged (a rejection of the same request)."""
         if not self.connection.settles_in_flight:
             return reply
-        deadline = time.monotonic() + within
+        deadline, retries = time.monotonic() + within, 0
         while isinstance(reply, Failure) and reply.code == "in_flight" and time.monotonic() < deadline:
-            time.sleep(IN_FLIGHT_RETRY_PAUSE_S)
+            pause_before_retry(retries, deadline)
+            retries += 1
             reply = self._write(args)
         return reply
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from retryproof.adapters.connection import Connection
 from retryproof.conformance.context import Context, TaskSet, Unjudgeable
-from retryproof.conformance.outcome import IN_FLIGHT_RETRY_PAUSE_S, Call, id_answer_problems
+from retryproof.conformance.outcome import Call, id_answer_problems, pause_before_retry
 from retryproof.spec.digest import request_digest
 
 
@@ -152,10 +152,12 @@ def settle_in_flight(ctx: Context, calls: list[Call], what: str) -> list[Call]:
     deadline = time.monotonic() + ctx.call_timeout
     settled, retries = [], 0
     for call in calls:
+        attempts = 0
         while call.code == "in_flight" and time.monotonic() < deadline:
-            time.sleep(IN_FLIGHT_RETRY_PAUSE_S)
-            retries += 1
+            pause_before_retry(attempts, deadline)
+            attempts += 1
             call = ctx.call(call.op, call.args)
+        retries += attempts
         settled.append(call)
     ctx.evidence.setdefault("in_flight_retries", {})[what] = retries
     return settled
@@ -256,4 +258,4 @@ def converge(
             f"{submission_id} did not answer with its effect within {bound:g}s after the fault "
             f"({attempts} attempts; last: {call.code or 'no answer'} {call.message or ''})".rstrip(),
         )
-        time.sleep(IN_FLIGHT_RETRY_PAUSE_S)
+        pause_before_retry(attempts - 1, deadline)
