@@ -216,7 +216,10 @@ class Context:
         try:
             self.connections.append(server.connection(lease))
         except HarnessStartError as exc:
-            raise Unjudgeable(f"the harness did not start: {exc.message}") from None
+            # The failed server is ended with the lease's turn, not kept among this
+            # scenario's connections: its stderr goes into the reason instead.
+            stderr = f"; its stderr ended: {exc.stderr.strip()[-2000:]}" if exc.stderr.strip() else ""
+            raise Unjudgeable(f"the harness did not start: {exc.message}{stderr}") from None
         self.evidence["shared_server"] = lease.evidence()
         return self.conn
 

@@ -75,8 +75,6 @@ class SharedServer:
         self._users: list[str] = []
         self._servers = 0
         self._ended_because: str | None = None
-        #: Scenario id -> the number of the server it used; what a test (and the evidence) reads.
-        self.used: dict[str, int] = {}
 
     def lend(self, scenario_id: str) -> Lease:
         """The server's turn for ``scenario_id``, waiting while another holds it."""
@@ -86,18 +84,23 @@ class SharedServer:
     def connection(self, lease: Lease) -> Connection:
         """The running server for ``lease``: the one the previous user handed on, or a
         new one on a fresh state directory. ``HarnessStartError`` when it does not start."""
+        if self._connection is not None and not self._connection.alive:
+            # It died between two turns: the next user gets a fresh one, told why.
+            self._ended_because = "the server the earlier scenarios used was no longer running"
+            self._end()
         if self._connection is None:
-            self._scratch = Scratch("retryproof-shared-")
-            self._connection = self._target.connect(
-                self._scratch, call_timeout=self._call_timeout, start_timeout=self._start_timeout
-            )
             self._servers += 1
             self._users = []
             lease.started_here = True
             lease.fresh_start, self._ended_because = self._ended_because, None
             try:
+                self._scratch = Scratch("retryproof-shared-")
+                self._connection = self._target.connect(
+                    self._scratch, call_timeout=self._call_timeout, start_timeout=self._start_timeout
+                )
                 self._connection.start()
             except BaseException:
+                self._ended_because = f"the server started for {lease.scenario_id} did not start"
                 self._end()
                 raise
         connection = self._connection
@@ -108,7 +111,6 @@ class SharedServer:
             "noise": len(connection.protocol_noise()),
         }
         self._users.append(lease.scenario_id)
-        self.used[lease.scenario_id] = self._servers
         return connection
 
     def give_back(self, lease: Lease, status: str) -> None:

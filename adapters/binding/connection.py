@@ -57,8 +57,9 @@ OPS = ("write_task", "list_tasks", "read_task")
 #: The share of the call timeout a listing command gets: the rest is for the op's own
 #: answer, so a command that hangs is named as the cause, not reported as "no answer".
 LISTING_SHARE = 0.8
-#: Calls in flight at once on one connection (A4 pipelines eight, FUZZ bursts a few).
-MAX_IN_FLIGHT = 32
+#: Calls in flight at once on one connection: an A4 round and FUZZ-MODEL's probe race
+#: eight ids with eight callers each, every call sent before any answer is read.
+MAX_IN_FLIGHT = 64
 #: How often a fault that waits for the effect polls the listing.
 LISTING_POLL_S = 0.02
 

@@ -425,29 +425,29 @@ class Driver:
         ]
         lanes = len(sent) > 1
         replies = [self._record(call, lane if lanes else 0) for lane, (_, _, call) in enumerate(sent, 1)]
-        replies = [
-            self._settled(call.args, reply, self.call_timeout)
-            for (_, _, call), reply in zip(sent, replies, strict=True)
-        ]
+        replies = self._settled([call.args for _, _, call in sent], replies, time.monotonic() + self.call_timeout)
         for submission_id, _, what in races:
             mine = [reply for (sid, _, _), reply in zip(sent, replies, strict=True) if sid == submission_id]
             self.log.append(f"{what}: " + ", ".join(_describe(r) for r in mine))
         for (submission_id, what, _), reply in zip(sent, replies, strict=True):
             self._judge_same_request(submission_id, reply, what)
 
-    def _settled(self, args: Mapping[str, Any], reply: Reply, within: float) -> Reply:
+    def _settled(self, args: Sequence[Mapping[str, Any]], replies: list[Reply], deadline: float) -> list[Reply]:
         """Where the runtime may answer ``in_flight`` (the IETF draft's 409, over a
-        binding), that answer wrote nothing: retry the call, as the A4 scenarios do,
-        until it answers otherwise or ``within`` seconds pass; only an ``in_flight``
-        that never settles is judged (a rejection of the same request)."""
+        binding), that answer wrote nothing: retry such calls, in passes as the A4
+        scenarios do, until they answer otherwise or ``deadline`` (``time.monotonic``)
+        passes; only an ``in_flight`` that never settles is judged (a rejection of the
+        same request)."""
         if not self.connection.settles_in_flight:
-            return reply
-        deadline, retries = time.monotonic() + within, 0
-        while isinstance(reply, Failure) and reply.code == "in_flight" and time.monotonic() < deadline:
-            pause_before_retry(retries, deadline)
-            retries += 1
-            reply = self._write(args)
-        return reply
+            return replies
+        replies, passes = list(replies), 0
+        while any(_in_flight(reply) for reply in replies) and time.monotonic() < deadline:
+            pause_before_retry(passes, deadline)
+            passes += 1
+            replies = [
+                self._write(sent) if _in_flight(reply) else reply for sent, reply in zip(args, replies, strict=True)
+            ]
+        return replies
 
     def _judge_same_request(self, submission_id: str, reply: Reply, what: str) -> None:
         call = classify("write_task", {}, self._valid("write_task", reply, what), 0.0, 0)
@@ -544,7 +544,9 @@ class Driver:
             self._judge_same_request(submission_id, first, what)  # an in_flight one is settled by the retry
         retry_args = self._write_args(submission_id, request)
         # A key interrupted by the kill may stay in flight for the runtime's recovery time.
-        retry = self._settled(retry_args, self._write(retry_args), self.connection.recovery_s + self.call_timeout)
+        [retry] = self._settled(
+            [retry_args], [self._write(retry_args)], time.monotonic() + self.connection.recovery_s + self.call_timeout
+        )
         self.log.append(f"{what} for {submission_id}: {_describe(first)}; after restart, retry: {_describe(retry)}")
         if isinstance(retry, Lost):
             raise HarnessSilent(f"{what}: the retry after restart got no answer ({retry.reason})")
@@ -650,3 +652,7 @@ def run_probe(
         if violation is not None:
             return round_number, steps, violation, log
     return PROBE_ROUNDS, steps, None, log
+
+
+def _in_flight(reply: Reply) -> bool:
+    return isinstance(reply, Failure) and reply.code == "in_flight"

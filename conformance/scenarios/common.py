@@ -97,6 +97,7 @@ def expect_one_creation(
     and durable state holds exactly one new task per id. ``what`` names the race in
     the evidence (a scenario may run several); returns the tasks after it."""
     created = {}
+    calls = settle_in_flight(ctx, calls, what)
     for number, submission_id in enumerate(submission_ids, 1):
         race = f"{what}, id {number} of {len(submission_ids)}" if len(submission_ids) > 1 else what
         mine = [call for call in calls if call.args.get("client_submission_id") == submission_id]
@@ -109,8 +110,7 @@ def expect_one_creation(
 
 
 def _one_created(ctx: Context, calls: list[Call], submission_id: str, what: str) -> Mapping[str, Any]:
-    """The one ``created`` result among one id's racing calls, the rest reused."""
-    calls = settle_in_flight(ctx, calls, what)
+    """The one ``created`` result among one id's racing calls (settled), the rest reused."""
     ctx.evidence.setdefault("dispositions", {})[what] = tally(calls)
     silent = [call for call in calls if not call.answered]
     if silent:
@@ -145,21 +145,23 @@ def _one_created(ctx: Context, calls: list[Call], submission_id: str, what: str)
 def settle_in_flight(ctx: Context, calls: list[Call], what: str) -> list[Call]:
     """Where the runtime's protocol answers a concurrent duplicate ``in_flight`` (an
     HTTP API's 409 under the IETF Idempotency-Key draft), that answer wrote nothing and
-    is acceptable only if a later retry answers with the one effect: each such call
-    is retried, within one call timeout, and judged by its retry's answer."""
-    if not ctx.conn.settles_in_flight or not any(call.code == "in_flight" for call in calls):
+    is acceptable only if a later retry answers with the one effect: each such call is
+    retried and judged by its retry's answer. The race's calls are retried in passes,
+    one pause before each pass, all within one call timeout: a service that never
+    settles holds the race for one timeout, not one per call."""
+    if not ctx.conn.settles_in_flight:
         return calls
     deadline = time.monotonic() + ctx.call_timeout
-    settled, retries = [], 0
-    for call in calls:
-        attempts = 0
-        while call.code == "in_flight" and time.monotonic() < deadline:
-            pause_before_retry(attempts, deadline)
-            attempts += 1
-            call = ctx.call(call.op, call.args)
-        retries += attempts
-        settled.append(call)
-    ctx.evidence.setdefault("in_flight_retries", {})[what] = retries
+    settled, passes, retries = list(calls), 0, 0
+    while any(call.code == "in_flight" for call in settled) and time.monotonic() < deadline:
+        pause_before_retry(passes, deadline)
+        passes += 1
+        for index, call in enumerate(settled):
+            if call.code == "in_flight":
+                settled[index] = ctx.call(call.op, call.args)
+                retries += 1
+    if retries:
+        ctx.evidence.setdefault("in_flight_retries", {})[what] = retries
     return settled
 
 

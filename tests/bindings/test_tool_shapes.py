@@ -29,9 +29,10 @@ def test_each_binding_fits_in_30_lines(name):
     assert len((HERE / f"{name}.yaml").read_text(encoding="utf-8").strip().splitlines()) <= 30
 
 
-#: Each HTTP shape and the scenarios it changes. Its own task model and constant: every
-#: scenario that builds, compares or lists a task, FUZZ-MODEL's key-order-only model
-#: among them, and an invalid key told by a body pattern. Reuse never said: every
+#: Each HTTP shape and the scenarios it changes. Its own task model and constant: the
+#: scenarios that build, compare or list a task in a way of their own (a race and a
+#: restart build and list as WT-CREATE does), FUZZ-MODEL's key-order-only model among
+#: them, and an invalid key told by a body pattern. Reuse never said: every
 #: scenario that judges a reuse, which the listing must then decide (the binding's
 #: connection judges every call so, whichever scenario made it: FUZZ-MODEL's histories
 #: would only repeat such calls). 409 while in flight: every scenario where a call meets
@@ -39,7 +40,7 @@ def test_each_binding_fits_in_30_lines(name):
 #: a killed server's restart).
 SHAPED = {
     "three-fields": "WT-CREATE,A2-RESPONSE-LOSS,RESTART-REUSE,CONFLICT-DIGEST,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID,INVALID-KEY,FUZZ-MODEL",
-    "never-says-replayed": "WT-CREATE,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,A4-CONCURRENT,RESTART-REUSE,REUSE-EARLIER-ID",
+    "never-says-replayed": "WT-CREATE,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,A4-CONCURRENT,RESTART-REUSE,REUSE-EARLIER-ID,CONFLICT-DIGEST,KILL-NEMESIS",
     "in-flight-409": "WT-CREATE,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,A4-CONCURRENT,KILL-NEMESIS",
 }
 
