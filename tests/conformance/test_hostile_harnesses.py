@@ -253,7 +253,7 @@ def test_an_interrupted_run_ends_every_harness_group_and_keeps_earlier_reports(
         while time.monotonic() < deadline and len(started(log)) < 9:  # the probe, the main process and 7 more
             time.sleep(0.1)
         assert len(started(log)) == 9, started(log)
-        time.sleep(0.5)  # the 8 write_task calls are in flight, each on its own group
+        time.sleep(0.5)  # every process's write_task calls are in flight, each process in its own group
         kit.send_signal(signum)
         stdout, stderr = kit.communicate(timeout=60)
     finally:
@@ -288,8 +288,9 @@ def group_gone(pgid):
 
 
 def test_noise_in_a_pipelined_batch_is_the_reason_at_once_and_in_the_evidence(tmp_path):
-    """Eight answers under ids nobody asked for: they used to be dropped, and the batch
-    said "8 of 8 calls got no answer" after the whole timeout."""
+    """Answers under ids nobody asked for (one per call of the race, eight at least):
+    they used to be dropped, and the batch said "8 of 8 calls got no answer" after the
+    whole timeout."""
     done, scenarios = run_kit_env(tmp_path, "wrong-ids-on-write", only="A4-CONCURRENT")
     judged = scenarios["A4-CONCURRENT"]
     assert judged["status"] == "error"
