@@ -18,9 +18,11 @@ Sharing stays honest by four rules:
   fresh one, and its evidence says why (``fresh_start``).
 - *Said in the evidence.* Each sharing scenario's ``shared_server`` evidence says which
   server it used, which scenarios used it before, and whether it started it.
-- *Its own evidence.* The calls, exchanges and survivors a scenario's result quotes are
-  those made in its lease, never an earlier user's. Only the stderr a failure quotes is
-  the server's tail, which may begin in an earlier user's turn.
+- *Its own evidence.* The calls, exchanges and protocol noise a scenario's result quotes
+  are those made in its lease, never an earlier user's. Only the stderr a failure quotes
+  is the server's tail, which may begin in an earlier user's turn. Processes that escape
+  a shared server's group are found only when it is killed, after its last user's result
+  is written, so no result names them yet (a known gap: a server of its own names them).
 
 A server that inherits state skips only the check that its first listing is empty (the
 state directory is not fresh): the first scenario on each server, and every scenario that
