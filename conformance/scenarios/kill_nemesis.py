@@ -44,7 +44,10 @@ KEYS = 8
 ROUNDS = 5
 #: How many times a round is placed: a kill that interrupted no call (every call
 #: was answered before it) proved nothing, so the round is placed again, earlier.
-ATTEMPTS = 4
+#: Six, not four: a fast runtime (the Node harness in the kit's own tests) beside a
+#: loaded test worker answered every call before the kill in four placements, and an
+#: unplaced round is an error, so a clean runtime's verdict depended on the load.
+ATTEMPTS = 6
 #: ``EFFECT_MS,ANSWER_MS``: the windows to use instead of measuring them (a replay).
 WINDOWS_ENV = "RETRYPROOF_KILL_WINDOWS"
 #: How often the calibration polls the listing.
