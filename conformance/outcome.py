@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from retryproof.adapters.connection import Lost, Reply
 from retryproof.spec import load_spec
@@ -40,6 +40,28 @@ def pause_before_retry(retries: int, deadline: float) -> None:
     ``deadline`` (``time.monotonic``), so the last retry is made at the bound itself."""
     pause = IN_FLIGHT_RETRY_PAUSES_S[min(retries, len(IN_FLIGHT_RETRY_PAUSES_S) - 1)]
     time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+
+
+Answer = TypeVar("Answer")
+
+
+def settle_in_passes(
+    answers: list[Answer], unsettled: Callable[[Answer], bool], retry: Callable[[int], Answer], deadline: float
+) -> tuple[list[Answer], int]:
+    """Retry each of a race's answers that is still ``unsettled`` (``in_flight``),
+    ``retry(index)`` making the call at that index again, in passes with one pause
+    before each, until none is or ``deadline`` passes: a service that never settles
+    holds the race for one bound, not one per call. Returns the answers and how many
+    retries were made."""
+    answers, passes, retries = list(answers), 0, 0
+    while any(unsettled(answer) for answer in answers) and time.monotonic() < deadline:
+        pause_before_retry(passes, deadline)
+        passes += 1
+        for index, answer in enumerate(answers):
+            if unsettled(answer):
+                answers[index] = retry(index)
+                retries += 1
+    return answers, retries
 
 
 CallKind = Literal["ok", "fail", "info"]

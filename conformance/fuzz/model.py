@@ -36,7 +36,7 @@ from retryproof.conformance.outcome import (
     HistoryEvent,
     classify,
     id_answer_problems,
-    pause_before_retry,
+    settle_in_passes,
 )
 from retryproof.conformance.set_check import check_sets
 from retryproof.conformance.validation import result_problem
@@ -440,14 +440,7 @@ class Driver:
         same request)."""
         if not self.connection.settles_in_flight:
             return replies
-        replies, passes = list(replies), 0
-        while any(_in_flight(reply) for reply in replies) and time.monotonic() < deadline:
-            pause_before_retry(passes, deadline)
-            passes += 1
-            replies = [
-                self._write(sent) if _in_flight(reply) else reply for sent, reply in zip(args, replies, strict=True)
-            ]
-        return replies
+        return settle_in_passes(replies, _in_flight, lambda index: self._write(args[index]), deadline)[0]
 
     def _judge_same_request(self, submission_id: str, reply: Reply, what: str) -> None:
         call = classify("write_task", {}, self._valid("write_task", reply, what), 0.0, 0)

@@ -11,7 +11,7 @@ from typing import Any
 
 from retryproof.adapters.connection import Connection
 from retryproof.conformance.context import Context, TaskSet, Unjudgeable
-from retryproof.conformance.outcome import Call, id_answer_problems, pause_before_retry
+from retryproof.conformance.outcome import Call, id_answer_problems, pause_before_retry, settle_in_passes
 from retryproof.spec.digest import request_digest
 
 
@@ -146,20 +146,16 @@ def settle_in_flight(ctx: Context, calls: list[Call], what: str) -> list[Call]:
     """Where the runtime's protocol answers a concurrent duplicate ``in_flight`` (an
     HTTP API's 409 under the IETF Idempotency-Key draft), that answer wrote nothing and
     is acceptable only if a later retry answers with the one effect: each such call is
-    retried and judged by its retry's answer. The race's calls are retried in passes,
-    one pause before each pass, all within one call timeout: a service that never
-    settles holds the race for one timeout, not one per call."""
+    retried (``settle_in_passes``, within one call timeout) and judged by its retry's
+    answer."""
     if not ctx.conn.settles_in_flight:
         return calls
-    deadline = time.monotonic() + ctx.call_timeout
-    settled, passes, retries = list(calls), 0, 0
-    while any(call.code == "in_flight" for call in settled) and time.monotonic() < deadline:
-        pause_before_retry(passes, deadline)
-        passes += 1
-        for index, call in enumerate(settled):
-            if call.code == "in_flight":
-                settled[index] = ctx.call(call.op, call.args)
-                retries += 1
+    settled, retries = settle_in_passes(
+        calls,
+        lambda call: call.code == "in_flight",
+        lambda index: ctx.call(calls[index].op, calls[index].args),
+        time.monotonic() + ctx.call_timeout,
+    )
     if retries:
         ctx.evidence.setdefault("in_flight_retries", {})[what] = retries
     return settled
