@@ -373,10 +373,13 @@ class _Chain:
         output = os.path.join(scratch.root, f"kill-{self.starts}")
         with self._traced(server, [*point.strace_options(scratch.state, on), "-y", "-yy"], output):
             call = self.ctx.write_task(submission_id, task, connection=server)
+            if not call.answered:
+                # What else the runtime started goes too, before strace detaches: it
+                # cannot detach from a process the kill left dying.
+                server.kill()
         outcome["killed"] = not call.answered
         outcome["landed_on"] = landed_on(output, point.syscall, scratch.state)
         if not call.answered:
-            server.kill()  # what else the runtime started goes too
             self._start(server)
         try:
             bound = server.recovery_s + self.ctx.call_timeout
