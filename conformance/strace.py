@@ -36,8 +36,9 @@ def tracing_options(strace: str) -> tuple[str, ...]:
     cost about 40% more CPU than an untraced one; the trace is the same either way, and
     where the kernel has no seccomp filter strace falls back to stopping at every call.
     An strace too old to know the option, or that cannot say its version, runs without
-    it. Not for a kill injected at the N-th call: strace 6.1 miscounts ``when`` under
-    the filter (a kill at a thread's second pwrite64 never lands)."""
+    it. (strace 6.1 miscounts an injection's ``when`` under the filter, a kill at a
+    thread's second pwrite64 never landing; CRASH-POINTS attaches, where no filter
+    applies.)"""
     try:
         done = subprocess.run([strace, "-V"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):

@@ -5,19 +5,22 @@ none) still has crash windows: between claiming a key and making the effect, bet
 two writes of a stored response. Crash-consistency testers find them from the
 system calls (ALICE, CrashMonkey); so does this scenario:
 
-1. *Record.* On a fresh state directory the runtime runs under ``strace -f -ttt -y
-   -yy`` and makes one write. Its points are the system calls entered while that
-   call ran that change durable state or reach another store: a create, write,
-   truncate, rename, link, unlink or mkdir on a file of the state directory; a write
-   or send on a socket the runtime connected to (a database, a cache). An fsync is no
-   point: a SIGKILL loses no page cache, so a kill there leaves what a kill at the
-   next step leaves (DURABILITY-TRACE judges the fsyncs).
-2. *Kill.* For each point, on a fresh state directory: the runtime runs under
-   ``strace --inject=SYSCALL:signal=KILL:when=N`` (N: that call's number among its
-   thread's calls of SYSCALL, as strace counts them) and makes the same write; the
-   kernel kills it on entering that call. It starts again, untraced, on that state,
-   and the key is retried until it answers with its effect within the runtime's
-   recovery bound plus a call timeout. The listing must hold exactly that one effect.
+1. *Record.* On a fresh state directory the runtime starts untraced and makes one
+   write; then ``strace -f -ttt -y -yy -p`` attaches to it and it makes another. Its
+   points are the system calls entered while that call ran that change durable state
+   or reach another store: a create, write, truncate, rename, link, unlink or mkdir on
+   a file of the state directory; a write or send on a socket the runtime connected
+   to (a database, a cache). An fsync is no point: a SIGKILL loses no page cache, so a
+   kill there leaves what a kill at the next step leaves (DURABILITY-TRACE judges the
+   fsyncs).
+2. *Kill.* For each point: ``strace --inject=SYSCALL:signal=KILL:when=N`` attaches to
+   the running runtime (N: that call's number among its thread's calls of SYSCALL since
+   the attach, as strace counts them) and it makes a write of a fresh key; the kernel
+   kills it on entering that call. It starts again, untraced, on that state, and the
+   key is retried until it answers with its effect within the runtime's recovery bound
+   plus a call timeout. The listing must hold that one effect for the key and one task
+   more than before. That runtime is then attached to for the next point (``_Chain``):
+   one start per point.
 
 strace counts per thread, and any thread's N-th call of SYSCALL triggers the kill: a
 point another thread reaches first under the same count, and that no count on its path
@@ -52,8 +55,8 @@ from retryproof.conformance.strace import AttachError, Syscall, attach_prefix, a
 MAX_POINTS = 24
 #: Names a reproduction's point: ``SYSCALL:N``.
 POINT_ENV = "RETRYPROOF_CRASH_POINT"
-#: A traced start and call get this many times their usual bound (every traced call
-#: stops at the tracer).
+#: The runtime's calls get this many times their usual bound (while strace is attached,
+#: every system call of the runtime stops at the tracer), and so do its starts.
 SLOWDOWN = 6
 
 _FILE_WRITES = ("write", "pwrite64", "writev", "pwritev", "pwritev2", "ftruncate")
