@@ -79,7 +79,8 @@ class AttachError(Exception):
 
 
 def group_members(leader: int) -> list[int]:
-    """The processes of ``leader``'s process group (a server and what it started)."""
+    """The live processes of ``leader``'s process group (a server and what it started;
+    a zombie is no process to attach to)."""
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -89,7 +90,7 @@ def group_members(leader: int) -> list[int]:
                 fields = handle.read().rsplit(")", 1)[1].split()
         except OSError:
             continue  # it ended meanwhile
-        if int(fields[2]) == leader:  # pgrp, after the state and the parent
+        if int(fields[2]) == leader and fields[0] != "Z":  # pgrp, after the state and the parent
             members.append(int(entry))
     return members
 
