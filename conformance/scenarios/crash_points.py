@@ -266,7 +266,9 @@ def failure_reason(failed: list[dict[str, Any]], run: int) -> str:
     return f"{reason}; first, the retry after a write whose kill at {where} did not land: {first['outcome']}"
 
 
-Sibling = Callable[[str, str], Connection]
+#: A connection whose command the kit runs, so that strace can attach to its process.
+Runnable = BindingConnection | ProcessConnection
+Sibling = Callable[[str, str], Runnable]
 
 
 def _siblings(ctx: Context, probe: Connection) -> Sibling:
@@ -275,9 +277,9 @@ def _siblings(ctx: Context, probe: Connection) -> Sibling:
     stops at the tracer at every system call)."""
     prefix = attach_prefix()
 
-    def make(state: str, work: str) -> Connection:
+    def make(state: str, work: str) -> Runnable:
         if isinstance(probe, BindingConnection):
-            connection: Connection = BindingConnection(
+            connection: Runnable = BindingConnection(
                 probe.binding,
                 state,
                 call_timeout=probe.call_timeout * SLOWDOWN,
@@ -312,13 +314,13 @@ class _Chain:
 
     def __init__(self, ctx: Context, sibling: Sibling, strace: str, scratches: contextlib.ExitStack):
         self.ctx, self.sibling, self.strace, self.scratches = ctx, sibling, strace, scratches
-        self.server: Connection | None = None
+        self.server: Runnable | None = None
         self.scratch: Scratch | None = None
         self.effects = 0  # the tasks the state directory holds
         self.starts = 0
         self.recorded_key = ""
 
-    def _ready(self) -> tuple[Connection, Scratch]:
+    def _ready(self) -> tuple[Runnable, Scratch]:
         if self.server is None or self.scratch is None:
             self.scratch = self.scratches.enter_context(Scratch("retryproof-crash-points-"))
             self.server = self.sibling(self.scratch.state, self.scratch.work)
@@ -328,7 +330,7 @@ class _Chain:
             self.effects = 1
         return self.server, self.scratch
 
-    def _start(self, server: Connection) -> None:
+    def _start(self, server: Runnable) -> None:
         self.starts += 1
         try:
             server.start()
@@ -353,9 +355,11 @@ class _Chain:
         return find_points(calls, scratch.state, began, ended, own_port)
 
     @contextlib.contextmanager
-    def _traced(self, server: Connection, options: list[str], output: str) -> Iterator[None]:
+    def _traced(self, server: Runnable, options: list[str], output: str) -> Iterator[None]:
+        leader = server.leader_pid
+        assert leader is not None  # started by _ready
         try:
-            with attached(self.strace, server.leader_pid, options, output):  # type: ignore[attr-defined]
+            with attached(self.strace, leader, options, output):
                 yield
         except AttachError as exc:
             self.ctx.skip(f"strace could not attach to the runtime here: {exc}")
@@ -376,13 +380,14 @@ class _Chain:
         output = os.path.join(scratch.root, f"kill-{self.starts}")
         with self._traced(server, [*point.strace_options(scratch.state, on), "-y", "-yy"], output):
             call = self.ctx.write_task(submission_id, task, connection=server)
-            if not call.answered:
+            if not call.answered or not server.alive:
                 # What else the runtime started goes too, before strace detaches: it
                 # cannot detach from a process the kill left dying.
                 server.kill()
         outcome["killed"] = not call.answered
         outcome["landed_on"] = landed_on(output, point.syscall, scratch.state)
-        if not call.answered:
+        if not server.alive:  # killed, even after it answered (a step after the answer)
+            server.kill()
             self._start(server)
         try:
             bound = server.recovery_s + self.ctx.call_timeout
@@ -392,7 +397,7 @@ class _Chain:
             self.ctx.check(
                 listed.count == self.effects + 1,
                 f"the listing holds {listed.count - self.effects} effects after one write "
-                f"({listed.count} tasks beside the {self.effects} before it)",
+                f"({listed.count} tasks, {self.effects} of them from before it)",
             )
             self.effects += 1
             outcome["outcome"] = "one effect"
