@@ -56,7 +56,7 @@ MAX_POINTS = 24
 #: Names a reproduction's point: ``SYSCALL:N``.
 POINT_ENV = "RETRYPROOF_CRASH_POINT"
 #: The runtime's calls get this many times their usual bound (while strace is attached,
-#: every system call of the runtime stops at the tracer), and so do its starts.
+#: every system call of the runtime stops at the tracer); its starts are untraced.
 SLOWDOWN = 6
 
 _FILE_WRITES = ("write", "pwrite64", "writev", "pwritev", "pwritev2", "ftruncate")
@@ -273,8 +273,7 @@ Sibling = Callable[[str, str], Runnable]
 
 def _siblings(ctx: Context, probe: Connection) -> Sibling:
     """Connections to the same runtime on another state directory, started so that
-    strace may attach to them, with bounds ``SLOWDOWN`` times the usual (a traced call
-    stops at the tracer at every system call)."""
+    strace may attach to them, their calls bounded ``SLOWDOWN`` times the usual."""
     prefix = attach_prefix()
 
     def make(state: str, work: str) -> Runnable:
@@ -283,7 +282,7 @@ def _siblings(ctx: Context, probe: Connection) -> Sibling:
                 probe.binding,
                 state,
                 call_timeout=probe.call_timeout * SLOWDOWN,
-                start_timeout=probe.start_timeout * SLOWDOWN,
+                start_timeout=probe.start_timeout,
                 wrap=prefix,
             )
         else:
@@ -293,7 +292,7 @@ def _siblings(ctx: Context, probe: Connection) -> Sibling:
                 state,
                 shown=probe.shown,
                 call_timeout=probe.call_timeout * SLOWDOWN,
-                start_timeout=probe.start_timeout * SLOWDOWN,
+                start_timeout=probe.start_timeout,
                 work_dir=work,
             )
         ctx.connections.append(connection)
