@@ -7,7 +7,7 @@ home. Reports are read, and committed, elsewhere, so they show the first relativ
 that directory, as the run's command line already names them, and the second under
 ``~``. The kit's own scratch directories (``retryproof-<scenario>-<random>`` in the
 temporary directory, where every harness keeps its state and works) are shown as
-``<scratch>``: a path a faulty runtime's message quotes then reads the same on every
+``{scratch}``: a path a faulty runtime's message quotes then reads the same on every
 run and every machine.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 #: its path does ("/work/a" is not the start of "/work/ab").
 _BEFORE, _END = r"(?<![\w.~/-])", r"(?![\w.~-])"
 #: What a kit scratch directory is shown as (``adapters.process_groups.Scratch``).
-SCRATCH = "<scratch>"
+SCRATCH = "{scratch}"
 
 
 def without_machine_paths(value: Any, directory: str, home: str, temporary: str | None = None) -> Any:

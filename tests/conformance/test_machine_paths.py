@@ -39,9 +39,9 @@ def test_paths_under_the_run_directory_are_relative_and_the_home_is_tilde(text, 
         # A faulty runtime's message quoting its state directory, a scenario's scratch.
         (
             "cannot open '/tmp/retryproof-a4-multiprocess-fryyggix/state/tasks/TASK-000006.json'",
-            "cannot open '<scratch>/state/tasks/TASK-000006.json'",
+            "cannot open '{scratch}/state/tasks/TASK-000006.json'",
         ),
-        ("cwd /tmp/retryproof-fuzz-model-q_1z8k0a", "cwd <scratch>"),
+        ("cwd /tmp/retryproof-fuzz-model-q_1z8k0a", "cwd {scratch}"),
         # Not the kit's: another program's temporary files, another temporary directory.
         ("/tmp/retryproofs/a /tmp/pytest-1/retryproof-x-abc /var/tmp/retryproof-x-abc", None),
     ],
@@ -52,7 +52,7 @@ def test_the_kits_scratch_directories_are_one_placeholder(text, shown):
 
 def test_a_scratch_directory_under_the_home_is_the_placeholder_not_a_home_path():
     assert without_machine_paths("/home/me/tmp/retryproof-x-abc/state", "/srv/co", "/home/me", "/home/me/tmp") == (
-        "<scratch>/state"
+        "{scratch}/state"
     )
 
 
