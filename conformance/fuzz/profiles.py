@@ -144,9 +144,11 @@ class _NoLocalConstants:
     """Hypothesis's *local constants* switched off while held. Hypothesis draws an
     integer, now and then, from the constants in the source of every module it deems
     local (not installed in site-packages: an editable install of the kit, a vendor's
-    own modules), parsing each such module once per process to find them. For
-    FUZZ-MODEL that made the histories of a seed depend on how the kit was installed and
-    on what else the process had imported, and cost a third of its own CPU time. The
+    own modules, as the pytest plugin loads them), parsing each such module once per
+    process to find them. For FUZZ-MODEL that made the histories of a seed depend on how
+    the kit was installed (seeds 0 and 7 explored other histories from an editable install
+    than from a wheel) and on which modules of the user's were loaded, and cost a third
+    of its own CPU time. The
     switch is internal to Hypothesis: where it is absent, nothing is switched. Its cache
     of the pools drawn from is emptied both ways, so neither side draws from the other's."""
 
