@@ -146,8 +146,9 @@ class _NoLocalConstants:
     local (not installed in site-packages: an editable install of the kit, a vendor's
     own modules, as the pytest plugin loads them), parsing each such module once per
     process to find them. For FUZZ-MODEL that made the histories of a seed depend on how
-    the kit was installed (seeds 0 and 7 explored other histories from an editable install
-    than from a wheel) and on which modules of the user's were loaded, and cost a third
+    the kit was installed (from an editable install, the kit's own modules are local:
+    seeds 0 and 7 explored other histories with their constants than without) and on
+    which modules of the user's were loaded, and cost a third
     of its own CPU time. The
     switch is internal to Hypothesis: where it is absent, nothing is switched. Its cache
     of the pools drawn from is emptied both ways, so neither side draws from the other's."""
