@@ -148,8 +148,7 @@ class _NoLocalConstants:
     process to find them. For FUZZ-MODEL that made the histories of a seed depend on how
     the kit was installed (from an editable install, the kit's own modules are local:
     seeds 0 and 7 explored other histories with their constants than without) and on
-    which modules of the user's were loaded, and cost a third
-    of its own CPU time. The
+    which modules of the user's were loaded, and cost a third of its own CPU time. The
     switch is internal to Hypothesis: where it is absent, nothing is switched. Its cache
     of the pools drawn from is emptied both ways, so neither side draws from the other's."""
 
