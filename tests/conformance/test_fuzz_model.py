@@ -17,7 +17,8 @@ from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance.cli import main as cli
 from retryproof.conformance.fuzz.model import Driver, HarnessSilent, ModelViolation, StepError, run_steps
 from retryproof.conformance.fuzz.profiles import CI, DEV, ENV_VAR, fuzz_settings, without_local_constants
-from retryproof.conformance.validation import result_problem
+from retryproof.conformance.validation import LISTED_RECORDS, result_problem
+from retryproof.spec import schema
 from retryproof.spec.protocol import Failure, Success
 
 REFERENCE = [sys.executable, "-m", "retryproof.reference_impl"]
@@ -180,6 +181,14 @@ def test_a_listed_record_is_validated_once_and_a_bad_one_still_named_by_its_own_
     assert problem is not None and problem.startswith("list_tasks result violates its schema at tasks/1/task_id")
     assert result_problem("list_tasks", {"tasks": [valid, valid]}) is None
     assert result_problem("list_tasks", {"tasks": "none"}) is not None  # the envelope is always validated
+
+
+def test_the_schema_of_a_listing_judges_each_record_alone():
+    # What lets result_problem validate only the records it has not seen valid: no rule
+    # on the list as a whole (minItems, uniqueItems, contains, ...).
+    for op, field in LISTED_RECORDS.items():
+        listing = schema("harness-response")["$defs"][f"{op}_result"]["properties"][field]
+        assert set(listing) <= {"type", "items", "description"}, listing
 
 
 def test_an_exploration_draws_from_no_local_constants_and_gives_them_back():
