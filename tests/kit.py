@@ -26,10 +26,11 @@ import pytest
 Shared = TypeVar("Shared")
 
 CLI = (sys.executable, "-m", "retryproof.conformance.cli")
-#: For a pytest session a test starts in a fresh process to try the kit's pytest plugin:
-#: the two third-party plugins of this environment that such a session never uses (they
-#: come with the test extra's hypothesis and mcp). Importing them costs every pytest
-#: process, each pytest-xdist worker included (the figures are in commit 6fdbbc9).
+#: For a pytest session a test starts to try the kit's pytest plugin (conftest.py's
+#: ``pytester``, and test_hostile_harnesses' own): the two third-party plugins of this
+#: environment that such a session never uses (they come with the test extra's hypothesis
+#: and mcp). Importing them costs every pytest process, each pytest-xdist worker included
+#: (the figures are in commit 6fdbbc9), and every in-process session again.
 UNUSED_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:anyio")
 
 
