@@ -9,8 +9,10 @@ conftest.py and no ``__init__.py``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib
+import io
 import json
 import os
 import pickle
@@ -20,6 +22,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from unittest import mock
 
 import pytest
 
@@ -37,6 +40,25 @@ UNUSED_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:anyio")
 def retryproof(*args: str, timeout: float = 120, **options: Any) -> subprocess.CompletedProcess[str]:
     """``retryproof ARGS``, its output captured as text."""
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, **options)
+
+
+def retryproof_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``retryproof ARGS`` as ``retryproof`` answers it, but run by the CLI's ``main`` in
+    this process, ``env`` (when given) as the whole environment meanwhile. For a command
+    that only reads and writes files (validate-report, merge, diff, compare): its exit
+    code, output and step summary are the same, and a new interpreter would cost each call
+    0.15-0.25 CPU-s. What only a process shows (a signal, a closed stdout, an uncaught
+    exception's traceback, a command that starts harnesses) is tested with ``retryproof``."""
+    from retryproof.conformance.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    environment = mock.patch.dict(os.environ, env, clear=True) if env is not None else contextlib.nullcontext()
+    with environment, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit:  # argparse's usage errors, --help
+            code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
+    return subprocess.CompletedProcess([*CLI, *args], code, out.getvalue(), err.getvalue())
 
 
 def certify(
