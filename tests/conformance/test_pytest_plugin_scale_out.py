@@ -15,7 +15,7 @@ import time
 
 import pytest
 import sharded
-from kit import retryproof
+from kit import retryproof_here
 
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.conformance.records import Shard
@@ -288,7 +288,7 @@ def test_plugin_shards_merge_into_the_whole_run_also_mixed_with_cli_shards(pytes
         "plugin": (pytester.path / "one", pytester.path / "two"),
         "mixed": (pytester.path / "one", shard_runs / "two"),
     }.items():
-        done = retryproof("merge", *(str(path / "report.json") for path in paths), "--out", str(tmp_path / name))
+        done = retryproof_here("merge", *(str(path / "report.json") for path in paths), "--out", str(tmp_path / name))
         assert done.returncode == 1, done.stdout + done.stderr  # the whole run's exit code
         merged = _report(tmp_path / name)
         assert [(s["id"], s["status"]) for s in merged["scenarios"]] == [
