@@ -156,7 +156,12 @@ class InProcess(Connection):
 
 class AnswersWithItsEffect(InProcess):
     """A conformant runtime with no effect -> answer window: the answer leaves with the
-    effect, so no kill can land between them."""
+    effect, so no kill can land between them. Its calls finish ``WORK_S`` apart (each
+    waits for the ones before), so a kill once half a batch is answered interrupts the
+    rest however loaded the machine is."""
+
+    def _after(self, seconds: float, future: Future, key: str, step: Any, args: tuple) -> None:
+        super()._after(seconds * (1 + len(self.in_flight)), future, key, step, args)
 
     def _made(self, key: str, args: dict[str, Any], future: Future) -> None:
         with self.lock:
@@ -170,10 +175,11 @@ class LockedAfterEffect(InProcess):
     record): one call at a time, its claim durable from its effect on, so a kill
     between a call's effect and its answer strands the key (a retry answers in_flight
     forever) and a kill before the effect strands nothing. Its listing answers
-    ``LISTING_S`` after it looked, as a listing through a process does; the effect ->
-    answer window is ``WINDOW_S``, so a kill the listing triggered often comes after
-    the listed call answered, with the next call not at its effect yet: a round then
-    interrupted calls and probed no window where the defect is."""
+    ``LISTING_S`` after it looked, as a listing through a process does, so a kill the
+    listing triggered may come after the listed call answered, with the next call not
+    at its effect yet: that placement interrupted a call and probed nothing. (In this
+    process the placement before effect -> answer rounds were checked caught it too, on
+    20 of 20 seeds, through the other rounds; Prefect's figures are in CHANGELOG.md.)"""
 
     CLAIM_S = 0.08
     LISTING_S = 0.03
@@ -280,9 +286,8 @@ def test_a_runtime_recovering_its_interrupted_calls_passes_and_every_round_inter
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_a_runtime_stranding_a_key_killed_between_effect_and_answer_fails_on_every_seed(seed):
-    """An effect -> answer round counts once a call it interrupted had made its effect
-    (the listing after the restart shows it); before that, a round whose kill came
-    after the listed call answered counted, and this runtime passed some seeds."""
+    """Only a kill between a call's effect and its answer finds the defect, and every
+    seed lands one."""
     with pytest.raises(ScenarioFailed, match="did not answer with its effect|in_flight"):
         run(seed, LockedAfterEffect)
 
