@@ -24,10 +24,10 @@ the listing holds the effect of a call the kill interrupted
 answer leaves with its effect has no such window to meet, and is judged, not an
 error). Why: the trigger is a listing that shows an unanswered effect, and the kill
 follows the listing's answer; Prefect's listed call had answered by then in one
-round, its other interrupted calls had not reached their lock yet, and the seed
+round, none of the calls the kill interrupted held its lock, and the seed
 passed whose other seed stranded a key (its lock is held from before the effect
-until after the record). Counting only kills that met the window makes every seed
-meet it. A claim -> effect round cannot be checked so: what the kit cannot see is
+until after the record). Counted only when they met the window, the kills of every
+seed meet it, unless six placements in a row miss. A claim -> effect round cannot be checked so: what the kit cannot see is
 how far the runtime got with an interrupted call before its effect (a machine so
 loaded that the runtime has not read the request yet still counts it).
 
