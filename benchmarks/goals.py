@@ -23,7 +23,8 @@ its figures as a column: a before and after in one load condition.
 
 A goal's floor is what the figure cannot go below with the same work:
 
-- a run of the catalogue: its longest scenario (``--jobs`` cannot split one scenario);
+- a run of the catalogue: its longest scenario (``--jobs`` cannot split one scenario) or
+  its CPU seconds over the CPUs, whichever is more; the README's test command: the latter;
 - a binding run: the same catalogue through the harness (what the transport adds is the
   rest); selftest: the reference's own run;
 - create: the SQLite runtime that keeps the same four durable states (``bench_protocol.py``,
@@ -51,6 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPOSITORY = os.path.dirname(HERE)
 #: Bound on one timed command; a hung run is a finding, not a reason to wait forever.
 TIMEOUT_S = 900.0
+CPUS = os.cpu_count() or 1
 BINDINGS = {"reference-http": 5.0, "reference-mcp": 10.0, "reference-mcp-http": 10.0}
 
 
@@ -127,14 +129,15 @@ def main() -> int:
     args = parser.parse_args()
     environments = {"now": sys.executable, **({"against": args.against} if args.against else {})}
     samples: dict[str, dict[str, list[Timing]]] = {environment: {} for environment in environments}
-    floors: list[float] = []
+    floors: list[tuple[float, float]] = []  # (longest scenario, CPU / CPUs) per round
     with tempfile.TemporaryDirectory(prefix="goals-") as scratch:
         for round_number in range(args.rounds):
             for name, argv in kit_runs().items():
                 for environment, python in environments.items():
                     out = os.path.join(scratch, f"{environment}-{round_number}", name.replace(" ", "-"))
                     samples[environment].setdefault(name, []).append(timed([*kit(python), *argv, "--out", out]))
-            floors.append(longest_scenario(os.path.join(scratch, f"now-{round_number}", "harness-run", "report.json")))
+            longest = longest_scenario(os.path.join(scratch, f"now-{round_number}", "harness-run", "report.json"))
+            floors.append((longest, samples["now"]["harness run"][-1].cpu / CPUS))
         if args.suite:
             suite = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
             samples["now"]["suite"] = [timed(suite, REPOSITORY)]
@@ -147,9 +150,19 @@ def main() -> int:
     rows: list[tuple[str, list[str]]] = []  # (the kit run it times, or "", the row)
     if args.suite:
         rows.append(
-            ("", ["README test command", "<= 90 s", f"{run_s['suite']:.0f} s", "-", verdict(run_s["suite"] <= 90)])
+            (
+                "",
+                [
+                    "README test command",
+                    "<= 90 s",
+                    str(timings["suite"]),
+                    f"{timings['suite'].cpu / CPUS:.0f} s (CPU / {CPUS} CPUs)",
+                    verdict(run_s["suite"] <= 90),
+                ],
+            )
         )
-    floor = f"{statistics.median(floors):.1f} s (longest scenario)"
+    longest, spread = (statistics.median(values) for values in zip(*floors, strict=True))
+    floor = f"{longest:.1f} s (longest scenario)" if longest >= spread else f"{spread:.1f} s (CPU / {CPUS} CPUs)"
     rows.append(
         (
             "harness run",
