@@ -10,6 +10,9 @@ runner's API, which lets a test switch sharing off (``Run(share=False)``).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -21,7 +24,7 @@ from retryproof.conformance.cli import build_parser
 from retryproof.conformance.context import CatalogueViolation, Context
 from retryproof.conformance.events import ScenarioResult
 from retryproof.conformance.options import Options, from_arguments
-from retryproof.conformance.runner import Run, probe, select, shares_servers
+from retryproof.conformance.runner import Run, probe, run, select, shares_servers
 from retryproof.conformance.scenarios import registry
 from retryproof.conformance.sharing import SharedServer
 from retryproof.reference_impl.faulty import killed_by
@@ -49,9 +52,14 @@ VARIANTS = (
 )
 
 
-def binding_options(tmp_path: Path, fault: str | None, only: tuple[str, ...] = SELECTION) -> Options:
-    """A run of ``only`` against the reference (or its variant ``fault``) as an HTTP API."""
+def binding_options(
+    tmp_path: Path, fault: str | None, only: tuple[str, ...] = SELECTION, escape: bool = False
+) -> Options:
+    """A run of ``only`` against the reference (or its variant ``fault``) as an HTTP API;
+    ``escape``: each server's start leaves a setsid process holding its output."""
     command = ["{python}", "-m", "retryproof.reference_impl", *(["--fault", fault] if fault else []), "--http"]
+    if escape:
+        command = ["bash", "-c", f"(setsid sleep 120 &); exec {' '.join(command)}"]
     document = yaml.safe_load(
         (Path(__file__).resolve().parents[2] / "adapters" / "bindings" / "reference-http.yaml").read_text()
     )
@@ -161,6 +169,49 @@ def test_a_sharing_scenario_that_needs_its_own_process_is_a_kit_bug(tmp_path, ac
             act(ctx)
         assert ctx.conn.alive  # refused before it touched the server
     finally:
-        server.give_back(lease, "error")
+        server.give_back(lease)
         server.close()
     assert not ctx.conn.alive  # a lease that did not pass ends the server
+
+
+@pytest.mark.parametrize("fault", [None, "digest-ignored"])
+def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_path, fault):
+    """Each server's start leaves a setsid process holding its output. A server ends in
+    a turn, before that turn's result is written: the result of the turn that failed on
+    it, or of the last turn the run expects, names the process that escaped it."""
+    only = ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY", "LEGACY-NO-ID")
+    hello = probe(binding_options(tmp_path, fault, only))  # the same hello, from a server that leaves nothing
+    finished = run(binding_options(tmp_path, fault, only, escape=True), hello, [])
+    found = {result.entry.id: result for result in finished.results}
+    escaped = {scenario_id: result.evidence.get("survivors", []) for scenario_id, result in found.items()}
+    try:
+        ended_in = ["CONFLICT-DIGEST", "INVALID-KEY"] if fault else ["INVALID-KEY"]
+        assert found["CONFLICT-DIGEST"].status == ("failed" if fault else "passed")
+        for scenario_id in ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY"):
+            commands = [entry["command"] for entry in escaped[scenario_id]]
+            assert commands == (["sleep 120"] if scenario_id in ended_in else []), (scenario_id, escaped)
+        # A server of its own names what escaped it, as before.
+        assert [entry["command"] for entry in escaped["LEGACY-NO-ID"]] == ["sleep 120"]
+    finally:
+        for pid in {entry["pid"] for entries in escaped.values() for entry in entries}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeypatch):
+    """Its state is the shared server's: the runner makes no scratch directory for it."""
+    from retryproof.conformance import runner
+
+    options = binding_options(tmp_path, None, ("WT-CREATE", "LEGACY-NO-ID"))
+    hello = probe(options)
+    made: list[str] = []
+    original = runner.Scratch
+
+    def counted(prefix: str):
+        made.append(prefix)
+        return original(prefix)
+
+    monkeypatch.setattr(runner, "Scratch", counted)
+    finished = run(options, hello, [])
+    assert [result.status for result in finished.results] == ["passed", "passed"]
+    assert made == ["retryproof-legacy-no-id-"]
