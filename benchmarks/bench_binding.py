@@ -53,7 +53,9 @@ class Counted:
         elif isinstance(event, ScenarioFinished):
             result = event.result
             wall, cpu = time.perf_counter() - self._began[0], cpu_s() - self._began[1]
-            self.rows.append((result.entry.id, result.status, f"{wall:.2f}", self.starts[result.entry.id], f"{cpu:.2f}"))
+            self.rows.append(
+                (result.entry.id, result.status, f"{wall:.2f}", self.starts[result.entry.id], f"{cpu:.2f}")
+            )
 
 
 #: The wire being measured (the last one appended).
