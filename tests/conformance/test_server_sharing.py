@@ -29,17 +29,19 @@ from retryproof.conformance.scenarios import registry
 from retryproof.conformance.sharing import SharedServer
 from retryproof.reference_impl.faulty import killed_by
 
-#: Every scenario that takes a turn on the shared server in a binding run; beside them
-#: LEGACY-NO-ID, whose tasks carry no key, and A4-CONCURRENT, whose races must meet a
-#: server as cold or warm whatever ``--jobs`` says: each keeps a server of its own.
+#: Every scenario that takes a turn on the shared server in a binding run (LEGACY-NO-ID
+#: too, though its tasks carry no key: its turn holds the server alone); beside them
+#: A4-CONCURRENT, whose races must meet a server as cold or warm whatever ``--jobs``
+#: says, keeps a server of its own.
 SHARING = (
     "WT-CREATE",
     "REUSE-EARLIER-ID",
     "CONFLICT-DIGEST",
     "NORMALIZED-EQUAL",
     "DISTINCT-IDS-DISTINCT-TASKS",
+    "LEGACY-NO-ID",
 )
-SELECTION = (*SHARING, "INVALID-KEY", "A4-CONCURRENT", "LEGACY-NO-ID")
+SELECTION = (*SHARING, "INVALID-KEY", "A4-CONCURRENT")
 #: Variants a sharing scenario must fail (their killed_by names one: no-idempotency's
 #: A4-CONCURRENT among them, and every scenario that retries a key).
 VARIANTS = (
@@ -92,7 +94,7 @@ def test_a_binding_run_shares_and_a_harness_run_does_not(tmp_path):
     assert not shares_servers(harness)
     bound = registry()
     assert all(bound[scenario_id].shares_server for scenario_id in (*SHARING, "INVALID-KEY"))
-    assert not bound["LEGACY-NO-ID"].shares_server  # its tasks carry no key to tell them apart
+    assert not bound["A4-CONCURRENT"].shares_server  # its rounds meet a cold, then a warm server
 
 
 def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
@@ -103,7 +105,7 @@ def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
     assert {item["server"] for item in used} == {1}, used  # one server for all of them
     assert used[0]["started_by_this_scenario"] and not any(item["started_by_this_scenario"] for item in used[1:])
     assert used[-1]["used_before_by"] == list(SHARING)
-    assert "shared_server" not in shared["LEGACY-NO-ID"].evidence
+    assert "shared_server" not in shared["A4-CONCURRENT"].evidence
     for scenario_id in SELECTION:
         # Per scenario: its own calls (same ops, same keys), its own new tasks, its own exchanges.
         assert _calls(shared[scenario_id]) == _calls(alone[scenario_id]), scenario_id
@@ -179,7 +181,7 @@ def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_pat
     """Each server's start leaves a setsid process holding its output. A server ends in
     a turn, before that turn's result is written: the result of the turn that failed on
     it, or of the last turn the run expects, names the process that escaped it."""
-    only = ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY", "LEGACY-NO-ID")
+    only = ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY", "A4-CONCURRENT")
     hello = probe(binding_options(tmp_path, fault, only))  # the same hello, from a server that leaves nothing
     finished = run(binding_options(tmp_path, fault, only, escape=True), hello, [])
     found = {result.entry.id: result for result in finished.results}
@@ -191,7 +193,7 @@ def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_pat
             commands = [entry["command"] for entry in escaped[scenario_id]]
             assert commands == (["sleep 120"] if scenario_id in ended_in else []), (scenario_id, escaped)
         # A server of its own names what escaped it, as before.
-        assert [entry["command"] for entry in escaped["LEGACY-NO-ID"]] == ["sleep 120"]
+        assert [entry["command"] for entry in escaped["A4-CONCURRENT"]] == ["sleep 120"]
     finally:
         for pid in {entry["pid"] for entries in escaped.values() for entry in entries}:
             with contextlib.suppress(ProcessLookupError):
@@ -202,7 +204,7 @@ def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeyp
     """Its state is the shared server's: the runner makes no scratch directory for it."""
     from retryproof.conformance import runner
 
-    options = binding_options(tmp_path, None, ("WT-CREATE", "LEGACY-NO-ID"))
+    options = binding_options(tmp_path, None, ("WT-CREATE", "A4-CONCURRENT"))
     hello = probe(options)
     made: list[str] = []
     original = runner.Scratch
@@ -214,4 +216,4 @@ def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeyp
     monkeypatch.setattr(runner, "Scratch", counted)
     finished = run(options, hello, [])
     assert [result.status for result in finished.results] == ["passed", "passed"]
-    assert made == ["retryproof-legacy-no-id-"]
+    assert made == ["retryproof-a4-concurrent-"]
