@@ -217,3 +217,56 @@ def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeyp
     finished = run(options, hello, [])
     assert [result.status for result in finished.results] == ["passed", "passed"]
     assert made == ["retryproof-a4-concurrent-"]
+
+
+class _Dying:
+    """A connection whose server dies between two turns, leaving one escaped process."""
+
+    def __init__(self):
+        self.alive = False
+        self._survivors: list[dict[str, Any]] = []
+
+    def start(self) -> None:
+        self.alive = True
+
+    def kill(self) -> None:  # the kill finds what escaped its group
+        self.alive = False
+        self._survivors = [{"pid": 4242, "command": "escaped"}]
+
+    def exchanges(self) -> list:
+        return []
+
+    def protocol_noise(self) -> list:
+        return []
+
+    def survivors(self) -> list[dict[str, Any]]:
+        return list(self._survivors)
+
+
+class _Target:
+    def __init__(self):
+        self.made: list[_Dying] = []
+
+    def connect(self, scratch, **_: float) -> _Dying:
+        self.made.append(_Dying())
+        return self.made[-1]
+
+
+def test_what_escaped_a_server_that_died_between_turns_is_named_by_the_next_turn():
+    target = _Target()
+    server = SharedServer(target, call_timeout=1, start_timeout=1, users=2)
+    first = server.lend("WT-CREATE")
+    server.connection(first)
+    server.settle(first, "passed")
+    server.give_back(first)
+    target.made[0].alive = False  # it died on its own between the turns
+    second = server.lend("INVALID-KEY")
+    assert second.last
+    server.connection(second)
+    evidence = second.evidence()
+    assert evidence["started_by_this_scenario"] and "no longer running" in evidence["fresh_start"]
+    assert evidence["earlier_server_survivors"] == [{"pid": 4242, "command": "escaped"}]
+    server.settle(second, "passed")
+    server.give_back(second)
+    assert "earlier_server_survivors" not in first.evidence()
+    assert target.made[1].survivors()  # the last turn ended its server: its kill found what escaped
