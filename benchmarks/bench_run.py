@@ -1,15 +1,20 @@
 """Where a full run's wall time goes: harness starts (spawn + handshake), calls,
-kills/stops, and the rest (the kit itself).
+kills/stops, and the rest (the kit itself); and each scenario's CPU seconds, the kit's
+own and its harness processes', the figure a loaded machine changes least (a run on N
+CPUs takes at least its CPU seconds over N).
 
     python benchmarks/bench_run.py [--skip IDS] [--harness CMD]
 
-Wraps the process adapter's methods with timers and runs the catalogue in-process
-against the bundled reference runtime (or ``--harness``), writing no report.
+Wraps the process adapter's methods with timers and runs the catalogue in-process, one
+scenario at a time (so a scenario's CPU is what the process and its reaped children spent
+between its start and its end), against the bundled reference runtime (or
+``--harness``), writing no report.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import shlex
 import sys
 import time
@@ -18,7 +23,7 @@ from collections import defaultdict
 from tabulate import tabulate
 
 from retryproof.adapters.process import ProcessConnection
-from retryproof.conformance.events import ScenarioFinished
+from retryproof.conformance.events import ScenarioFinished, ScenarioStarted
 from retryproof.conformance.options import REFERENCE_COMMAND, Options
 from retryproof.conformance.runner import probe, run
 
@@ -44,13 +49,32 @@ def instrument(totals: dict[str, list[float]]) -> None:
         setattr(ProcessConnection, name, timed)
 
 
+def cpu_now() -> tuple[float, float]:
+    """(this process's CPU seconds, its reaped children's)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time(), children.ru_utime + children.ru_stime
+
+
 class Durations:
     def __init__(self):
         self.rows = []
+        self._began = (0.0, 0.0)
 
     def handle(self, event) -> None:
+        if isinstance(event, ScenarioStarted):
+            self._began = cpu_now()
         if isinstance(event, ScenarioFinished):
-            self.rows.append((event.result.entry.id, event.result.status, f"{event.result.duration_s:.2f}"))
+            (kit, children), (kit_before, children_before) = cpu_now(), self._began
+            result = event.result
+            self.rows.append(
+                (
+                    result.entry.id,
+                    result.status,
+                    f"{result.duration_s:.2f}",
+                    f"{kit - kit_before:.2f}",
+                    f"{children - children_before:.2f}",
+                )
+            )
 
 
 def main() -> int:
@@ -62,20 +86,24 @@ def main() -> int:
     options = Options(command=command, target="", seed=1, skip=tuple(filter(None, args.skip.split(","))))
     totals: dict[str, list[float]] = defaultdict(list)
     instrument(totals)
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), cpu_now()
     hello = probe(options)
     durations = Durations()
     finished = run(options, hello, [durations])
     wall = time.perf_counter() - began
+    kit, children = (now - then for now, then in zip(cpu_now(), cpu_began, strict=True))
     # Nested waits (start waits for hello) are counted once: hello time is inside start.
     start_s = sum(totals["start"])
     rows = [(TIMED[name], len(totals[name]), f"{sum(totals[name]):.2f}") for name in TIMED]
-    print(tabulate(durations.rows, headers=("scenario", "status", "seconds"), tablefmt="github"))
+    durations.rows.sort(key=lambda row: -(float(row[3]) + float(row[4])))
+    headers = ("scenario", "status", "seconds", "kit CPU s", "harness CPU s")
+    print(tabulate(durations.rows, headers=headers, tablefmt="github"))
     print()
     print(tabulate(rows, headers=("where", "count", "seconds"), tablefmt="github"))
     print(
         f"\nwall {wall:.2f}s for {len(finished.results)} scenarios; starts {start_s:.2f}s "
-        f"({start_s / wall:.0%}), mean start {start_s / max(1, len(totals['start'])) * 1000:.0f} ms; verdict: {finished.verdict.headline}"
+        f"({start_s / wall:.0%}), mean start {start_s / max(1, len(totals['start'])) * 1000:.0f} ms; "
+        f"CPU {kit + children:.2f}s (kit {kit:.2f}s, harness processes {children:.2f}s); verdict: {finished.verdict.headline}"
     )
     return 0
 

@@ -5,27 +5,38 @@ failed), quote paths: a library's traceback names its files under the directory 
 run started in (its virtual environment there), the interpreter's under the user's
 home. Reports are read, and committed, elsewhere, so they show the first relative to
 that directory, as the run's command line already names them, and the second under
-``~``.
+``~``. The kit's own scratch directories (``retryproof-<scenario>-<random>`` in the
+temporary directory, where every harness keeps its state and works) are shown as
+``{scratch}``: a path a faulty runtime's message quotes then reads the same on every
+run and every machine.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 
 #: A path in a longer one is not this one's ("/mnt/work/a"); the root itself ends where
 #: its path does ("/work/a" is not the start of "/work/ab").
 _BEFORE, _END = r"(?<![\w.~/-])", r"(?![\w.~-])"
+#: What a kit scratch directory is shown as (``adapters.process_groups.Scratch``).
+SCRATCH = "{scratch}"
 
 
-def without_machine_paths(value: Any, directory: str, home: str) -> Any:
+def without_machine_paths(value: Any, directory: str, home: str, temporary: str | None = None) -> Any:
     """``value`` (a string, or lists, tuples and mappings of them, as evidence is) with
-    every path under ``directory`` made relative to it (the directory itself is ``.``),
-    then every path under ``home`` starting with ``~``. A root that is not an absolute
-    path below ``/`` is left alone, as is everything that is not a string."""
+    every kit scratch directory in ``temporary`` (default: the system's temporary
+    directory) shown as ``SCRATCH``, then every path under ``directory`` made relative
+    to it (the directory itself is ``.``), then every path under ``home`` starting with
+    ``~``. A root that is not an absolute path below ``/`` is left alone, as is
+    everything that is not a string."""
     rules: list[tuple[re.Pattern[str], str]] = []
+    temporary = (tempfile.gettempdir() if temporary is None else temporary).rstrip("/")
+    if os.path.isabs(temporary):  # first: the temporary directory may lie under either root
+        rules.append((re.compile(_BEFORE + re.escape(temporary) + r"/retryproof-[\w-]+" + _END), SCRATCH))
     for root, below, itself in ((directory, "", "."), (home, "~/", "~")):
         root = root.rstrip("/")
         if os.path.isabs(root):  # "/" is "" by now: not a root to strip

@@ -7,6 +7,7 @@ scenario failure carrying the validator's message.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from functools import cache
 from typing import Any
@@ -15,6 +16,18 @@ from retryproof import spec
 from retryproof.spec.schema_messages import schema_message
 
 RESPONSE_SCHEMA = "harness-response"
+
+#: Results that list records, by the field holding the list. A run lists the same
+#: records again and again (FUZZ-MODEL after every step, each listing longer than the
+#: last), and the schema judges each record alone (``items``, nothing across them), so
+#: a record already found valid is not validated again: only the envelope and the
+#: records not seen before are. Validating every record of every listing made
+#: validation most of FUZZ-MODEL's own CPU time.
+LISTED_RECORDS = {"list_tasks": "tasks"}
+#: The JSON texts (keys sorted) of records found valid; cleared when it grows past
+#: ``_MAX_VALID_RECORDS``, which only costs validating them again.
+_valid_records: set[str] = set()
+_MAX_VALID_RECORDS = 100_000
 
 
 def result_schema_ops() -> set[str]:
@@ -36,8 +49,35 @@ def result_problem(op: str, result: Mapping[str, Any]) -> str | None:
     validator = _validator(op)
     if validator is None:
         return None
+    unseen = _unseen_records(op, result)
+    if unseen is not None:
+        field, texts = unseen
+        if next(validator.iter_errors({**result, field: list(texts.values())}), None) is None:
+            _remember(texts)
+            return None
+        # Invalid: validated whole below, so the message names the record's own index.
     error = min(validator.iter_errors(result), key=lambda e: list(map(str, e.absolute_path)), default=None)
     if error is None:
         return None
     where = "/".join(str(part) for part in error.absolute_path) or "(result)"
     return f"{op} result violates its schema at {where} (rule {error.validator}): {schema_message(error)}"
+
+
+def _unseen_records(op: str, result: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """For a result that lists records: its field and the records not yet found
+    valid, by JSON text; None for any other result (or one that is not JSON)."""
+    field = LISTED_RECORDS.get(op)
+    if field is None or not isinstance(result, Mapping) or not isinstance(result.get(field), list):
+        return None
+    records = result[field]
+    try:
+        texts = {json.dumps(record, sort_keys=True): record for record in records}
+    except (TypeError, ValueError):
+        return None
+    return field, {text: record for text, record in texts.items() if text not in _valid_records}
+
+
+def _remember(texts: Mapping[str, Any]) -> None:
+    if len(_valid_records) + len(texts) > _MAX_VALID_RECORDS:
+        _valid_records.clear()
+    _valid_records.update(texts)

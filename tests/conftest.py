@@ -1,5 +1,6 @@
 """Shared test configuration: the FUZZ-MODEL Hypothesis profiles, the ``strace``
-fixture of the DURABILITY-TRACE tests, and how many pytest-xdist workers ``-n auto`` starts.
+fixture of the DURABILITY-TRACE tests, the ``pytester`` sessions of the plugin tests, and
+how many pytest-xdist workers ``-n auto`` starts.
 
 The profiles are registered here so ``pytest --hypothesis-profile retryproof-nightly``
 can select one. Nothing is loaded globally: Hypothesis loads its own ``ci`` profile
@@ -13,10 +14,24 @@ import shutil
 import subprocess
 
 import pytest
+from kit import UNUSED_PLUGINS
 
 from retryproof.conformance.fuzz.profiles import register_profiles
 
+pytest_plugins = ["pytester"]
+
 register_profiles()
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's own ``pytester``, whose sessions (in this process or a new one) load no
+    plugin they never use (``kit.UNUSED_PLUGINS``). An in-process session imports every
+    plugin afresh and drops it after: the anyio plugin alone cost each such session
+    0.3 CPU-s (22 sessions of test_pytest_plugin.py's bad input: 8.0 CPU-s with it, 1.3
+    without, PYTHONDONTWRITEBYTECODE=1 as in CI, where nothing it imports is cached)."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", " ".join(UNUSED_PLUGINS))
+    return pytester
 
 
 @pytest.fixture(scope="session")

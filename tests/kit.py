@@ -9,8 +9,10 @@ conftest.py and no ``__init__.py``.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import importlib
+import io
 import json
 import os
 import pickle
@@ -20,22 +22,44 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+from unittest import mock
 
 import pytest
 
 Shared = TypeVar("Shared")
 
 CLI = (sys.executable, "-m", "retryproof.conformance.cli")
-#: For a pytest session a test starts in a fresh process to try the kit's pytest plugin:
-#: the two third-party plugins of this environment that such a session never uses (they
-#: come with the test extra's hypothesis and mcp). Importing them costs every pytest
-#: process, each pytest-xdist worker included (the figures are in commit 6fdbbc9).
+#: For a pytest session a test starts to try the kit's pytest plugin (conftest.py's
+#: ``pytester``, and test_hostile_harnesses' own): the two third-party plugins of this
+#: environment that such a session never uses (they come with the test extra's hypothesis
+#: and mcp). Importing them costs every pytest process, each pytest-xdist worker included
+#: (the figures are in commit 6fdbbc9), and every in-process session again.
 UNUSED_PLUGINS = ("-p", "no:hypothesispytest", "-p", "no:anyio")
 
 
 def retryproof(*args: str, timeout: float = 120, **options: Any) -> subprocess.CompletedProcess[str]:
     """``retryproof ARGS``, its output captured as text."""
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, **options)
+
+
+def retryproof_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``retryproof ARGS`` as ``retryproof`` answers it, but run by the CLI's ``main`` in
+    this process, ``env`` (when given) as the whole environment meanwhile: its exit code,
+    output, reports and step summary are the same, and a new interpreter would cost each
+    call 0.15-0.3 CPU-s of start-up and imports. For a test about what a command answers
+    (validate-report, merge, diff, compare; a run, through ``certify``), not about the
+    process: what only a process shows (a signal, a closed stdout, an uncaught exception's
+    traceback, a bound on a hang) is tested with ``retryproof``."""
+    from retryproof.conformance.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    environment = mock.patch.dict(os.environ, env, clear=True) if env is not None else contextlib.nullcontext()
+    with environment, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit:  # argparse's usage errors, --help
+            code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
+    return subprocess.CompletedProcess([*CLI, *args], code, out.getvalue(), err.getvalue())
 
 
 def certify(
@@ -45,14 +69,17 @@ def certify(
     seed: int | str = 1,
     formats: str = "json",
     timeout: float = 120,
+    in_process: bool = False,
     **options: Any,
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
     """``retryproof run --harness HARNESS`` into ``out``: the finished process and the
-    report.json it wrote (None when it wrote none)."""
-    done = retryproof(
-        "run", "--harness", harness, "--seed", str(seed), "--out", str(out), "--format", formats, *args,
-        timeout=timeout, **options,
-    )  # fmt: skip
+    report.json it wrote (None when it wrote none). ``in_process``: through
+    ``retryproof_here`` (0.13 CPU-s for a run of two scenarios against a fake harness,
+    0.45 in a process of its own), for a test about how a runtime is judged, not about the
+    process; a hang stays in a process, whose ``timeout`` bounds it, and so does FUZZ-MODEL
+    (its Hypothesis settings would inherit the test session's)."""
+    command = ("run", "--harness", harness, "--seed", str(seed), "--out", str(out), "--format", formats, *args)
+    done = retryproof_here(*command, **options) if in_process else retryproof(*command, timeout=timeout, **options)
     report = out / "report.json"
     return done, json.loads(report.read_text()) if report.exists() else None
 

@@ -39,7 +39,7 @@ from retryproof.conformance.fuzz.model import (
     run_probe,
     run_steps,
 )
-from retryproof.conformance.fuzz.profiles import choose_profile
+from retryproof.conformance.fuzz.profiles import choose_profile, without_local_constants
 from retryproof.conformance.options import CALL_TIMEOUT_S, CONCURRENCY
 from retryproof.conformance.outcome import HistoryEvent
 
@@ -161,7 +161,7 @@ def run_fuzz(
         get_state_machine_test(Machine, settings=Settings(Settings.get_profile(outcome.profile), **overrides))
     )
     try:
-        with with_reporter(lambda text: outcome.hypothesis_report.append(str(text))):
+        with without_local_constants(), with_reporter(lambda text: outcome.hypothesis_report.append(str(text))):
             test()
     except Exception:
         # Hypothesis re-runs a failing example, so what it raises last may differ

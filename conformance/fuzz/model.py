@@ -286,6 +286,10 @@ class Driver:
         self.history: list[HistoryEvent] = []
         self.began = time.perf_counter()
         self._invocations = 0
+        #: The last ``list_tasks`` answer, until a call or a start may have changed the
+        #: state: a step's own reading (a conflict's before and after, a retry's task)
+        #: is then the check's too, and the check's the next step's before.
+        self._listing: list[dict[str, Any]] | None = None
         self.baseline = self._tasks()
 
     # -- what the harness offers ---------------------------------------------------
@@ -356,6 +360,7 @@ class Driver:
     def _send(self, args: Mapping[str, Any]) -> _Sent:
         """Send one write_task, for ``_record``."""
         process, at = self._process(), time.perf_counter()
+        self._listing = None
         sent = _Sent(args, process, at, self.connection.submit("write_task", args))
         sent.pending.add_done_callback(lambda _: sent.answered.append(time.perf_counter()))
         return sent
@@ -385,6 +390,7 @@ class Driver:
     def _restart(self, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> None:
         """Restart the harness, with the end and the start recorded as faults."""
         self._fault("shutdown" if graceful else "kill")  # the old process, as the restart begins
+        self._listing = None  # a start may recover what a crash left
         began = time.perf_counter()
         _restart(self.connection, failpoints, graceful)
         self._fault("start", failpoints, began)
@@ -563,6 +569,8 @@ class Driver:
     # -- authoritative state -------------------------------------------------------
 
     def _tasks(self) -> list[dict[str, Any]]:
+        if self._listing is not None:
+            return self._listing
         reply = self._valid(
             "list_tasks", self._heard(self.connection.call("list_tasks", {}, self.call_timeout)), "list_tasks"
         )
@@ -570,7 +578,8 @@ class Driver:
             if classify("list_tasks", {}, reply, 0.0, 0).kind == "info":
                 raise HarnessSilent(f"list_tasks, the authoritative state, gave no usable answer: {_describe(reply)}")
             raise ModelViolation(f"list_tasks was rejected: {_describe(reply)}")
-        return sorted(reply.result["tasks"], key=lambda t: json.dumps(t, sort_keys=True))
+        self._listing = sorted(reply.result["tasks"], key=lambda t: json.dumps(t, sort_keys=True))
+        return self._listing
 
     def _tasks_of(self, submission_id: str) -> list[dict[str, Any]]:
         return [task for task in self._tasks() if task.get("client_submission_id") == submission_id]

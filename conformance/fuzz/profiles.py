@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -94,35 +94,92 @@ def shard_share(seed: int, index: int, count: int, explicit: str | None = None) 
     return seed * count + index - 1, max(1, examples)
 
 
-class _SharedStorage:
-    """One temporary Hypothesis home for every exploration running at once in this
-    process (``--jobs``, the selftest): Hypothesis's home directory is process-wide,
-    so the first exploration in sets it and the last one out removes it."""
+class _ProcessWide:
+    """Hypothesis state that is process-wide, held by every exploration running at once
+    in this process (``--jobs``, the selftest): the first one in calls ``enter``, the
+    last one out ``leave``."""
 
-    def __init__(self) -> None:
+    def __init__(self, enter: Callable[[], None], leave: Callable[[], None]) -> None:
+        self._enter, self._leave = enter, leave
         self._lock = threading.Lock()
         self._users = 0
-        self._home: tempfile.TemporaryDirectory[str] | None = None
 
     @contextmanager
     def held(self) -> Iterator[None]:
         with self._lock:
             if self._users == 0:
-                self._home = tempfile.TemporaryDirectory(prefix="retryproof-hypothesis-")
-                set_hypothesis_home_dir(self._home.name)
+                self._enter()
             self._users += 1
         try:
             yield
         finally:
             with self._lock:
                 self._users -= 1
-                if self._users == 0 and self._home is not None:
-                    set_hypothesis_home_dir(None)  # back to Hypothesis's own resolution
-                    self._home.cleanup()
-                    self._home = None
+                if self._users == 0:
+                    self._leave()
 
 
-_STORAGE = _SharedStorage()
+class _TemporaryHome:
+    """One temporary Hypothesis home directory while it is held."""
+
+    def __init__(self) -> None:
+        self._home: tempfile.TemporaryDirectory[str] | None = None
+
+    def enter(self) -> None:
+        self._home = tempfile.TemporaryDirectory(prefix="retryproof-hypothesis-")
+        set_hypothesis_home_dir(self._home.name)
+
+    def leave(self) -> None:
+        set_hypothesis_home_dir(None)  # back to Hypothesis's own resolution
+        if self._home is not None:
+            self._home.cleanup()
+            self._home = None
+
+
+_HOME = _TemporaryHome()
+_STORAGE = _ProcessWide(_HOME.enter, _HOME.leave)
+
+
+class _NoLocalConstants:
+    """Hypothesis's *local constants* switched off while held. Hypothesis draws an
+    integer, now and then, from the constants in the source of every module it deems
+    local (not installed in site-packages: an editable install of the kit, a vendor's
+    own modules, as the pytest plugin loads them), parsing each such module once per
+    process to find them. For FUZZ-MODEL that made the histories of a seed depend on how
+    the kit was installed (from an editable install, the kit's own modules are local:
+    seeds 0 and 7 explored other histories with their constants than without) and on
+    which modules of the user's were loaded, and cost a third of its own CPU time. The
+    switch is internal to Hypothesis: where it is absent, nothing is switched. Its cache
+    of the pools drawn from is emptied both ways, so neither side draws from the other's."""
+
+    def __init__(self) -> None:
+        self._collect: Callable[[], Any] | None = None
+
+    def enter(self) -> None:
+        from hypothesis.internal.conjecture import providers
+
+        if all(hasattr(providers, name) for name in ("_get_local_constants", "CONSTANTS_CACHE", "Constants")):
+            self._collect = providers._get_local_constants
+            providers._get_local_constants = providers.Constants
+            providers.CONSTANTS_CACHE.cache.clear()
+
+    def leave(self) -> None:
+        from hypothesis.internal.conjecture import providers
+
+        if self._collect is not None:
+            providers._get_local_constants, self._collect = self._collect, None
+            providers.CONSTANTS_CACHE.cache.clear()
+
+
+_CONSTANTS = _NoLocalConstants()
+_NO_LOCAL_CONSTANTS = _ProcessWide(_CONSTANTS.enter, _CONSTANTS.leave)
+
+
+@contextmanager
+def without_local_constants() -> Iterator[None]:
+    """An exploration's draws come from its strategies and seed alone (``_NoLocalConstants``)."""
+    with _NO_LOCAL_CONSTANTS.held():
+        yield
 
 
 @contextmanager

@@ -80,6 +80,12 @@ def _after_real_losses(ctx: Context, before: TaskSet, withheld: tuple[str, dict,
 
 @scenario("A2-CRASH-BEFORE-RESPONSE")
 def crash_before_response(ctx: Context) -> None:
+    """The crash is the runtime's own, at its ``after_commit`` point: committed, the
+    answer not sent. Where a library stores its record only after sending the answer
+    (express-idempotency), no such moment exists; its harness arms the point just
+    before the answer leaves, since a point after it (the answer already at the
+    harness) left the verdict to whether the record reached its store before the
+    kill: a seed failed and the next passed."""
     if not ctx.has_failpoint(AFTER_COMMIT):
         _killed_after_answering(ctx)
         return

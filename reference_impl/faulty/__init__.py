@@ -18,7 +18,14 @@ from importlib import import_module
 
 TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
 if TYPE_CHECKING:
+    from typing import Any as Any
+
     from retryproof.reference_impl.runtime import Runtime
+else:
+    # What the variants import for their annotations, which are never evaluated
+    # (``from __future__ import annotations``): so no variant imports typing, nor needs
+    # its own TYPE_CHECKING block to avoid it.
+    Any = object
 
 __all__ = ["VARIANTS", "describe", "killed_by", "variant"]
 

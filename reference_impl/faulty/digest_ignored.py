@@ -1,10 +1,7 @@
 from __future__ import annotations
 
+from retryproof.reference_impl.faulty import Any
 from retryproof.reference_impl.runtime import Runtime
-
-TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class DigestIgnored(Runtime):

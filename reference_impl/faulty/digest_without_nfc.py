@@ -2,13 +2,10 @@ from __future__ import annotations
 
 import hashlib
 
+from retryproof.reference_impl.faulty import Any
 from retryproof.reference_impl.runtime import Runtime
 from retryproof.spec.digest import ARRAY_FIELDS, SCALAR_FIELDS
 from retryproof.spec.jcs import canonical_bytes
-
-TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def _line_endings(text: str) -> str:

@@ -4,13 +4,10 @@ import json
 import os
 from collections.abc import Mapping
 
+from retryproof.reference_impl.faulty import Any
 from retryproof.reference_impl.faulty.unguarded import create_unguarded
 from retryproof.reference_impl.runtime import Runtime
 from retryproof.spec.digest import check_submission_id
-
-TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class FuzzySubjectDedup(Runtime):

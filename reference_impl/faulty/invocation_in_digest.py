@@ -4,12 +4,9 @@ import hashlib
 import threading
 from collections.abc import Mapping
 
+from retryproof.reference_impl.faulty import Any
 from retryproof.reference_impl.runtime import Runtime
 from retryproof.spec.jcs import canonical_bytes
-
-TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class InvocationInDigest(Runtime):

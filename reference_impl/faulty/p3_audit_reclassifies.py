@@ -1,12 +1,9 @@
 from __future__ import annotations
 
 from retryproof.reference_impl.approval import ApprovalService
+from retryproof.reference_impl.faulty import Any
 from retryproof.reference_impl.runtime import Runtime
 from retryproof.spec.protocol import ProtocolError
-
-TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class ReclassifyingApprovalService(ApprovalService):

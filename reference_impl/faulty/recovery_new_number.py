@@ -2,11 +2,8 @@ from __future__ import annotations
 
 import os
 
+from retryproof.reference_impl.faulty import Any
 from retryproof.reference_impl.runtime import Runtime
-
-TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class RecoveryNewNumber(Runtime):

@@ -1,13 +1,10 @@
 from __future__ import annotations
 
 from retryproof.reference_impl import durable
+from retryproof.reference_impl.faulty import Any
 from retryproof.reference_impl.runtime import Runtime
 from retryproof.spec.digest import check_submission_id
 from retryproof.spec.protocol import ProtocolError
-
-TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class ReportDedupLost(Runtime):

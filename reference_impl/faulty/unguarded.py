@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 from retryproof.reference_impl import durable
+from retryproof.reference_impl.faulty import Any
 from retryproof.reference_impl.runtime import Runtime
-
-TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def create_unguarded(runtime: Runtime, submission_id: str, task: Any, digest: str) -> dict[str, Any]:

@@ -4,11 +4,8 @@ import contextlib
 import time
 from collections.abc import Iterator
 
+from retryproof.reference_impl.faulty import Any
 from retryproof.reference_impl.runtime import Runtime
-
-TYPE_CHECKING = False  # not typing's: a faulty harness start would pay for importing typing
-if TYPE_CHECKING:
-    from typing import Any
 
 #: The gap between the check and the reservation: one round trip to a store (a database
 #: across the network, a cache). The reference's own journal answers both a few

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kit import retryproof
+from kit import retryproof, retryproof_here
 
 from retryproof.conformance import __version__
 from retryproof.conformance.events import RunFinished, RunInfo
@@ -85,7 +85,7 @@ def test_merge_prints_no_line_a_crafted_reproduce_string_starts(tmp_path):
     for scenario in document["scenarios"]:
         if scenario["status"] in ("failed", "error"):
             scenario["reproduce"] += INJECTED
-    done = retryproof("merge", written(tmp_path, "shard.json", document), "--out", str(tmp_path / "out"))
+    done = retryproof_here("merge", written(tmp_path, "shard.json", document), "--out", str(tmp_path / "out"))
     assert done.returncode == 1, done.stderr
     assert "INJECTED" in done.stdout  # printed, but inside the reproduce line
     lines = (done.stdout + done.stderr).splitlines()
@@ -95,7 +95,7 @@ def test_merge_prints_no_line_a_crafted_reproduce_string_starts(tmp_path):
 def test_an_error_quoting_a_crafted_kit_version_is_one_line(tmp_path):
     document = as_one_shard(failing_reference())
     document["kit"]["version"] = "0.0" + INJECTED
-    done = retryproof("merge", written(tmp_path, "shard.json", document), "--out", str(tmp_path / "out"))
+    done = retryproof_here("merge", written(tmp_path, "shard.json", document), "--out", str(tmp_path / "out"))
     assert_typed_error(done)
     assert "INJECTED" in done.stderr and not [line for line in done.stderr.splitlines() if line.startswith("::")]
 
@@ -108,7 +108,7 @@ def test_an_error_quoting_a_crafted_kit_version_is_one_line(tmp_path):
 def test_deeply_nested_json_is_a_typed_error(tmp_path, command, depth):
     path = written(tmp_path, "deep.json", "[" * depth + "]" * depth)
     extra = {"diff": [path], "merge": ["--out", str(tmp_path / "out")], "compare": ["--out", str(tmp_path / "out")]}
-    done = retryproof(command, path, *extra.get(command, []))
+    done = retryproof_here(command, path, *extra.get(command, []))
     assert_typed_error(done)
     assert "nests deeper than" in done.stderr
 
@@ -151,7 +151,7 @@ def test_merge_appends_the_verdict_to_the_step_summary(tmp_path):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step\n")
     shard = written(tmp_path, "shard.json", as_one_shard(failing_reference()))
-    done = retryproof(
+    done = retryproof_here(
         "merge", shard, "--out", str(tmp_path / "out"), env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)}
     )
     assert done.returncode == 1, done.stderr
@@ -192,12 +192,12 @@ def test_diff_counts_a_verdict_lost_to_not_verified_scenarios_as_a_regression(tm
     )
     new = rejudged(new)
     assert not new["verdict"]["conformant"]
-    done = retryproof("diff", written(tmp_path, "old.json", old), written(tmp_path, "new.json", new))
+    done = retryproof_here("diff", written(tmp_path, "old.json", old), written(tmp_path, "new.json", new))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 regression(s)" in done.stdout and "## Regressions" in done.stdout
     assert "CRASH-AFTER-RESERVE" in done.stdout.split("## Regressions")[1]
     # ... and the reverse is a fix, not a regression
-    back = retryproof("diff", str(tmp_path / "new.json"), str(tmp_path / "old.json"))
+    back = retryproof_here("diff", str(tmp_path / "new.json"), str(tmp_path / "old.json"))
     assert back.returncode == 0 and "1 fix(es)" in back.stdout, back.stdout
 
 
@@ -208,10 +208,10 @@ def test_diff_counts_a_verdict_lost_to_not_verified_scenarios_as_a_regression(tm
 def test_a_report_with_a_non_finite_number_is_refused(tmp_path, number):
     text = json.dumps(sample("reference")).replace('"duration_s": ', f'"duration_s": {number}, "was": ', 1)
     path = written(tmp_path, "report.json", text)
-    done = retryproof("validate-report", path)
+    done = retryproof_here("validate-report", path)
     assert_typed_error(done)
     assert "is not JSON" in done.stderr
-    merged = retryproof("merge", path, "--out", str(tmp_path / "out"))
+    merged = retryproof_here("merge", path, "--out", str(tmp_path / "out"))
     assert merged.returncode == 2 and not (tmp_path / "out").exists()
 
 
@@ -232,7 +232,7 @@ def forged_conformant() -> dict[str, Any]:
 
 
 def test_a_forged_pass_of_a_scenario_the_runtime_cannot_run_is_invalid(tmp_path):
-    done = retryproof("validate-report", written(tmp_path, "report.json", forged_conformant()))
+    done = retryproof_here("validate-report", written(tmp_path, "report.json", forged_conformant()))
     assert done.returncode == 1, done.stdout + done.stderr
     assert (
         "CRASH-AFTER-RESERVE is passed, but it needs diagnose, failpoint:write_task.after_reserve, "
@@ -247,11 +247,11 @@ def test_validate_report_trusts_the_declared_hello_but_not_a_relabelled_scenario
     document["capabilities"] += ["diagnose"]
     document["failpoints"] += ["write_task.after_reserve", "write_task.after_task_created"]
     document = rejudged(document)
-    assert retryproof("validate-report", written(tmp_path, "declared.json", document)).returncode == 0
+    assert retryproof_here("validate-report", written(tmp_path, "declared.json", document)).returncode == 0
     scenario = next(s for s in document["scenarios"] if s["id"] == "KILL-NEMESIS")
     scenario["level"] = "SHOULD"
     scenario["needs"] = []
-    done = retryproof("validate-report", written(tmp_path, "relabelled.json", document))
+    done = retryproof_here("validate-report", written(tmp_path, "relabelled.json", document))
     assert done.returncode == 1
     assert 'level: says "SHOULD", but KILL-NEMESIS has "MUST" in the catalogue' in done.stderr
     assert 'needs: says [], but KILL-NEMESIS has ["write_task"] in the catalogue' in done.stderr
@@ -277,11 +277,11 @@ def test_a_report_naming_a_release_with_other_files_is_invalid(tmp_path):
     document = sample("reference")
     document["spec_version"] = "2.0.0"  # a report claiming the released 2.0.0 (the sample may be unreleased)
     document["spec_fingerprint"] = "sha256:" + "0" * 64
-    done = retryproof("validate-report", written(tmp_path, "report.json", document))
+    done = retryproof_here("validate-report", written(tmp_path, "report.json", document))
     assert done.returncode == 1
     assert f'spec_fingerprint: says "sha256:{"0" * 64}", but spec 2.0.0 was released as' in done.stderr
     document["spec_fingerprint"] = releases()["2.0.0"]
-    assert retryproof("validate-report", written(tmp_path, "report.json", document)).returncode == 0
+    assert retryproof_here("validate-report", written(tmp_path, "report.json", document)).returncode == 0
 
 
 # --- 13: the counts line tells a failure from an error ---------------------------------------
@@ -305,10 +305,10 @@ def test_a_report_whose_reproduce_lines_disagree_with_its_seed_is_invalid(tmp_pa
     scenario = next(s for s in document["scenarios"] if s["status"] == "failed")
     scenario["reproduce"] = scenario["reproduce"].replace(f"--seed {document['seed']}", "--seed 77")
     path = written(tmp_path, "shard.json", document)
-    done = retryproof("merge", path, "--out", str(tmp_path / "out"))
+    done = retryproof_here("merge", path, "--out", str(tmp_path / "out"))
     assert_typed_error(done)
     assert '"--seed": "77"' in done.stderr and f'"--seed": "{document["seed"]}"' in done.stderr
-    assert retryproof("validate-report", path).returncode == 1
+    assert retryproof_here("validate-report", path).returncode == 1
 
 
 # --- 14: small things a reader misreads ------------------------------------------------------
@@ -316,7 +316,7 @@ def test_a_report_whose_reproduce_lines_disagree_with_its_seed_is_invalid(tmp_pa
 
 def test_compare_tells_a_not_verified_must_from_a_feature_not_covered(tmp_path):
     path = written(tmp_path, "express.json", sample("express-idempotency"))
-    done = retryproof("compare", path, "--out", str(tmp_path / "out"))
+    done = retryproof_here("compare", path, "--out", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     rows = {
         line.split(" | ")[0].lstrip("| "): line.split(" | ")[1].rstrip(" |")
@@ -383,7 +383,7 @@ def test_a_report_of_another_spec_text_is_checked_only_against_itself(tmp_path):
     pass its own hello and its own needs rule out."""
     document = judged_under_spec_2()
     assert document["spec_version"] == "2.0.0"
-    done = retryproof("validate-report", written(tmp_path, "old.json", document))
+    done = retryproof_here("validate-report", written(tmp_path, "old.json", document))
     assert done.returncode == 0, done.stderr
     assert "judged under another spec text (spec 2.0.0" in done.stdout
     scenario = next(s for s in document["scenarios"] if s["id"] == "CRASH-AFTER-RESERVE")
@@ -391,13 +391,13 @@ def test_a_report_of_another_spec_text_is_checked_only_against_itself(tmp_path):
     scenario.update(status="passed", reason=None)
     document["counts"]["skipped"] -= 1
     document["counts"]["passed"] += 1
-    done = retryproof("validate-report", written(tmp_path, "forged.json", document))
+    done = retryproof_here("validate-report", written(tmp_path, "forged.json", document))
     assert done.returncode == 1
     assert "CRASH-AFTER-RESERVE is passed, but it needs" in done.stderr
 
 
 def test_merge_refuses_a_shard_judged_under_another_spec_text(tmp_path):
-    done = retryproof(
+    done = retryproof_here(
         "merge", written(tmp_path, "old.json", as_one_shard(judged_under_spec_2())), "--out", str(tmp_path / "out")
     )
     assert_typed_error(done)

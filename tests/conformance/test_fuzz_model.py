@@ -16,7 +16,9 @@ from kit import by_id, certify
 from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance.cli import main as cli
 from retryproof.conformance.fuzz.model import Driver, HarnessSilent, ModelViolation, StepError, run_steps
-from retryproof.conformance.fuzz.profiles import CI, DEV, ENV_VAR, fuzz_settings
+from retryproof.conformance.fuzz.profiles import CI, DEV, ENV_VAR, fuzz_settings, without_local_constants
+from retryproof.conformance.validation import LISTED_RECORDS, result_problem
+from retryproof.spec import schema
 from retryproof.spec.protocol import Failure, Success
 
 REFERENCE = [sys.executable, "-m", "retryproof.reference_impl"]
@@ -169,6 +171,33 @@ def test_every_success_is_checked_against_its_schema():
     step = {"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "same", "burst": 1}
     with pytest.raises(ModelViolation, match="violates its schema"):
         Driver(_Stub(write_task=Success(1, {"disposition": "created"}), list_tasks=_no_tasks), "h").apply(step)
+
+
+def test_a_listed_record_is_validated_once_and_a_bad_one_still_named_by_its_own_index():
+    record = {"task_id": "T-1", "task_path": "tasks/T-1.json", "client_submission_id": "fz-a", "request_digest": "x"}
+    valid = {**record, "request_digest": "sha256:" + "0" * 64}
+    assert result_problem("list_tasks", {"tasks": [valid]}) is None  # now known valid
+    problem = result_problem("list_tasks", {"tasks": [valid, {**valid, "task_id": ""}, record]})
+    assert problem is not None and problem.startswith("list_tasks result violates its schema at tasks/1/task_id")
+    assert result_problem("list_tasks", {"tasks": [valid, valid]}) is None
+    assert result_problem("list_tasks", {"tasks": "none"}) is not None  # the envelope is always validated
+
+
+def test_the_schema_of_a_listing_judges_each_record_alone():
+    # What lets result_problem validate only the records it has not seen valid: no rule
+    # on the list as a whole (minItems, uniqueItems, contains, ...).
+    for op, field in LISTED_RECORDS.items():
+        listing = schema("harness-response")["$defs"][f"{op}_result"]["properties"][field]
+        assert set(listing) <= {"type", "items", "description"}, listing
+
+
+def test_an_exploration_draws_from_no_local_constants_and_gives_them_back():
+    from hypothesis.internal.conjecture import providers
+
+    collect = providers._get_local_constants
+    with without_local_constants(), without_local_constants():  # held by two explorations at once
+        assert len(providers._get_local_constants()) == 0
+    assert providers._get_local_constants is collect
 
 
 def test_a_silent_harness_ends_fuzz_model_in_error(tmp_path):

@@ -22,9 +22,11 @@ SCENARIOS = "WT-CREATE,A2-RESPONSE-LOSS"
 def run_kit(tmp_path, mode, *extra):
     harness = f"{sys.executable} {FAKE} {mode}"
     timeouts = ("--call-timeout", "1", "--start-timeout", "2")
+    here = "hang" not in mode  # in this process (kit.certify); a hang's bound is a process's timeout
     done, report = certify(
-        tmp_path, harness, "--only", SCENARIOS, *timeouts, *extra, seed=7, formats="md,json,junit", timeout=60
-    )
+        tmp_path, harness, "--only", SCENARIOS, *timeouts, *extra, seed=7, formats="md,json,junit", timeout=60,
+        in_process=here,
+    )  # fmt: skip
     return done, by_id(report)
 
 
@@ -302,7 +304,8 @@ def test_noise_in_a_pipelined_batch_is_the_reason_at_once_and_in_the_evidence(tm
 
 
 def test_a_task_path_that_leaves_the_state_directory_fails(tmp_path):
-    done, report = certify(tmp_path, f"{sys.executable} {BROKEN} escaping-task-path", "--only", "WT-CREATE", seed=7)
+    harness = f"{sys.executable} {BROKEN} escaping-task-path"
+    done, report = certify(tmp_path, harness, "--only", "WT-CREATE", seed=7, in_process=True)
     judged = by_id(report)["WT-CREATE"]
     assert judged["status"] == "failed" and "task_path" in judged["reason"], judged["reason"]
     assert done.returncode == 1

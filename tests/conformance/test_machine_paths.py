@@ -33,6 +33,29 @@ def test_paths_under_the_run_directory_are_relative_and_the_home_is_tilde(text, 
     assert without_machine_paths(text, "/srv/co", "/home/me") == shown
 
 
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # A faulty runtime's message quoting its state directory, a scenario's scratch.
+        (
+            "cannot open '/tmp/retryproof-a4-multiprocess-fryyggix/state/tasks/TASK-000006.json'",
+            "cannot open '{scratch}/state/tasks/TASK-000006.json'",
+        ),
+        ("cwd /tmp/retryproof-fuzz-model-q_1z8k0a", "cwd {scratch}"),
+        # Not the kit's: another program's temporary files, another temporary directory.
+        ("/tmp/retryproofs/a /tmp/pytest-1/retryproof-x-abc /var/tmp/retryproof-x-abc", None),
+    ],
+)
+def test_the_kits_scratch_directories_are_one_placeholder(text, shown):
+    assert without_machine_paths(text, "/srv/co", "/home/me", "/tmp") == (text if shown is None else shown)
+
+
+def test_a_scratch_directory_under_the_home_is_the_placeholder_not_a_home_path():
+    assert without_machine_paths("/home/me/tmp/retryproof-x-abc/state", "/srv/co", "/home/me", "/home/me/tmp") == (
+        "{scratch}/state"
+    )
+
+
 def test_evidence_is_walked_and_only_its_strings_change():
     evidence = {"calls": ({"message": "/srv/co/x: EOF", "ms": 1.5},), "seen": ["/home/me/y", 3, None]}
     assert without_machine_paths(evidence, "/srv/co/", "/home/me") == {

@@ -17,7 +17,7 @@ BROKEN = os.path.join(HERE, "broken_runtimes.py")
 
 
 def run_kit(tmp_path, harness, only, seed="3"):
-    done, report = certify(tmp_path, harness, "--only", only, seed=seed, formats="json,md", timeout=180)
+    done, report = certify(tmp_path, harness, "--only", only, seed=seed, formats="json,md", in_process=True)
     return done, by_id(report)
 
 

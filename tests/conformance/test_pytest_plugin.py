@@ -11,14 +11,11 @@ import os
 import sys
 
 import pytest
-from kit import UNUSED_PLUGINS
 
 from retryproof import spec
 from retryproof.conformance.catalogue import entry
 from retryproof.conformance.events import ScenarioResult
 from retryproof.conformance.pytest_plugin import conclude
-
-pytest_plugins = ["pytester"]
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
 BASICS = "WT-CREATE,A2-RESPONSE-LOSS"
@@ -313,7 +310,7 @@ def test_under_xdist_the_controller_writes_one_report_set_from_every_worker(pyte
     out = pytester.path / "reports"
     only = "WT-CREATE,A2-RESPONSE-LOSS,CONFLICT-DIGEST,LEGACY-NO-ID"
     result = pytester.runpytest_subprocess(
-        "-n", "2", "-p", "no:cacheprovider", *UNUSED_PLUGINS, "--retryproof-harness", faulty("no-idempotency"),
+        "-n", "2", "-p", "no:cacheprovider", "--retryproof-harness", faulty("no-idempotency"),
         "--retryproof-only", only, "--retryproof-out", str(out), "-rf",
     )  # fmt: skip
     result.assert_outcomes(passed=3, failed=2)

@@ -15,14 +15,12 @@ import time
 
 import pytest
 import sharded
-from kit import UNUSED_PLUGINS, retryproof
+from kit import retryproof_here
 
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.conformance.records import Shard
 from retryproof.conformance.runner import select
 from retryproof.conformance.schedule import NoTurn, Turns
-
-pytest_plugins = ["pytester"]
 
 ALONE = ("A4-CONCURRENT", "A4-MULTIPROCESS")
 #: Enough ordinary scenarios that both workers run some, around every run-alone one.
@@ -156,7 +154,7 @@ def test_under_xdist_an_alone_part_overlaps_no_other_test(pytester):
     )
     out = pytester.path / "reports"
     result = pytester.runpytest_subprocess(
-        "-n", "2", "-p", "no:cacheprovider", *UNUSED_PLUGINS, "-p", "timeline", "--retryproof-harness", f"{sys.executable} wrapper.py",
+        "-n", "2", "-p", "no:cacheprovider", "-p", "timeline", "--retryproof-harness", f"{sys.executable} wrapper.py",
         "--retryproof-only", ",".join(ALONE + ORDINARY), "--retryproof-out", str(out),
     )  # fmt: skip
     statuses = {s["id"]: s["status"] for s in json.loads((out / "report.json").read_text())["scenarios"]}
@@ -231,7 +229,7 @@ def test_an_alone_part_that_gets_no_turn_is_an_error_not_a_gap(pytester):
     )
     out = pytester.path / "reports"
     result = pytester.runpytest_subprocess(
-        "-n", "1", "-p", "no:cacheprovider", *UNUSED_PLUGINS, "-p", "holder", "--retryproof", "--retryproof-only", "A4-CONCURRENT",
+        "-n", "1", "-p", "no:cacheprovider", "-p", "holder", "--retryproof", "--retryproof-only", "A4-CONCURRENT",
         "--retryproof-out", str(out), "-rf",
     )  # fmt: skip
     assert seen.read_text().split() == ["queued=True", "queued=False"]
@@ -264,7 +262,6 @@ def test_plugin_shards_merge_into_the_whole_run_also_mixed_with_cli_shards(pytes
         str(sharded.SEED),
         "-p",
         "no:cacheprovider",
-        *UNUSED_PLUGINS,
     )
     plugin = {
         "one": pytester.runpytest_subprocess(
@@ -291,7 +288,7 @@ def test_plugin_shards_merge_into_the_whole_run_also_mixed_with_cli_shards(pytes
         "plugin": (pytester.path / "one", pytester.path / "two"),
         "mixed": (pytester.path / "one", shard_runs / "two"),
     }.items():
-        done = retryproof("merge", *(str(path / "report.json") for path in paths), "--out", str(tmp_path / name))
+        done = retryproof_here("merge", *(str(path / "report.json") for path in paths), "--out", str(tmp_path / name))
         assert done.returncode == 1, done.stdout + done.stderr  # the whole run's exit code
         merged = _report(tmp_path / name)
         assert [(s["id"], s["status"]) for s in merged["scenarios"]] == [

@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 
 import headless_chromium
 import pytest
-from kit import once_per_session
+from kit import once_per_session, retryproof_here
 
 from retryproof.conformance.catalogue import catalogue, entry
 from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
@@ -45,7 +45,7 @@ def run_fake(out, mode, *, summary=None, name=None):
     env = {"FAKE_IMPLEMENTATION_NAME": name} if name else {}
     if summary:
         env["GITHUB_STEP_SUMMARY"] = str(summary)
-    done = kit(
+    done = retryproof_here(  # in this process: the reports are what these tests read
         "run",
         "--harness",
         f"{sys.executable} {FAKE} {mode}",
@@ -59,7 +59,7 @@ def run_fake(out, mode, *, summary=None, name=None):
         str(out),
         "--format",
         "md,json,junit,html,badge",
-        env=env,
+        env={**os.environ, **env},
     )
     return done
 
@@ -242,21 +242,21 @@ def test_report_md_has_counts_requirements_environment_and_a_digest_column(liar)
 def test_diff_names_the_regression_and_exits_1_and_2_on_bad_input(liar, tmp_path):
     honest = tmp_path / "honest"
     assert run_fake(honest, "honest").returncode == 0
-    worse = kit("diff", str(honest / "report.json"), str(liar / "report.json"))
+    worse = retryproof_here("diff", str(honest / "report.json"), str(liar / "report.json"))
     assert worse.returncode == 1, worse.stderr
     regressions = worse.stdout.split("## Regressions")[1]
     assert "| WT-CREATE " in regressions and "| passed " in regressions and "| failed " in regressions
     assert "| A2-RESPONSE-LOSS " in regressions and "2 regression(s)" in worse.stdout
     assert "PARTIAL" in worse.stdout and "→ NOT CONFORMANT" in worse.stdout and "(changed)" in worse.stdout
-    better = kit("diff", str(liar / "report.json"), str(honest / "report.json"))
+    better = retryproof_here("diff", str(liar / "report.json"), str(honest / "report.json"))
     assert better.returncode == 0 and "## Fixes" in better.stdout and "## Regressions" not in better.stdout
-    same = kit("diff", str(honest / "report.json"), str(honest / "report.json"))
+    same = retryproof_here("diff", str(honest / "report.json"), str(honest / "report.json"))
     assert same.returncode == 0 and "0 regression(s), 0 fix(es)" in same.stdout and "(unchanged)" in same.stdout
     forged = json.loads((liar / "report.json").read_text())
     forged["counts"]["passed"] = 2  # validate-report's checks catch a hand-edited report
     (tmp_path / "forged.json").write_text(json.dumps(forged))
     for bad in (str(liar / "report.md"), str(tmp_path / "missing.json"), str(tmp_path / "forged.json")):
-        done = kit("diff", str(honest / "report.json"), bad)
+        done = retryproof_here("diff", str(honest / "report.json"), bad)
         assert done.returncode == 2 and done.stderr.startswith("error:") and "Traceback" not in done.stderr, bad
 
 

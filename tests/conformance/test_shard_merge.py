@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from kit import retryproof_here
 from sharded import kit
 
 from retryproof.conformance.records import Shard
@@ -27,7 +28,7 @@ def test_shards_partition_the_selection_and_split_the_fuzz_budget():
 
 
 def test_merged_shards_equal_the_whole_run(shard_runs, tmp_path):
-    done = kit(
+    done = retryproof_here(
         "merge", str(shard_runs / "one/report.json"), str(shard_runs / "two/report.json"), "--out", str(tmp_path)
     )
     assert done.returncode == 1, done.stdout + done.stderr  # the whole run's exit code
@@ -42,7 +43,7 @@ def test_merged_shards_equal_the_whole_run(shard_runs, tmp_path):
     fuzz = next(s for s in merged["scenarios"] if s["id"] == "FUZZ-MODEL")["evidence"]["fuzz"]
     assert [share["shard"] for share in fuzz["shards"]] == ["1/2", "2/2"]
     assert len({share["seed"] for share in fuzz["shards"]}) == 2  # distinct seeds, distinct histories
-    assert kit("validate-report", str(tmp_path / "report.json")).returncode == 0
+    assert retryproof_here("validate-report", str(tmp_path / "report.json")).returncode == 0
     assert (tmp_path / "junit.xml").exists() and (tmp_path / "report.md").exists()
 
 
@@ -92,7 +93,7 @@ def test_shards_that_are_not_one_whole_run_are_refused(shard_runs, tmp_path, cas
             ),
         ],
     }[case]()
-    done = kit("merge", *reports, "--out", str(tmp_path / "out"))
+    done = retryproof_here("merge", *reports, "--out", str(tmp_path / "out"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "error: " in done.stderr and message in done.stderr and "hint: " in done.stderr
     assert "Traceback" not in done.stderr
@@ -117,5 +118,5 @@ def test_merge_holds_its_out_directory_until_every_file_is_written(shard_runs, t
 
 
 def test_merge_refuses_a_blank_format():
-    done = kit("merge", "r.json", "--out", "out", "--format", "")
+    done = retryproof_here("merge", "r.json", "--out", "out", "--format", "")
     assert done.returncode == 2 and "names no report format" in done.stderr, done.stderr

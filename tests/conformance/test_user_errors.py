@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from kit import once_per_session, retryproof_here
 
 from retryproof.conformance import fuzz
 from retryproof.conformance.replay_file import FORMAT as REPLAY_FORMAT
@@ -158,41 +159,47 @@ def test_replay_refuses_steps_the_harness_cannot_take(tmp_path):
 # -- validate-report -------------------------------------------------------------
 
 
-def a_report(tmp_path, change):
-    """The report.json of a real (small) run, changed by ``change``."""
-    out = tmp_path / "out"
-    assert (
-        run_cli(
-            "run", "--only", "WT-CREATE,A2-RESPONSE-LOSS", "--seed", "3", "--out", str(out), "--format", "json"
-        ).returncode
-        == 0
-    )
-    document = json.loads((out / "report.json").read_text())
+@pytest.fixture(scope="module")
+def small_report(tmp_path_factory) -> str:
+    """The report.json of a real (small) run, once per session: each validate-report
+    test below changes a copy of it."""
+    return once_per_session(tmp_path_factory, "small-report", small_run)
+
+
+def small_run(out) -> str:
+    done = run_cli("run", "--only", "WT-CREATE,A2-RESPONSE-LOSS", "--seed", "3", "--out", str(out), "--format", "json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return (out / "report.json").read_text()
+
+
+def a_report(tmp_path, small_report, change):
+    """``small_report`` changed by ``change``, as validate-report judges it."""
+    document = json.loads(small_report)
     change(document)
     path = tmp_path / "changed.json"
     path.write_text(json.dumps(document))
-    return run_cli("validate-report", str(path))
+    return retryproof_here("validate-report", str(path))
 
 
-def test_validate_report_cross_checks_counts_against_the_scenarios(tmp_path):
-    done = a_report(tmp_path, lambda document: document["counts"].update(passed=30))
+def test_validate_report_cross_checks_counts_against_the_scenarios(tmp_path, small_report):
+    done = a_report(tmp_path, small_report, lambda document: document["counts"].update(passed=30))
     assert done.returncode == 1 and "INVALID" in done.stderr
     assert "counts/passed" in done.stderr and "30" in done.stderr and "2" in done.stderr
 
 
-def test_validate_report_cross_checks_the_verdict_and_prints_it_readably(tmp_path):
+def test_validate_report_cross_checks_the_verdict_and_prints_it_readably(tmp_path, small_report):
     def forge(document):
         document["scenarios"][0]["status"] = "failed"
         document["scenarios"][0]["reason"] = "the runtime lost a task"
 
-    done = a_report(tmp_path, forge)
+    done = a_report(tmp_path, small_report, forge)
     assert done.returncode == 1 and "INVALID" in done.stderr
     assert "verdict/blocking" in done.stderr and "WT-CREATE" in done.stderr
     assert "[(" not in done.stderr and "{'" not in done.stderr  # no Python reprs
 
 
-def test_an_untouched_report_still_validates(tmp_path):
-    done = a_report(tmp_path, lambda document: None)
+def test_an_untouched_report_still_validates(tmp_path, small_report):
+    done = a_report(tmp_path, small_report, lambda document: None)
     assert done.returncode == 0, done.stderr
 
 

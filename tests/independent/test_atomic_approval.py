@@ -215,7 +215,7 @@ def test_a_harness_offering_no_tool_path_fails_its_handshake(tmp_path):
     """PROTOCOL-R20: write_task, approval or both; neither leaves nothing to certify."""
     script = tmp_path / "no_tool_path.py"
     script.write_text(NO_TOOL_PATH)
-    done, report = certify(tmp_path / "out", f"{sys.executable} {script}", timeout=60)
+    done, report = certify(tmp_path / "out", f"{sys.executable} {script}", in_process=True)
     assert done.returncode == 2 and report is None
     assert done.stderr.startswith("error: the harness failed its handshake: hello result violates its schema")
     assert "capabilities" in done.stderr and "Traceback" not in done.stderr

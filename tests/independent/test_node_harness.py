@@ -9,15 +9,12 @@ The clean run is the complete catalogue, FUZZ-MODEL included at the dev budget (
 of the run's CPU time): the kit must judge a third-party runtime's histories fairly too.
 """
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from kit import once_per_session
+from kit import certify, once_per_session
 
 from retryproof.spec import load_spec
 
@@ -37,36 +34,18 @@ UNDECLARED = {
 }
 
 
-def run_kit(tmp_path, *args, defect=None):
-    """Run ``retryproof run`` against the Node runtime; return (exit code, report.json, output)."""
+def run_kit(tmp_path, *args, defect=None, in_process=False):
+    """Run ``retryproof run`` against the Node runtime; return (exit code, report.json, output).
+    ``in_process``: kit.certify's, for a run without FUZZ-MODEL."""
     command = f"node {HARNESS}" + (f" --defect {defect}" if defect else "")
-    out = tmp_path / "report"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--harness",
-            command,
-            "--out",
-            str(out),
-            "--seed",
-            "1",
-            "--format",
-            "json",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        # The dev fuzz budget: this checks that FUZZ-MODEL judges a third-party runtime
-        # fairly, not how deep it explores (tests/conformance/test_fuzz_model.py does).
-        env={**os.environ, "RETRYPROOF_FUZZ_PROFILE": "retryproof-dev"},
+    # The dev fuzz budget: this checks that FUZZ-MODEL judges a third-party runtime
+    # fairly, not how deep it explores (tests/conformance/test_fuzz_model.py does).
+    env = {**os.environ, "RETRYPROOF_FUZZ_PROFILE": "retryproof-dev"}
+    done, report = certify(
+        tmp_path / "report", command, *args, formats="json", timeout=240, in_process=in_process, env=env
     )
-    report_file = out / "report.json"
-    assert report_file.exists(), f"no report (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-    return proc.returncode, json.loads(report_file.read_text()), proc.stdout + proc.stderr
+    assert report is not None, f"no report (exit {done.returncode}):\n{done.stdout}\n{done.stderr}"
+    return done.returncode, report, done.stdout + done.stderr
 
 
 def statuses(report):
@@ -129,7 +108,8 @@ DEFECTS = {
 @pytest.mark.parametrize("defect", sorted(DEFECTS))
 def test_each_defect_fails_exactly_the_scenarios_it_violates(tmp_path, defect):
     must_fail, must_pass = DEFECTS[defect]
-    code, report, output = run_kit(tmp_path, "--only", ",".join(sorted(must_fail | must_pass)), defect=defect)
+    only = ",".join(sorted(must_fail | must_pass))
+    code, report, output = run_kit(tmp_path, "--only", only, defect=defect, in_process=True)
     status = statuses(report)
     assert status == {**{sid: "failed" for sid in must_fail}, **{sid: "passed" for sid in must_pass}}, output
     assert report["verdict"]["conformant"] is False

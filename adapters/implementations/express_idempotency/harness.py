@@ -38,7 +38,10 @@ def library_version() -> str:
 class ExpressIdempotency(HttpServiceRuntime):
     # The route runs after the middleware stored the request; a crash there leaves the
     # record without a response (the library's in-progress state). No separate
-    # reservation step exists to stop at, so only these two are offered.
+    # reservation step exists to stop at, so only these two are offered. Both are
+    # server.js's: after_commit is in the route just before the answer is sent (armed
+    # there, node dies before the answer reaches this harness, whose own point after
+    # it is then never reached).
     failpoints = ("write_task.after_task_write", "write_task.after_commit")
     # The library's own refusals: 409 "a previous request is still in progress",
     # 417 "misuse of the idempotency key" (same key, another request).

@@ -102,6 +102,12 @@ async function main() {
       res.status(500).json({ error: String(error) });
       return;
     }
+    // The library stores the response only after res.send() has written it, so no
+    // moment has the record committed and the answer unsent. This is the nearest:
+    // everything the library commits before answering is durable, and the answer has
+    // not left. A kill here is the same every run, where the harness's own point
+    // (after the answer reached it) raced node's update of the record.
+    failpoint('write_task.after_commit');
     res.status(201).json({
       task_id: taskId,
       task_path: `tasks/${taskId}.json`,
