@@ -29,6 +29,11 @@ def free_port() -> int:
                 return port
 
 
+#: How often ``await_accepting`` asks: a refused loopback connection costs microseconds,
+#: and a server seen up to this late makes every start (dozens a binding run) that late.
+ACCEPT_POLL_S = 0.01
+
+
 def await_accepting(popen: subprocess.Popen, port: int, deadline: float) -> str | None:
     """Wait until ``port`` accepts a connection, by the ``time.monotonic`` ``deadline``;
     None once it does, else why not (the process ended first, or time ran out)."""
@@ -42,4 +47,4 @@ def await_accepting(popen: subprocess.Popen, port: int, deadline: float) -> str 
         except OSError:
             if time.monotonic() > deadline:
                 return f"nothing accepted on port {port} in time"
-            time.sleep(0.05)
+            time.sleep(ACCEPT_POLL_S)

@@ -18,12 +18,13 @@ from dataclasses import fields, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.connection import Connection, HarnessStartError
 from retryproof.adapters.process_groups import Scratch
 from retryproof.adapters.targets import shown
 from retryproof.conformance import __version__
 from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.context import (
+    CatalogueViolation,
     Context,
     NotApplicable,
     ScenarioFailed,
@@ -157,7 +158,9 @@ class Run:
     """A run emitting every event to ``sinks``: ``run`` drives it over the selection
     (``compute`` on worker threads, ``record`` in catalogue order), the pytest plugin
     item by item (``scenario``). ``share`` says whether ``shares_server`` scenarios
-    take turns on one server (None: as ``shares_servers`` decides for the target)."""
+    take turns on one server (None: as ``shares_servers`` decides for the target);
+    ``selection``, the entries the run will compute, lets the last turn on it end it
+    (``sharing.py``: so its escaped processes are named in that turn's result)."""
 
     def __init__(
         self,
@@ -167,6 +170,7 @@ class Run:
         total: int,
         began: float | None = None,
         share: bool | None = None,
+        selection: Sequence[Entry] | None = None,
     ):
         self.options = options
         self.hello = hello
@@ -178,11 +182,12 @@ class Run:
         self.began = time.perf_counter() if began is None else began  # a perf_counter reading
         #: The scenarios the harness lost to a missed deadline, (id, that deadline); every job's.
         self.silent: list[tuple[str, str]] = []
-        self.shared = (
-            SharedServer(options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
-            if (shares_servers(options) if share is None else share)
-            else None
-        )
+        self.shared = None
+        if shares_servers(options) if share is None else share:
+            users = None if selection is None else sum(1 for item in selection if self._lends(item))
+            self.shared = SharedServer(
+                options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout, users=users
+            )
         self._emit(RunStarted(self.info, total))
 
     def scenario(self, item: Entry, turn: Turn = SOLO) -> ScenarioResult:
@@ -227,6 +232,12 @@ class Run:
         bound = self.scenarios.get(item.id)
         return self.shared is not None and bound is not None and bound.shares_server
 
+    def _lends(self, item: Entry) -> bool:
+        """Whether ``item`` will take a turn on the shared server (``run_one``: a sharing
+        scenario whose needs the runtime meets)."""
+        bound = self.scenarios.get(item.id)
+        return bound is not None and bound.shares_server and not missing_needs(item, self.hello, self.options.binding)
+
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         self.results.append(result)
         self._emit(ScenarioFinished(result, len(self.results), self.total))
@@ -256,7 +267,7 @@ class Run:
 def run(options: Options, hello: Hello, sinks: Sequence[Sink]) -> RunFinished:
     """The selected scenarios on ``options.jobs`` threads, their events in catalogue order."""
     entries = select(options.only, options.skip, options.shard)
-    session = Run(options, hello, sinks, len(entries))
+    session = Run(options, hello, sinks, len(entries), selection=entries)
     try:
         if options.jobs <= 1:
             for item in entries:
@@ -339,14 +350,17 @@ def run_one(
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
     if shared is not None and bound.shares_server:
         lease = shared.lend(item.id)
-        ended: Status = "error"  # unless the scenario came to its own end
         try:
-            result = _run_bound(item, bound, options, hello, turn, finish, (shared, lease))
-            ended = result.status
-            return result
+            return _run_bound(item, bound, options, hello, turn, finish, (shared, lease))
         finally:
-            shared.give_back(lease, ended)
+            shared.give_back(lease)
     return _run_bound(item, bound, options, hello, turn, finish)
+
+
+def _shared_only() -> Connection:
+    """A sharing scenario's connector: it never makes a connection of its own (the
+    context refuses before it would, ``Context._own_process``)."""
+    raise CatalogueViolation("a scenario on the shared server makes no connection of its own")
 
 
 def _run_bound(
@@ -358,12 +372,24 @@ def _run_bound(
     finish: Callable[..., ScenarioResult],
     shared: tuple[SharedServer, Lease] | None = None,
 ) -> ScenarioResult:
-    """Run ``bound`` on its own state directory (its own server or a turn on ``shared``),
-    its ending turned into a result by ``finish``."""
-    scratch = Scratch(f"retryproof-{item.id.lower()}-")
+    """Run ``bound`` on its own state directory and server, or in its turn on
+    ``shared``'s, its ending turned into a result by ``finish``; a turn is settled
+    first, so what ending the shared server finds is in the result."""
+    scratch = None if shared else Scratch(f"retryproof-{item.id.lower()}-")
+    connect = (
+        options.way_in.connector(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
+        if scratch
+        else _shared_only
+    )
+
+    def ended(status: Status, reason: str | None, context: Context, **evidence: Any) -> ScenarioResult:
+        if shared is not None:
+            shared[0].settle(shared[1], status)
+        return finish(status, reason, context, **evidence)
+
     context = Context(
         item,
-        options.way_in.connector(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout),
+        connect,
         hello,
         options.seed,
         options.concurrency,
@@ -374,23 +400,24 @@ def _run_bound(
     )
     try:
         bound.run(context)
-        return finish("passed", None, context)
+        return ended("passed", None, context)
     except ScenarioFailed as exc:
         _collect_after_failure(context)
-        return finish("failed", str(exc), context)
+        return ended("failed", str(exc), context)
     except NotApplicable as exc:
-        return finish("not_applicable", str(exc), context)
+        return ended("not_applicable", str(exc), context)
     except Skipped as exc:
-        return finish("skipped", str(exc), context)
+        return ended("skipped", str(exc), context)
     except (Unjudgeable, NoTurn) as exc:  # NoTurn: its alone part did not come in time
-        return finish("error", str(exc), context)
+        return ended("error", str(exc), context)
     except Exception as exc:  # a bug in a scenario must cost that scenario, not the run
-        return finish(
+        return ended(
             "error", f"kit error: {type(exc).__name__}: {exc}", context, traceback=traceback.format_exc(limit=8)
         )
     finally:
         context.close()
-        scratch.remove()
+        if scratch is not None:
+            scratch.remove()
 
 
 def missing_needs(item: Entry, hello: Hello, binding: Binding | None) -> list[str]:

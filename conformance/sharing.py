@@ -20,9 +20,16 @@ Sharing stays honest by four rules:
   server it used, which scenarios used it before, and whether it started it.
 - *Its own evidence.* The calls, exchanges and protocol noise a scenario's result quotes
   are those made in its lease, never an earlier user's. Only the stderr a failure quotes
-  is the server's tail, which may begin in an earlier user's turn. Processes that escape
-  a shared server's group are found only when it is killed, after its last user's result
-  is written, so no result names them yet (a known gap: a server of its own names them).
+  is the server's tail, which may begin in an earlier user's turn.
+
+Processes that escape a shared server's group are found only when it is killed, so it
+is killed within a user's turn, before that user's result is written, which names them
+(``survivors``, as a server of its own would): the user whose failure ends it, the last
+user the run expects (``users``), or, for a server that died between two turns, the next
+user (``shared_server.earlier_server_survivors``). Only a server still running when the
+run ends early (scenarios refused after a silent harness, an interrupt) or whose users
+were not counted (the pytest plugin, whose items xdist deals out) is killed at the end
+of the run, where no result names what escaped it.
 
 A server that inherits state skips only the check that its first listing is empty (the
 state directory is not fresh): the first scenario on each server, and every scenario that
@@ -52,23 +59,34 @@ class Lease:
     #: Why the server this scenario uses is a fresh one though others came before.
     fresh_start: str | None = None
     started_here: bool = False
+    #: Whether the run expects no user after this one, so its turn ends the server.
+    last: bool = False
+    #: Processes that escaped the group of a server that died before this turn.
+    earlier_survivors: list[dict[str, Any]] = field(default_factory=list)
     #: Where this scenario's share of the connection's exchanges, survivors and noise begins.
     marks: dict[str, int] = field(default_factory=dict)
+    settled: bool = False
 
     def evidence(self) -> dict[str, Any]:
         found: dict[str, Any] = {"server": self.server, "used_before_by": list(self.earlier)}
         found["started_by_this_scenario"] = self.started_here
         if self.fresh_start:
             found["fresh_start"] = self.fresh_start
+        if self.earlier_survivors:
+            found["earlier_server_survivors"] = self.earlier_survivors
         return found
 
 
 class SharedServer:
     """The server the sharing scenarios of one run take in turn, on its own state
-    directory. ``lend`` takes the lock, ``give_back`` lets it go."""
+    directory. ``lend`` takes the lock, ``settle`` ends the turn's use of the server,
+    ``give_back`` lets the lock go. ``users``: how many turns the run expects (None:
+    not known), so that the last one ends the server."""
 
-    def __init__(self, target: Target, *, call_timeout: float, start_timeout: float):
+    def __init__(self, target: Target, *, call_timeout: float, start_timeout: float, users: int | None = None):
         self._target = target
+        self._expected = users
+        self._lent = 0
         self._call_timeout = call_timeout
         self._start_timeout = start_timeout
         self._lock = threading.Lock()
@@ -81,15 +99,18 @@ class SharedServer:
     def lend(self, scenario_id: str) -> Lease:
         """The server's turn for ``scenario_id``, waiting while another holds it."""
         self._lock.acquire()
-        return Lease(scenario_id)
+        self._lent += 1
+        return Lease(scenario_id, last=self._lent == self._expected)
 
     def connection(self, lease: Lease) -> Connection:
         """The running server for ``lease``: the one the previous user handed on, or a
         new one on a fresh state directory. ``HarnessStartError`` when it does not start."""
         if self._connection is not None and not self._connection.alive:
             # It died between two turns: the next user gets a fresh one, told why.
+            died = self._connection
             self._ended_because = "the server the earlier scenarios used was no longer running"
             self._end()
+            lease.earlier_survivors = died.survivors()
         if self._connection is None:
             self._servers += 1
             self._users = []
@@ -115,15 +136,31 @@ class SharedServer:
         self._users.append(lease.scenario_id)
         return connection
 
-    def give_back(self, lease: Lease, status: str) -> None:
-        """End the lease: the server goes on to the next user only after a pass by a
-        live server; otherwise it is ended, with its state directory."""
+    def settle(self, lease: Lease, status: str) -> None:
+        """End the turn's use of the server, once its ``status`` is known and before its
+        result is written: the server goes on to the next user only after a pass by a
+        live server the run still needs; otherwise it is ended now, with its state
+        directory, so what its kill finds is in this scenario's evidence."""
+        if lease.settled:
+            return
+        lease.settled = True
+        connection = self._connection
+        if connection is None or not lease.server:
+            return
+        if status == "passed" and connection.alive and not lease.last:
+            return
+        if status != "passed":
+            why = f"it ended {status}"
+        else:
+            why = "it was no longer running" if not connection.alive else "the run expected no later user"
+        self._ended_because = f"the server {lease.scenario_id} used was ended because {why}"
+        self._end()
+
+    def give_back(self, lease: Lease) -> None:
+        """Let the lock go; a turn that ended without being settled (the kit's own
+        failure) ends the server as an error would."""
         try:
-            connection = self._connection
-            if connection is not None and lease.server and not (status == "passed" and connection.alive):
-                why = "it was no longer running" if status == "passed" else f"it ended {status}"
-                self._ended_because = f"the server {lease.scenario_id} used was ended because {why}"
-                self._end()
+            self.settle(lease, "error")
         finally:
             self._lock.release()
 

@@ -68,5 +68,6 @@ def serve(runtime: Runtime, port: int) -> None:
 
     server = _Server(("127.0.0.1", port), Handler)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown, daemon=True).start())
-    server.serve_forever()
+    # A SIGTERM's shutdown is seen at the loop's next poll: a graceful stop waits for it.
+    server.serve_forever(poll_interval=0.05)
     server.server_close()

@@ -10,6 +10,7 @@ conflict result or ``{"error": {code, message}}`` (``served.submit``). Tool
 
 from __future__ import annotations
 
+import gc
 from typing import Any, cast
 
 from retryproof.reference_impl import served
@@ -19,6 +20,11 @@ from retryproof.reference_impl.runtime import Runtime
 def serve(runtime: Runtime, transport: str, port: int | None, name: str) -> None:
     from mcp.server.mcpserver import MCPServer
     from mcp_types import CallToolResult, TextContent
+
+    # The SDK's import leaves a heap of long-lived objects (its types and schemas) that
+    # the collector need never walk: not at each full collection, and not at exit,
+    # where walking it took longer than serving (0.6-0.9 s after stdin closed).
+    gc.freeze()
 
     server = MCPServer(name)
 

@@ -10,6 +10,9 @@ runner's API, which lets a test switch sharing off (``Run(share=False)``).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -21,22 +24,24 @@ from retryproof.conformance.cli import build_parser
 from retryproof.conformance.context import CatalogueViolation, Context
 from retryproof.conformance.events import ScenarioResult
 from retryproof.conformance.options import Options, from_arguments
-from retryproof.conformance.runner import Run, probe, select, shares_servers
+from retryproof.conformance.runner import Run, probe, run, select, shares_servers
 from retryproof.conformance.scenarios import registry
 from retryproof.conformance.sharing import SharedServer
 from retryproof.reference_impl.faulty import killed_by
 
-#: Every scenario that takes a turn on the shared server in a binding run; beside them
-#: LEGACY-NO-ID, whose tasks carry no key, and A4-CONCURRENT, whose races must meet a
-#: server as cold or warm whatever ``--jobs`` says: each keeps a server of its own.
+#: Every scenario that takes a turn on the shared server in a binding run (LEGACY-NO-ID
+#: too, though its tasks carry no key: its turn holds the server alone); beside them
+#: A4-CONCURRENT, whose races must meet a server as cold or warm whatever ``--jobs``
+#: says, keeps a server of its own.
 SHARING = (
     "WT-CREATE",
     "REUSE-EARLIER-ID",
     "CONFLICT-DIGEST",
     "NORMALIZED-EQUAL",
     "DISTINCT-IDS-DISTINCT-TASKS",
+    "LEGACY-NO-ID",
 )
-SELECTION = (*SHARING, "INVALID-KEY", "A4-CONCURRENT", "LEGACY-NO-ID")
+SELECTION = (*SHARING, "INVALID-KEY", "A4-CONCURRENT")
 #: Variants a sharing scenario must fail (their killed_by names one: no-idempotency's
 #: A4-CONCURRENT among them, and every scenario that retries a key).
 VARIANTS = (
@@ -49,9 +54,14 @@ VARIANTS = (
 )
 
 
-def binding_options(tmp_path: Path, fault: str | None, only: tuple[str, ...] = SELECTION) -> Options:
-    """A run of ``only`` against the reference (or its variant ``fault``) as an HTTP API."""
+def binding_options(
+    tmp_path: Path, fault: str | None, only: tuple[str, ...] = SELECTION, escape: bool = False
+) -> Options:
+    """A run of ``only`` against the reference (or its variant ``fault``) as an HTTP API;
+    ``escape``: each server's start leaves a setsid process holding its output."""
     command = ["{python}", "-m", "retryproof.reference_impl", *(["--fault", fault] if fault else []), "--http"]
+    if escape:
+        command = ["bash", "-c", f"(setsid sleep 120 &); exec {' '.join(command)}"]
     document = yaml.safe_load(
         (Path(__file__).resolve().parents[2] / "adapters" / "bindings" / "reference-http.yaml").read_text()
     )
@@ -84,7 +94,7 @@ def test_a_binding_run_shares_and_a_harness_run_does_not(tmp_path):
     assert not shares_servers(harness)
     bound = registry()
     assert all(bound[scenario_id].shares_server for scenario_id in (*SHARING, "INVALID-KEY"))
-    assert not bound["LEGACY-NO-ID"].shares_server  # its tasks carry no key to tell them apart
+    assert not bound["A4-CONCURRENT"].shares_server  # its rounds meet a cold, then a warm server
 
 
 def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
@@ -95,7 +105,7 @@ def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
     assert {item["server"] for item in used} == {1}, used  # one server for all of them
     assert used[0]["started_by_this_scenario"] and not any(item["started_by_this_scenario"] for item in used[1:])
     assert used[-1]["used_before_by"] == list(SHARING)
-    assert "shared_server" not in shared["LEGACY-NO-ID"].evidence
+    assert "shared_server" not in shared["A4-CONCURRENT"].evidence
     for scenario_id in SELECTION:
         # Per scenario: its own calls (same ops, same keys), its own new tasks, its own exchanges.
         assert _calls(shared[scenario_id]) == _calls(alone[scenario_id]), scenario_id
@@ -161,6 +171,102 @@ def test_a_sharing_scenario_that_needs_its_own_process_is_a_kit_bug(tmp_path, ac
             act(ctx)
         assert ctx.conn.alive  # refused before it touched the server
     finally:
-        server.give_back(lease, "error")
+        server.give_back(lease)
         server.close()
     assert not ctx.conn.alive  # a lease that did not pass ends the server
+
+
+@pytest.mark.parametrize("fault", [None, "digest-ignored"])
+def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_path, fault):
+    """Each server's start leaves a setsid process holding its output. A server ends in
+    a turn, before that turn's result is written: the result of the turn that failed on
+    it, or of the last turn the run expects, names the process that escaped it."""
+    only = ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY", "A4-CONCURRENT")
+    hello = probe(binding_options(tmp_path, fault, only))  # the same hello, from a server that leaves nothing
+    finished = run(binding_options(tmp_path, fault, only, escape=True), hello, [])
+    found = {result.entry.id: result for result in finished.results}
+    escaped = {scenario_id: result.evidence.get("survivors", []) for scenario_id, result in found.items()}
+    try:
+        ended_in = ["CONFLICT-DIGEST", "INVALID-KEY"] if fault else ["INVALID-KEY"]
+        assert found["CONFLICT-DIGEST"].status == ("failed" if fault else "passed")
+        for scenario_id in ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY"):
+            commands = [entry["command"] for entry in escaped[scenario_id]]
+            assert commands == (["sleep 120"] if scenario_id in ended_in else []), (scenario_id, escaped)
+        # A server of its own names what escaped it, as before.
+        assert [entry["command"] for entry in escaped["A4-CONCURRENT"]] == ["sleep 120"]
+    finally:
+        for pid in {entry["pid"] for entries in escaped.values() for entry in entries}:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeypatch):
+    """Its state is the shared server's: the runner makes no scratch directory for it."""
+    from retryproof.conformance import runner
+
+    options = binding_options(tmp_path, None, ("WT-CREATE", "A4-CONCURRENT"))
+    hello = probe(options)
+    made: list[str] = []
+    original = runner.Scratch
+
+    def counted(prefix: str):
+        made.append(prefix)
+        return original(prefix)
+
+    monkeypatch.setattr(runner, "Scratch", counted)
+    finished = run(options, hello, [])
+    assert [result.status for result in finished.results] == ["passed", "passed"]
+    assert made == ["retryproof-a4-concurrent-"]
+
+
+class _Dying:
+    """A connection whose server dies between two turns, leaving one escaped process."""
+
+    def __init__(self):
+        self.alive = False
+        self._survivors: list[dict[str, Any]] = []
+
+    def start(self) -> None:
+        self.alive = True
+
+    def kill(self) -> None:  # the kill finds what escaped its group
+        self.alive = False
+        self._survivors = [{"pid": 4242, "command": "escaped"}]
+
+    def exchanges(self) -> list:
+        return []
+
+    def protocol_noise(self) -> list:
+        return []
+
+    def survivors(self) -> list[dict[str, Any]]:
+        return list(self._survivors)
+
+
+class _Target:
+    def __init__(self):
+        self.made: list[_Dying] = []
+
+    def connect(self, scratch, **_: float) -> _Dying:
+        self.made.append(_Dying())
+        return self.made[-1]
+
+
+def test_what_escaped_a_server_that_died_between_turns_is_named_by_the_next_turn():
+    target = _Target()
+    server = SharedServer(target, call_timeout=1, start_timeout=1, users=2)
+    first = server.lend("WT-CREATE")
+    server.connection(first)
+    server.settle(first, "passed")
+    server.give_back(first)
+    target.made[0].alive = False  # it died on its own between the turns
+    second = server.lend("INVALID-KEY")
+    assert second.last
+    server.connection(second)
+    evidence = second.evidence()
+    assert evidence["started_by_this_scenario"] and "no longer running" in evidence["fresh_start"]
+    assert evidence["earlier_server_survivors"] == [{"pid": 4242, "command": "escaped"}]
+    server.settle(second, "passed")
+    server.give_back(second)
+    assert "earlier_server_survivors" not in first.evidence()
+    assert target.made[1].survivors()  # the last turn ended its server: its kill found what escaped

@@ -1,0 +1,112 @@
+"""Where a binding run of the reference spends its time: per scenario, its wall time,
+the servers it started and the CPU it cost (the kit's and its reaped servers').
+
+    python benchmarks/bench_binding.py [--wires http,mcp-stdio,mcp-http] [--seed 1]
+        [--jobs 1] [--skip IDS] [--only IDS]
+
+Runs the catalogue in-process over each bundled reference binding (``reference-http``,
+``reference-mcp``, ``reference-mcp-http``), counting ``BindingConnection.start`` calls.
+With ``--jobs 1`` scenarios run one after another, so each start and each CPU-second
+is that scenario's; with more jobs only the run's totals are exact. A start shared by
+``shares_server`` scenarios is counted in the scenario that made it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from collections import Counter
+
+from tabulate import tabulate
+
+from retryproof.adapters.binding.connection import BindingConnection
+from retryproof.conformance.events import ScenarioFinished, ScenarioStarted
+from retryproof.conformance.options import Options, load_binding
+from retryproof.conformance.runner import probe, run
+
+WIRES = {"http": "reference-http", "mcp-stdio": "reference-mcp", "mcp-http": "reference-mcp-http"}
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process and every child it reaped so far."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+class Counted:
+    """Counts server starts, charged to the scenario running (exact with one job)."""
+
+    def __init__(self):
+        self.current = "(probe)"
+        self.starts: Counter[str] = Counter()
+        self.rows: list[tuple] = []
+        self._began = (0.0, 0.0)
+
+    def handle(self, event) -> None:
+        if isinstance(event, ScenarioStarted):
+            self.current = event.entry.id
+            self._began = (time.perf_counter(), cpu_s())
+        elif isinstance(event, ScenarioFinished):
+            result = event.result
+            wall, cpu = time.perf_counter() - self._began[0], cpu_s() - self._began[1]
+            self.rows.append(
+                (result.entry.id, result.status, f"{wall:.2f}", self.starts[result.entry.id], f"{cpu:.2f}")
+            )
+
+
+#: The wire being measured (the last one appended).
+COUNTING: list[Counted] = []
+
+
+def install() -> None:
+    original = BindingConnection.start
+
+    def start(connection, *args, **kwargs):
+        counted = COUNTING[-1]
+        counted.starts[counted.current] += 1
+        return original(connection, *args, **kwargs)
+
+    BindingConnection.start = start  # type: ignore[method-assign]
+
+
+def one_wire(wire: str, seed: int, jobs: int, only: tuple[str, ...], skip: tuple[str, ...]) -> tuple:
+    binding = load_binding(WIRES[wire])
+    options = Options(
+        command=(), target=f"--binding {WIRES[wire]}", seed=seed, jobs=jobs, only=only, skip=skip, binding=binding
+    )
+    counted = Counted()
+    COUNTING.append(counted)
+    began, cpu_began = time.perf_counter(), cpu_s()
+    hello = probe(options)
+    finished = run(options, hello, [counted])
+    wall, cpu = time.perf_counter() - began, cpu_s() - cpu_began
+    if jobs == 1:
+        print(f"\n## {wire} (seed {seed})")
+        print(tabulate(counted.rows, headers=("scenario", "status", "wall s", "starts", "CPU s"), tablefmt="github"))
+    return wire, f"{wall:.2f}", sum(counted.starts.values()), f"{cpu:.2f}", finished.verdict.headline
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--wires", default=",".join(WIRES))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--only", default="")
+    parser.add_argument("--skip", default="")
+    args = parser.parse_args()
+    only = tuple(filter(None, args.only.split(",")))
+    skip = tuple(filter(None, args.skip.split(",")))
+    install()
+    totals = [one_wire(wire, args.seed, args.jobs, only, skip) for wire in args.wires.split(",")]
+    print()
+    print(tabulate(totals, headers=("wire", "wall s", "starts", "CPU s", "verdict"), tablefmt="github"))
+    print(f"\nload average {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
