@@ -62,35 +62,16 @@ PTRACER_ANY = (
 )
 
 
-def _ptrace_restricted() -> bool:
-    """Yama lets only an ancestor (or a named tracer) attach: scope 1 or more, not root."""
-    try:
-        with open("/proc/sys/kernel/yama/ptrace_scope", encoding="ascii") as handle:
-            scope = int(handle.read().strip() or 0)
-    except (OSError, ValueError):
-        return False
-    return scope != 0 and os.geteuid() != 0
-
-
 def attach_prefix() -> tuple[str, ...]:
     """What a runtime's command is run under so that strace can attach to it later:
     nothing where any process of the user may trace any other (no Yama, scope 0, or
     root), else ``PTRACER_ANY``."""
-    return PTRACER_ANY if _ptrace_restricted() else ()
-
-
-def attach_hint() -> str:
-    """Why an attach may have been refused here, and what lets it through; empty where
-    ptrace is not restricted. ``PTRACER_ANY`` admits the command's own process, never a
-    process it starts (Yama's named tracer is not inherited), so a command that forks the
-    runtime (``npm start``, ``uv run``) cannot be attached to."""
-    if not _ptrace_restricted():
-        return ""
-    return (
-        "; Yama restricts ptrace here (kernel.yama.ptrace_scope is not 0): run the runtime's own "
-        "executable as the command rather than a launcher that forks it, or run the kit as root "
-        "or with kernel.yama.ptrace_scope=0"
-    )
+    try:
+        with open("/proc/sys/kernel/yama/ptrace_scope", encoding="ascii") as handle:
+            scope = int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return ()
+    return () if scope == 0 or os.geteuid() == 0 else PTRACER_ANY
 
 
 class AttachError(Exception):

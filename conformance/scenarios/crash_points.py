@@ -49,7 +49,7 @@ from retryproof.conformance import replay_file
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import converge, expect_identity
-from retryproof.conformance.strace import AttachError, Syscall, attach_hint, attach_prefix, attached, entered
+from retryproof.conformance.strace import AttachError, Syscall, attach_prefix, attached, entered
 
 #: The most points one run kills at; past it they are sampled evenly.
 MAX_POINTS = 24
@@ -361,7 +361,7 @@ class _Chain:
             with attached(self.strace, leader, options, output):
                 yield
         except AttachError as exc:
-            self.ctx.skip(f"strace could not attach to the runtime here: {exc}{attach_hint()}")
+            self.ctx.skip(f"strace could not attach to the runtime here: {exc}")
 
     def kill_at(self, point: Point) -> dict[str, Any]:
         """Kill the runtime entering ``point`` during a write, start it again, and judge

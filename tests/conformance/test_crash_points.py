@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 from retryproof.adapters.process_groups import forget_group, kill_group, start_group
-from retryproof.conformance import strace
 from retryproof.conformance.scenarios.crash_points import Point, failure_reason, find_points, landed_on, sample
 from retryproof.conformance.strace import PTRACER_ANY, attached, entered, group_members
 
@@ -216,11 +215,3 @@ def test_a_recorder_detaches_and_the_process_runs_on(tmp_path, strace):
         kill_group(server)
         server.wait(10)
         forget_group(server)
-
-
-def test_a_refused_attach_says_what_lets_it_through_only_where_ptrace_is_restricted(monkeypatch):
-    monkeypatch.setattr(strace, "_ptrace_restricted", lambda: False)
-    assert strace.attach_hint() == "" and strace.attach_prefix() == ()
-    monkeypatch.setattr(strace, "_ptrace_restricted", lambda: True)
-    assert "kernel.yama.ptrace_scope=0" in strace.attach_hint()
-    assert strace.attach_prefix() == strace.PTRACER_ANY
