@@ -158,13 +158,6 @@ class ProcessConnection(Connection):
         current = self._current
         return current is not None and not current.closed and current.popen.poll() is None
 
-    @property
-    def leader_pid(self) -> int | None:
-        """The harness's process (the leader of its process group), for a tracer to
-        attach to; None before a start."""
-        current = self._current
-        return current.popen.pid if current is not None else None
-
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
         if self.alive:
             raise RuntimeError("the harness is already running; kill or stop it first")

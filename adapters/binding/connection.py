@@ -114,13 +114,6 @@ class BindingConnection(Connection):
         current = self._current
         return current is not None and current.popen.poll() is None
 
-    @property
-    def leader_pid(self) -> int | None:
-        """The server's process (the leader of its process group), for a tracer to
-        attach to; None before a start."""
-        current = self._current
-        return current.popen.pid if current is not None else None
-
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
         if failpoints:
             raise HarnessStartError("a binding target has no failpoints; the kit cannot arm " + ", ".join(failpoints))

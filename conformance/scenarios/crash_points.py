@@ -5,22 +5,19 @@ none) still has crash windows: between claiming a key and making the effect, bet
 two writes of a stored response. Crash-consistency testers find them from the
 system calls (ALICE, CrashMonkey); so does this scenario:
 
-1. *Record.* On a fresh state directory the runtime starts untraced and makes one
-   write; then ``strace -f -ttt -y -yy -p`` attaches to it and it makes another. Its
-   points are the system calls entered while that call ran that change durable state
-   or reach another store: a create, write, truncate, rename, link, unlink or mkdir on
-   a file of the state directory; a write or send on a socket the runtime connected
-   to (a database, a cache). An fsync is no point: a SIGKILL loses no page cache, so a
-   kill there leaves what a kill at the next step leaves (DURABILITY-TRACE judges the
-   fsyncs).
-2. *Kill.* For each point: ``strace --inject=SYSCALL:signal=KILL:when=N`` attaches to
-   the running runtime (N: that call's number among its thread's calls of SYSCALL since
-   the attach, as strace counts them) and it makes a write of a fresh key; the kernel
-   kills it on entering that call. It starts again, untraced, on that state, and the
-   key is retried until it answers with its effect within the runtime's recovery bound
-   plus a call timeout. The listing must hold that one effect for the key and one task
-   more than before. That runtime is then attached to for the next point (``_Chain``):
-   one start per point.
+1. *Record.* On a fresh state directory the runtime runs under ``strace -f -ttt -y
+   -yy`` and makes one write. Its points are the system calls entered while that
+   call ran that change durable state or reach another store: a create, write,
+   truncate, rename, link, unlink or mkdir on a file of the state directory; a write
+   or send on a socket the runtime connected to (a database, a cache). An fsync is no
+   point: a SIGKILL loses no page cache, so a kill there leaves what a kill at the
+   next step leaves (DURABILITY-TRACE judges the fsyncs).
+2. *Kill.* For each point, on a fresh state directory: the runtime runs under
+   ``strace --inject=SYSCALL:signal=KILL:when=N`` (N: that call's number among its
+   thread's calls of SYSCALL, as strace counts them) and makes the same write; the
+   kernel kills it on entering that call. It starts again, untraced, on that state,
+   and the key is retried until it answers with its effect within the runtime's
+   recovery bound plus a call timeout. The listing must hold exactly that one effect.
 
 strace counts per thread, and any thread's N-th call of SYSCALL triggers the kill: a
 point another thread reaches first under the same count, and that no count on its path
@@ -32,12 +29,11 @@ in its replay file) runs that one point.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,14 +45,14 @@ from retryproof.conformance import replay_file
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import converge, expect_identity
-from retryproof.conformance.strace import AttachError, Syscall, attach_prefix, attached, entered
+from retryproof.conformance.strace import Syscall, entered, tracing_options
 
 #: The most points one run kills at; past it they are sampled evenly.
 MAX_POINTS = 24
 #: Names a reproduction's point: ``SYSCALL:N``.
 POINT_ENV = "RETRYPROOF_CRASH_POINT"
-#: The runtime's calls get this many times their usual bound (while strace is attached,
-#: every system call of the runtime stops at the tracer); its starts are untraced.
+#: A traced start and call get this many times their usual bound (every traced call
+#: stops at the tracer).
 SLOWDOWN = 6
 
 _FILE_WRITES = ("write", "pwrite64", "writev", "pwritev", "pwritev2", "ftruncate")
@@ -88,14 +84,11 @@ class Point:
     def name(self) -> str:
         return f"{self.syscall}:{self.when}" + (f":{self.path}" if self.path else "")
 
-    def strace_options(self, state_dir: str, path: str | None = None) -> list[str]:
-        """strace's options for the kill; ``path`` stands for ``self.path`` (the same
-        file under another write's name)."""
+    def strace_options(self, state_dir: str) -> list[str]:
         inject = ["-e", f"trace={self.syscall}", "-e", f"inject={self.syscall}:signal=KILL:when={self.when}"]
-        on = path or self.path
-        if on is None:
+        if self.path is None:
             return inject
-        return ["-P", os.path.join(os.path.realpath(state_dir), on), *inject]
+        return ["-P", os.path.join(os.path.realpath(state_dir), self.path), *inject]
 
 
 def find_points(
@@ -214,31 +207,29 @@ def crash_points(ctx: Context) -> None:
     probe = ctx.unstarted()
     if not isinstance(probe, (BindingConnection, ProcessConnection)):
         ctx.skip("this connection runs no command line the kit can run under strace")
+    sibling = _siblings(ctx, probe)
+    submission_id, task = ctx.submission_id(), ctx.task()
     chosen = os.environ.get(POINT_ENV)
-    with contextlib.ExitStack() as scratches:
-        chain = _Chain(ctx, _siblings(ctx, probe), strace, scratches)
-        points, unreachable = chain.record()
-        if chosen:
-            points = [point for point in points if point.name == chosen]
-            ctx.check(bool(points), f"{POINT_ENV}={chosen} names no point of this runtime's write")
-        if not points:
-            raise Unjudgeable(
-                "the trace of one write shows no system call that makes state durable or reaches a store "
-                f"({unreachable} more that strace's count cannot reach): no crash point to kill at "
-                "(a store written through mmap alone, say)"
-            )
-        run = sample(points, MAX_POINTS)
-        ctx.note("points_found", len(points))
-        ctx.note("points_unreachable", unreachable)
-        ctx.note("points_run", len(run))
-        outcomes: list[dict[str, Any]] = []
-        ctx.note("points", outcomes)
-        for point in run:
-            outcomes.append(chain.kill_at(point))
-        chain.end()
-    ctx.note("starts", chain.starts)
+    points, unreachable = _record(ctx, sibling, strace, submission_id, task)
+    if chosen:
+        points = [point for point in points if point.name == chosen]
+        ctx.check(bool(points), f"{POINT_ENV}={chosen} names no point of this runtime's write")
+    if not points:
+        raise Unjudgeable(
+            "the trace of one write shows no system call that makes state durable or reaches a store "
+            f"({unreachable} more that strace's count cannot reach): no crash point to kill at "
+            "(a store written through mmap alone, say)"
+        )
+    run = sample(points, MAX_POINTS)
+    ctx.note("points_found", len(points))
+    ctx.note("points_unreachable", unreachable)
+    ctx.note("points_run", len(run))
+    outcomes: list[dict[str, Any]] = []
+    ctx.note("points", outcomes)
+    for point in run:
+        outcomes.append(_kill_at(ctx, sibling, strace, point, submission_id, task))
     # A point whose kill did not land while the write ran (a file name that differs from
-    # write to write, under -P) is still judged, and counted here.
+    # run to run, under -P) is still judged, and counted here.
     ctx.note("points_not_reached", sum(not outcome["killed"] for outcome in outcomes))
     failed = [outcome for outcome in outcomes if outcome["outcome"] != "one effect"]
     if failed:
@@ -266,23 +257,20 @@ def failure_reason(failed: list[dict[str, Any]], run: int) -> str:
     return f"{reason}; first, the retry after a write whose kill at {where} did not land: {first['outcome']}"
 
 
-#: A connection whose command the kit runs, so that strace can attach to its process.
-Runnable = BindingConnection | ProcessConnection
-Sibling = Callable[[str, str], Runnable]
+Sibling = Callable[[str, str, tuple[str, ...], float], Connection]
 
 
 def _siblings(ctx: Context, probe: Connection) -> Sibling:
-    """Connections to the same runtime on another state directory, started so that
-    strace may attach to them, their calls bounded ``SLOWDOWN`` times the usual."""
-    prefix = attach_prefix()
+    """Connections to the same runtime on another state directory, its command run
+    under a prefix (strace), with bounds ``slowdown`` times the usual."""
 
-    def make(state: str, work: str) -> Runnable:
+    def make(state: str, work: str, prefix: tuple[str, ...], slowdown: float) -> Connection:
         if isinstance(probe, BindingConnection):
-            connection: Runnable = BindingConnection(
+            connection: Connection = BindingConnection(
                 probe.binding,
                 state,
-                call_timeout=probe.call_timeout * SLOWDOWN,
-                start_timeout=probe.start_timeout,
+                call_timeout=probe.call_timeout * slowdown,
+                start_timeout=probe.start_timeout * slowdown,
                 wrap=prefix,
             )
         else:
@@ -290,9 +278,9 @@ def _siblings(ctx: Context, probe: Connection) -> Sibling:
             connection = ProcessConnection(
                 [*prefix, *probe.command],
                 state,
-                shown=probe.shown,
-                call_timeout=probe.call_timeout * SLOWDOWN,
-                start_timeout=probe.start_timeout,
+                shown=[*(["strace", "..."] if prefix else []), *probe.shown],
+                call_timeout=probe.call_timeout * slowdown,
+                start_timeout=probe.start_timeout * slowdown,
                 work_dir=work,
             )
         ctx.connections.append(connection)
@@ -301,127 +289,67 @@ def _siblings(ctx: Context, probe: Connection) -> Sibling:
     return make
 
 
-class _Chain:
-    """The runtime's servers in turn on one state directory: each is killed by strace
-    (attached once it is up) at a point of a write of a fresh key, and the next, started
-    on what it left, retries that key and is then armed for the next point, so a point
-    costs one start. A count from the attach leaves the start-up and the earlier calls
-    out of it, and one first write before any trace leaves the runtime's first-write
-    set-up out (every traced write finds a state that holds tasks already). A point
-    whose retry broke ends the chain; the next point begins a new one on a fresh state
-    directory, so no broken state is judged twice."""
+def _start(ctx: Context, connection: Connection, traced: bool) -> None:
+    try:
+        connection.start()
+    except HarnessStartError as exc:
+        if traced:
+            ctx.skip(f"strace could not run the runtime here: {(exc.stderr or exc.message).strip()[-300:]}")
+        raise Unjudgeable(f"the runtime did not start: {exc.message}") from None
 
-    def __init__(self, ctx: Context, sibling: Sibling, strace: str, scratches: contextlib.ExitStack):
-        self.ctx, self.sibling, self.strace, self.scratches = ctx, sibling, strace, scratches
-        self.server: Runnable | None = None
-        self.scratch: Scratch | None = None
-        self.effects = 0  # the tasks the state directory holds
-        self.starts = 0
-        self.recorded_key = ""
 
-    def _ready(self) -> tuple[Runnable, Scratch]:
-        if self.server is None or self.scratch is None:
-            self.scratch = self.scratches.enter_context(Scratch("retryproof-crash-points-"))
-            self.server = self.sibling(self.scratch.state, self.scratch.work)
-            self._start(self.server)
-            first = self.ctx.write_task(self.ctx.submission_id(), self.ctx.task(), connection=self.server)
-            self.ctx.expect_ok(first, "the first write, before any trace")
-            self.effects = 1
-        return self.server, self.scratch
-
-    def _start(self, server: Runnable) -> None:
-        self.starts += 1
-        try:
-            server.start()
-        except HarnessStartError as exc:
-            raise Unjudgeable(f"the runtime did not start: {exc.message}") from None
-
-    def record(self) -> tuple[list[Point], int]:
-        """The points of one traced write."""
-        server, scratch = self._ready()
+def _record(ctx: Context, sibling: Sibling, strace: str, submission_id: str, task: dict) -> tuple[list[Point], int]:
+    with Scratch("retryproof-crash-points-") as scratch:
         trace_file = os.path.join(scratch.root, "trace")
-        self.recorded_key = self.ctx.submission_id()
-        options = ["-ttt", "-y", "-yy", "-e", "trace=" + ",".join(TRACED)]
-        with self._traced(server, options, trace_file):
-            began = time.time()
-            call = self.ctx.write_task(self.recorded_key, self.ctx.task(), connection=server)
-            ended = time.time()
-        self.ctx.expect_ok(call, "the traced write")
-        self.effects += 1
-        own_port = server.port if isinstance(server, BindingConnection) else None
+        prefix = (
+            strace,
+            *tracing_options(strace),
+            "-ttt",
+            "-y",
+            "-yy",
+            "-e",
+            "trace=" + ",".join(TRACED),
+            "-o",
+            trace_file,
+            "--",
+        )
+        traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
+        _start(ctx, traced, traced=True)
+        began = time.time()
+        ctx.expect_ok(ctx.write_task(submission_id, task, connection=traced), "the traced write")
+        ended = time.time()
+        own_port = traced.port if isinstance(traced, BindingConnection) else None
+        traced.kill()
         with open(trace_file, encoding="utf-8", errors="replace") as handle:
             calls = entered(handle)
         return find_points(calls, scratch.state, began, ended, own_port)
 
-    @contextlib.contextmanager
-    def _traced(self, server: Runnable, options: list[str], output: str) -> Iterator[None]:
-        leader = server.leader_pid
-        assert leader is not None  # started by _ready
-        try:
-            with attached(self.strace, leader, options, output):
-                yield
-        except AttachError as exc:
-            self.ctx.skip(f"strace could not attach to the runtime here: {exc}")
 
-    def kill_at(self, point: Point) -> dict[str, Any]:
-        """Kill the runtime entering ``point`` during a write, start it again, and judge
-        the retry; the outcome for the evidence."""
-        outcome: dict[str, Any] = {"point": point.name, "syscall": point.syscall, "when": point.when}
-        outcome.update(target=point.target, counted_on=point.path or "every call of the thread")
-        if point.path is not None and self.effects != 1:
-            # A file the write names after what it makes (its task id, say) has the
-            # recorded name only in a state like the recorded one: one task before it.
-            self.end()
-        server, scratch = self._ready()
-        submission_id, task = self.ctx.submission_id(), self.ctx.task()
-        # A path named after the traced write's key names this write's key here.
-        on = point.path.replace(self.recorded_key, submission_id) if point.path else None
-        output = os.path.join(scratch.root, f"kill-{self.starts}")
-        with self._traced(server, [*point.strace_options(scratch.state, on), "-y", "-yy"], output):
-            call = self.ctx.write_task(submission_id, task, connection=server)
-            if not call.answered or not server.alive:
-                # What else the runtime started goes too, before strace detaches: it
-                # cannot detach from a process the kill left dying.
-                server.kill()
+def _kill_at(ctx: Context, sibling: Sibling, strace: str, point: Point, submission_id: str, task: dict) -> dict:
+    """Kill the runtime entering ``point`` during the write, restart it, and judge the
+    retry; the outcome for the evidence."""
+    outcome: dict[str, Any] = {"point": point.name, "syscall": point.syscall, "when": point.when}
+    outcome.update(target=point.target, counted_on=point.path or "every call of the thread")
+    with Scratch("retryproof-crash-point-") as scratch:
+        # Without --seccomp-bpf: under the filter strace 6.1 counts an injection's
+        # ``when`` wrongly (a kill at a thread's second pwrite64 never lands).
+        prefix = (strace, "-f", "-qq", *point.strace_options(scratch.state), "-o", os.devnull, "--")
+        traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
+        _start(ctx, traced, traced=True)
+        call = ctx.write_task(submission_id, task, connection=traced)
         outcome["killed"] = not call.answered
-        outcome["landed_on"] = landed_on(output, point.syscall, scratch.state)
-        if not server.alive:  # killed, even after it answered (a step after the answer)
-            server.kill()
-            self._start(server)
+        traced.kill()
+        plain = sibling(scratch.state, scratch.work, (), 1)
+        _start(ctx, plain, traced=False)
         try:
-            bound = server.recovery_s + self.ctx.call_timeout
-            final = converge(self.ctx, submission_id, task, bound, connection=server)
-            listed = self.ctx.tasks(connection=server)
-            expect_identity(self.ctx, final, listed, submission_id, "the retry after the kill")
-            self.ctx.check(
-                listed.count == self.effects + 1,
-                f"the listing holds {listed.count - self.effects} effects after one write "
-                f"({listed.count} tasks, {self.effects} of them from before it)",
-            )
-            self.effects += 1
+            final = converge(ctx, submission_id, task, plain.recovery_s + ctx.call_timeout, connection=plain)
+            listed = ctx.tasks(connection=plain)
+            expect_identity(ctx, final, listed, submission_id, "the retry after the kill")
+            ctx.check(listed.count == 1, f"the listing holds {listed.count} effects after one write")
             outcome["outcome"] = "one effect"
             outcome["retry"] = final.get("disposition")
         except ScenarioFailed as exc:
             outcome["outcome"] = str(exc)
-            self.end()
-        return outcome
-
-    def end(self) -> None:
-        if self.server is not None:
-            self.server.kill()
-        self.server = self.scratch = None
-
-
-def landed_on(output: str, syscall: str, state_dir: str) -> str | None:
-    """What the call the kill landed on names (strace's output of an injecting run): the
-    call of ``syscall`` that was entered and never returned; None when none was."""
-    try:
-        with open(output, encoding="utf-8", errors="replace") as handle:
-            calls = entered(handle)
-    except OSError:
-        return None
-    root = os.path.realpath(state_dir)
-    for call in calls:
-        if call.name == syscall and call.result == "?":
-            return _target(call, root, None) or call.args[:120]
-    return None
+        finally:
+            plain.kill()
+    return outcome

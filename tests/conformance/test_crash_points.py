@@ -1,17 +1,10 @@
 """CRASH-POINTS' reading of a trace: which system calls are points, how strace's
-per-thread count names each, the even sample past the cap, where a kill landed; and
-strace attached to a running process, counting from the attach."""
+per-thread count names each, and the even sample past the cap."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
-from retryproof.adapters.process_groups import forget_group, kill_group, start_group
-from retryproof.conformance.scenarios.crash_points import Point, failure_reason, find_points, landed_on, sample
-from retryproof.conformance.strace import PTRACER_ANY, attached, entered, group_members
+from retryproof.conformance.scenarios.crash_points import Point, failure_reason, find_points, sample
+from retryproof.conformance.strace import entered
 
 ROOT = "/state"
 
@@ -124,94 +117,3 @@ def test_a_failure_names_first_a_point_whose_kill_landed():
     )
     only_unlanded = failure_reason([broken(4, killed=False)], 3)
     assert "first, the retry after a write whose kill at openat #4 on tasks/x did not land" in only_unlanded
-
-
-def test_a_point_counted_on_a_path_is_counted_on_another_writes_name_for_it():
-    point = Point("openat", 1, "locks/k1.lock", "locks/k1.lock")
-    assert point.strace_options("/state", "locks/k2.lock")[:2] == ["-P", "/state/locks/k2.lock"]
-
-
-def test_the_call_a_kill_landed_on_is_the_one_that_never_returned(tmp_path):
-    output = tmp_path / "kill"
-    output.write_text(
-        '9 openat(AT_FDCWD</w>, "/state/a", O_WRONLY|O_CREAT, 0666) = 3</state/a>\n'
-        '9 openat(AT_FDCWD</w>, "/state/b", O_WRONLY|O_CREAT, 0666 <unfinished ...>\n'
-        "7 +++ killed by SIGKILL +++\n"
-        "9 <... openat resumed>) = ?\n"
-        "9 +++ killed by SIGKILL +++\n",
-        encoding="utf-8",
-    )
-    assert landed_on(str(output), "openat", "/state") == "b"
-    assert landed_on(str(tmp_path / "none"), "openat", "/state") is None
-    output.write_text('9 openat(AT_FDCWD</w>, "/state/a", O_WRONLY|O_CREAT, 0666) = 3</state/a>\n', encoding="utf-8")
-    assert landed_on(str(output), "openat", "/state") is None  # the write completed
-
-
-#: Creates three files per line it reads, in a thread started for the line, beside an
-#: idle thread: what a server's request looks like to strace.
-SERVER = """
-import os, sys, threading, time
-threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
-def work(name):
-    for index in range(3):
-        with open(os.path.join(sys.argv[1], f"{name}-{index}"), "w") as handle:
-            handle.write("x")
-    print("done", flush=True)
-for line in sys.stdin:
-    thread = threading.Thread(target=work, args=(line.strip(),))
-    thread.start()
-    thread.join()
-"""
-
-
-def test_an_attached_strace_counts_from_the_attach_and_kills_at_that_call(tmp_path, strace):
-    """The kill lands on the second create of the second request: every call before the
-    attach (the interpreter's start, the first request's three creates) is outside the
-    count. The process runs under ``PTRACER_ANY``, as it would where Yama restricts
-    ptrace, and is still the one strace attaches to."""
-    state = tmp_path / "state"
-    state.mkdir()
-    server = start_group([*PTRACER_ANY, sys.executable, "-c", SERVER, str(state)], stdin=subprocess.PIPE)
-    try:
-        assert server.stdin is not None and server.stdout is not None
-        server.stdin.write(b"first\n")
-        server.stdin.flush()
-        assert server.stdout.readline() == b"done\n"
-        point = Point("openat", 2, "second-1")
-        output = str(tmp_path / "kill")
-        with attached(strace, server.pid, [*point.strace_options(str(state)), "-y"], output):
-            server.stdin.write(b"second\n")
-            server.stdin.flush()
-            assert server.stdout.readline() == b""  # killed before it answered
-            assert server.wait(10) == -signal.SIGKILL
-        assert sorted(os.listdir(state)) == ["first-0", "first-1", "first-2", "second-0"]
-        assert landed_on(output, "openat", str(state)) == "second-1"
-    finally:
-        kill_group(server)
-        server.wait(10)
-        forget_group(server)
-
-
-def test_a_recorder_detaches_and_the_process_runs_on(tmp_path, strace):
-    server = start_group([sys.executable, "-c", SERVER, str(tmp_path)], stdin=subprocess.PIPE)
-    try:
-        assert server.stdin is not None and server.stdout is not None
-        server.stdin.write(b"up\n")  # its start-up is over once it answered
-        server.stdin.flush()
-        assert server.stdout.readline() == b"done\n"
-        output = str(tmp_path / "trace")
-        with attached(strace, server.pid, ["-ttt", "-y", "-e", "trace=openat"], output):
-            server.stdin.write(b"a\n")
-            server.stdin.flush()
-            assert server.stdout.readline() == b"done\n"
-        assert group_members(server.pid) == [server.pid]
-        server.stdin.write(b"b\n")
-        server.stdin.flush()
-        assert server.stdout.readline() == b"done\n"  # untraced now, and alive
-        with open(output, encoding="utf-8") as handle:
-            opened = [call.args for call in entered(handle) if call.name == "openat"]
-        assert [args.split('"')[1].rsplit("/", 1)[1] for args in opened] == ["a-0", "a-1", "a-2"]
-    finally:
-        kill_group(server)
-        server.wait(10)
-        forget_group(server)
