@@ -290,6 +290,10 @@ class Driver:
         #: state: a step's own reading (a conflict's before and after, a retry's task)
         #: is then the check's too, and the check's the next step's before.
         self._listing: list[dict[str, Any]] | None = None
+        #: A call went unanswered since the last start: the runtime may still be making
+        #: its effect (a lost answer over a binding), so no listing is reused until a
+        #: restart has ended it.
+        self._in_doubt = False
         self.baseline = self._tasks()
 
     # -- what the harness offers ---------------------------------------------------
@@ -371,6 +375,7 @@ class Driver:
         reply = self.connection.wait(sent.pending, self.call_timeout)
         ended = sent.answered[0] if sent.answered else time.perf_counter()
         call = classify("write_task", sent.args, reply, ended - sent.at, sent.process)
+        self._in_doubt = self._in_doubt or call.kind == "info"
         self.history.append(replace(call, start_s=sent.at - self.began, lane=lane))
         return self._heard(reply)
 
@@ -390,7 +395,7 @@ class Driver:
     def _restart(self, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> None:
         """Restart the harness, with the end and the start recorded as faults."""
         self._fault("shutdown" if graceful else "kill")  # the old process, as the restart begins
-        self._listing = None  # a start may recover what a crash left
+        self._listing, self._in_doubt = None, False  # a start may recover what a crash left
         began = time.perf_counter()
         _restart(self.connection, failpoints, graceful)
         self._fault("start", failpoints, began)
@@ -578,8 +583,9 @@ class Driver:
             if classify("list_tasks", {}, reply, 0.0, 0).kind == "info":
                 raise HarnessSilent(f"list_tasks, the authoritative state, gave no usable answer: {_describe(reply)}")
             raise ModelViolation(f"list_tasks was rejected: {_describe(reply)}")
-        self._listing = sorted(reply.result["tasks"], key=lambda t: json.dumps(t, sort_keys=True))
-        return self._listing
+        listing = sorted(reply.result["tasks"], key=lambda t: json.dumps(t, sort_keys=True))
+        self._listing = None if self._in_doubt else listing
+        return listing
 
     def _tasks_of(self, submission_id: str) -> list[dict[str, Any]]:
         return [task for task in self._tasks() if task.get("client_submission_id") == submission_id]
