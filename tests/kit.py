@@ -59,6 +59,8 @@ def retryproof_here(*args: str, env: dict[str, str] | None = None) -> subprocess
             code = main(list(args))
         except SystemExit as exit:  # argparse's usage errors, --help
             code = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
+    if code == 130:  # the CLI answered a Ctrl-C: it was meant for the test session
+        raise KeyboardInterrupt
     return subprocess.CompletedProcess([*CLI, *args], code, out.getvalue(), err.getvalue())
 
 

@@ -14,6 +14,7 @@ import pytest
 from kit import by_id, certify
 
 from retryproof.adapters.connection import Connection, Lost
+from retryproof.conformance import validation
 from retryproof.conformance.cli import main as cli
 from retryproof.conformance.fuzz.model import Driver, HarnessSilent, ModelViolation, StepError, run_steps
 from retryproof.conformance.fuzz.profiles import CI, DEV, ENV_VAR, fuzz_settings, without_local_constants
@@ -173,10 +174,29 @@ def test_every_success_is_checked_against_its_schema():
         Driver(_Stub(write_task=Success(1, {"disposition": "created"}), list_tasks=_no_tasks), "h").apply(step)
 
 
-def test_a_listed_record_is_validated_once_and_a_bad_one_still_named_by_its_own_index():
-    record = {"task_id": "T-1", "task_path": "tasks/T-1.json", "client_submission_id": "fz-a", "request_digest": "x"}
+def test_a_listed_record_is_validated_once_and_a_bad_one_still_named_by_its_own_index(monkeypatch):
+    # Ids of this test's own, so no earlier test in the worker has made them known valid.
+    record = {
+        "task_id": "T-once",
+        "task_path": "tasks/T-once.json",
+        "client_submission_id": "fz-once",
+        "request_digest": "x",
+    }
     valid = {**record, "request_digest": "sha256:" + "0" * 64}
+    fresh = {**valid, "task_id": "T-once-2"}
+    checked: list[object] = []
+    validator = validation._validator("list_tasks")
+
+    class Counting:
+        def iter_errors(self, instance):
+            checked.append(instance)
+            return validator.iter_errors(instance)
+
+    monkeypatch.setattr(validation, "_validator", lambda op: Counting())
     assert result_problem("list_tasks", {"tasks": [valid]}) is None  # now known valid
+    assert result_problem("list_tasks", {"tasks": [valid, fresh]}) is None
+    assert checked[-1] == {"tasks": [fresh]}  # the known record was not validated again
+    monkeypatch.undo()
     problem = result_problem("list_tasks", {"tasks": [valid, {**valid, "task_id": ""}, record]})
     assert problem is not None and problem.startswith("list_tasks result violates its schema at tasks/1/task_id")
     assert result_problem("list_tasks", {"tasks": [valid, valid]}) is None
