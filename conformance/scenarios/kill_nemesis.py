@@ -27,9 +27,12 @@ follows the listing's answer; Prefect's listed call had answered by then in one
 round, none of the calls the kill interrupted held its lock, and the seed
 passed whose other seed stranded a key (its lock is held from before the effect
 until after the record). Counted only when they met the window, the kills of every
-seed meet it, unless six placements in a row miss. A claim -> effect round cannot be checked so: what the kit cannot see is
-how far the runtime got with an interrupted call before its effect (a machine so
-loaded that the runtime has not read the request yet still counts it).
+seed meet it, unless six placements in a row miss. A claim -> effect round cannot be
+checked so: what the kit cannot see is how far the runtime got with an interrupted
+call before its effect (a machine so loaded that the runtime has not read the request
+yet still counts it). Nor can an effect -> answer round tell a kill after the effect
+from one before it that the runtime's start-up completed (allowed: engines finish an
+interrupted creation under its preallocated identity); such a round counts as landed.
 
 Afterwards every key is retried until it answers with its effect, within the
 runtime's recovery bound (``Connection.recovery_s``) plus one call timeout: a key that
