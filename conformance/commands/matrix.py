@@ -302,8 +302,9 @@ def _summary(
     ]
     if again:
         lines += [
-            f"Every target also ran on {', '.join(further)}, its reports in `seed-N/` beside seed {seeds[0]}'s: "
-            "that column says `same` when the same scenarios failed or ended in error, each with the same status, "
+            f"Every target also ran on {', '.join(further)}, its reports written to `seed-N/` beside "
+            f"seed {seeds[0]}'s (a repository may keep seed {seeds[0]}'s alone; the command above writes "
+            "them all again): that column says `same` when the same scenarios failed or ended in error, each with the same status, "
             "under the same verdict, and otherwise names each scenario that differs.",
             "",
         ]
