@@ -50,11 +50,12 @@ def strace() -> str:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto`` (.ci/run): one worker more than the CPUs this process may use. Most of
-    a test's time is spent in the processes it starts (kit runs, harnesses, servers, pytest
-    sessions), and part of it waiting on them (call timeouts, restarts, a run-alone turn),
-    so with one worker per CPU a CPU stood idle much of the time. Measured on 2 CPUs
-    (``--dist worksteal``, back to back): 2 workers 106 s and 91 s, 3 workers 82 s and 83 s,
-    4 workers 85 s with 5% more CPU time than 3."""
+    """``-n auto`` (.ci/run): two workers per CPU this process may use, and one more. Most
+    of a test's time is spent in the processes it starts (kit runs, harnesses, servers,
+    pytest sessions), and much of it waiting on them (call timeouts, restarts, a run-alone
+    turn, a crash point's retries), so with few workers the CPUs stood idle. Measured on 2
+    CPUs (``--dist worksteal``, back to back, load 0.5-3.6, 2026-12-02): 5 workers 168.9 s
+    wall and 270 CPU-s, 3 workers 204.5 s and 255 CPU-s (with the suite of that time; an
+    older suite: 2 workers 106 s and 91 s, 3 workers 82 s and 83 s, 4 workers 85 s)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cpus + 1
+    return 2 * cpus + 1
