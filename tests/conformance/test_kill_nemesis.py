@@ -62,19 +62,26 @@ class InProcess(Connection):
                 future.set_result(Success(1, {"tasks": [dict(task) for task in self.store.tasks]}))
                 return future
             key = args["client_submission_id"]
-            if key in self.store.claims:
-                future.set_result(Failure(1, "in_flight", "a request is outstanding for this key"))
-            elif key in self.store.receipts:
-                future.set_result(
-                    Success(1, {**self.store.receipts[key], "disposition": "reused", "action_taken": False})
-                )
-            elif self.instant:
+            if self._answered_at_once(key, future):
+                return future
+            if self.instant:
                 self._effect(key, args)
                 future.set_result(self._finish(key))
             else:
                 self.store.claims.add(key)
                 self._after(WORK_S, future, key, self._made, (key, args, future))
         return future
+
+    def _answered_at_once(self, key: str, future: Future) -> bool:
+        """Answer a key in flight (in_flight) or already answered (reused) at once, under
+        the lock; whether it was one of them."""
+        if key in self.store.claims:
+            future.set_result(Failure(1, "in_flight", "a request is outstanding for this key"))
+        elif key in self.store.receipts:
+            future.set_result(Success(1, {**self.store.receipts[key], "disposition": "reused", "action_taken": False}))
+        else:
+            return False
+        return True
 
     def _after(self, seconds: float, future: Future, key: str, step: Any, args: tuple) -> None:
         """Run ``step`` ``seconds`` from now, unless a kill comes first (under the lock)."""
@@ -198,17 +205,12 @@ class LockedAfterEffect(InProcess):
                 self._after(self.LISTING_S, future, "", lambda: self._deliver(future, listed), ())
                 return future
             key = args["client_submission_id"]
-            if key in self.store.claims:
-                future.set_result(Failure(1, "in_flight", "a request is outstanding for this key"))
-            elif key in self.store.receipts:
-                future.set_result(
-                    Success(1, {**self.store.receipts[key], "disposition": "reused", "action_taken": False})
-                )
-            else:
-                self.queue.append((key, args, future))
-                self.in_flight[future] = (key, threading.Timer(0, lambda: None))  # lost to a kill while queued
-                if len(self.queue) == 1:
-                    self._begin()
+            if self._answered_at_once(key, future):
+                return future
+            self.queue.append((key, args, future))
+            self.in_flight[future] = (key, threading.Timer(0, lambda: None))  # lost to a kill while queued
+            if len(self.queue) == 1:
+                self._begin()
         return future
 
     def _begin(self) -> None:
