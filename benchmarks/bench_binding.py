@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
 import time
 from collections import Counter
 
+from cpu import cpu_seconds
 from tabulate import tabulate
 
 from retryproof.adapters.binding.connection import BindingConnection
@@ -28,13 +28,6 @@ from retryproof.conformance.options import Options, load_binding
 from retryproof.conformance.runner import probe, run
 
 WIRES = {"http": "reference-http", "mcp-stdio": "reference-mcp", "mcp-http": "reference-mcp-http"}
-
-
-def cpu_s() -> float:
-    """CPU seconds of this process and every child it reaped so far."""
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 class Counted:
@@ -49,10 +42,10 @@ class Counted:
     def handle(self, event) -> None:
         if isinstance(event, ScenarioStarted):
             self.current = event.entry.id
-            self._began = (time.perf_counter(), cpu_s())
+            self._began = (time.perf_counter(), sum(cpu_seconds()))
         elif isinstance(event, ScenarioFinished):
             result = event.result
-            wall, cpu = time.perf_counter() - self._began[0], cpu_s() - self._began[1]
+            wall, cpu = time.perf_counter() - self._began[0], sum(cpu_seconds()) - self._began[1]
             self.rows.append(
                 (result.entry.id, result.status, f"{wall:.2f}", self.starts[result.entry.id], f"{cpu:.2f}")
             )
@@ -80,10 +73,10 @@ def one_wire(wire: str, seed: int, jobs: int, only: tuple[str, ...], skip: tuple
     )
     counted = Counted()
     COUNTING.append(counted)
-    began, cpu_began = time.perf_counter(), cpu_s()
+    began, cpu_began = time.perf_counter(), sum(cpu_seconds())
     hello = probe(options)
     finished = run(options, hello, [counted])
-    wall, cpu = time.perf_counter() - began, cpu_s() - cpu_began
+    wall, cpu = time.perf_counter() - began, sum(cpu_seconds()) - cpu_began
     if jobs == 1:
         print(f"\n## {wire} (seed {seed})")
         print(tabulate(counted.rows, headers=("scenario", "status", "wall s", "starts", "CPU s"), tablefmt="github"))

@@ -14,12 +14,12 @@ between its start and its end), against the bundled reference runtime (or
 from __future__ import annotations
 
 import argparse
-import resource
 import shlex
 import sys
 import time
 from collections import defaultdict
 
+from cpu import cpu_seconds
 from tabulate import tabulate
 
 from retryproof.adapters.process import ProcessConnection
@@ -49,12 +49,6 @@ def instrument(totals: dict[str, list[float]]) -> None:
         setattr(ProcessConnection, name, timed)
 
 
-def cpu_now() -> tuple[float, float]:
-    """(this process's CPU seconds, its reaped children's)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time(), children.ru_utime + children.ru_stime
-
-
 class Durations:
     def __init__(self):
         self.rows = []
@@ -62,9 +56,9 @@ class Durations:
 
     def handle(self, event) -> None:
         if isinstance(event, ScenarioStarted):
-            self._began = cpu_now()
+            self._began = cpu_seconds()
         if isinstance(event, ScenarioFinished):
-            (kit, children), (kit_before, children_before) = cpu_now(), self._began
+            (kit, children), (kit_before, children_before) = cpu_seconds(), self._began
             result = event.result
             self.rows.append(
                 (
@@ -86,12 +80,12 @@ def main() -> int:
     options = Options(command=command, target="", seed=1, skip=tuple(filter(None, args.skip.split(","))))
     totals: dict[str, list[float]] = defaultdict(list)
     instrument(totals)
-    began, cpu_began = time.perf_counter(), cpu_now()
+    began, cpu_began = time.perf_counter(), cpu_seconds()
     hello = probe(options)
     durations = Durations()
     finished = run(options, hello, [durations])
     wall = time.perf_counter() - began
-    kit, children = (now - then for now, then in zip(cpu_now(), cpu_began, strict=True))
+    kit, children = (now - then for now, then in zip(cpu_seconds(), cpu_began, strict=True))
     # Nested waits (start waits for hello) are counted once: hello time is inside start.
     start_s = sum(totals["start"])
     rows = [(TIMED[name], len(totals[name]), f"{sum(totals[name]):.2f}") for name in TIMED]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cpu import cpu_seconds
 from tabulate import tabulate
 
 HERE = Path(__file__).resolve().parent
@@ -36,22 +36,16 @@ REPOSITORY = HERE.parent
 OUT_ENV = "RETRYPROOF_BENCH_SUITE_OUT"
 
 
-def _cpu() -> float:
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Setup, call and teardown of one test, as the plugin of each worker sees them."""
-    began, cpu, at = time.perf_counter(), _cpu(), time.time()
+    began, cpu, at = time.perf_counter(), sum(cpu_seconds()), time.time()
     yield
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     line = {
         "test": item.nodeid,
         "wall_s": time.perf_counter() - began,
-        "cpu_s": _cpu() - cpu,
+        "cpu_s": sum(cpu_seconds()) - cpu,
         "at": at,
         "worker": worker,
     }
