@@ -37,7 +37,6 @@ import argparse
 import importlib.metadata
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -46,6 +45,7 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from cpu import cpu_seconds
 from tabulate import tabulate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -74,13 +74,13 @@ class Timing(NamedTuple):
 
 def timed(argv: Sequence[str], cwd: str | None = None) -> Timing:
     """``argv`` from spawn to exit; a run that fails is not a figure."""
-    began, used = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    began, used = time.perf_counter(), cpu_seconds()[1]
     done = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S)
-    seconds, spent = time.perf_counter() - began, resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds, spent = time.perf_counter() - began, cpu_seconds()[1]
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
         raise SystemExit(f"{' '.join(argv)} exited {done.returncode}: " + " / ".join(tail))
-    return Timing(seconds, spent.ru_utime + spent.ru_stime - used.ru_utime - used.ru_stime)
+    return Timing(seconds, spent - used)
 
 
 def median(values: list[Timing]) -> Timing:
