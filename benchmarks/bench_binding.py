@@ -25,7 +25,7 @@ from tabulate import tabulate
 from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.conformance.events import ScenarioFinished, ScenarioStarted
 from retryproof.conformance.options import Options, load_binding
-from retryproof.conformance.runner import probe, run
+from retryproof.conformance.runner import handshake, run
 
 WIRES = {"http": "reference-http", "mcp-stdio": "reference-mcp", "mcp-http": "reference-mcp-http"}
 
@@ -74,8 +74,8 @@ def one_wire(wire: str, seed: int, jobs: int, only: tuple[str, ...], skip: tuple
     counted = Counted()
     COUNTING.append(counted)
     began, cpu_began = time.perf_counter(), sum(cpu_seconds())
-    hello = probe(options)
-    finished = run(options, hello, [counted])
+    hello, kept = handshake(options)
+    finished = run(options, hello, [counted], kept)
     wall, cpu = time.perf_counter() - began, sum(cpu_seconds()) - cpu_began
     if jobs == 1:
         print(f"\n## {wire} (seed {seed})")

@@ -108,11 +108,14 @@ class Context:
         shard: Shard | None = None,
         turn: Turn | None = None,
         shared: tuple[SharedServer, Lease] | None = None,
+        takes: bool = False,
     ):
         self.entry = entry
         #: The run's shared server and this scenario's turn on it (``sharing.py``); None:
         #: it starts its own, on its own state directory.
         self._shared = shared
+        #: On the shared server, it may also end and restart it (``takes_server``).
+        self._takes = takes
         #: The scenario's turn on the machine; None unless it is declared ``alone``.
         self._turn = turn
         #: ``--shard K/N``: a scenario split across shards (FUZZ-MODEL) does its share.
@@ -165,11 +168,14 @@ class Context:
             raise RuntimeError("call ctx.start() first")
         return self.connections[0]
 
-    def _own_process(self, what: str) -> None:
+    def _own_process(self, what: str, taken: bool = False) -> None:
         """A scenario on a shared server may not ``what``: its ``@scenario`` promised
-        it needs a fresh key only (a kit bug, so the scenario ends in error)."""
-        if self._shared is not None:
-            raise CatalogueViolation(f"{self.entry.id} shares a server (shares_server=True) but {what}")
+        it needs a fresh key only (a kit bug, so the scenario ends in error). One that
+        ``takes_server`` may, where ``taken`` says the shared server allows it (an end
+        and a restart on its state, never a process of its own beside it)."""
+        if self._shared is not None and not (taken and self._takes):
+            declared = "takes_server" if self._takes else "shares_server"
+            raise CatalogueViolation(f"{self.entry.id} shares a server ({declared}=True) but {what}")
 
     def unstarted(self) -> Connection:
         """The main connection, made but not started: for a scenario that runs the
@@ -191,8 +197,9 @@ class Context:
                 f"{self.entry.id} arms {', '.join(undeclared)}, which its needs (or uses_failpoints) in "
                 "spec/retryproof.yaml do not list"
             )
-        if self._shared is not None:
+        if self._shared is not None and not self.connections:
             return self._take_shared(failpoints)
+        self._own_process("starts the runtime a second time", taken=True)
         if not self.connections:
             self.connections.append(self._connect())
         restart = bool(self.conn.exit_statuses())
@@ -210,8 +217,6 @@ class Context:
         assert self._shared is not None  # the caller checked
         if failpoints:
             self._own_process("arms failpoints")
-        if self.connections:
-            self._own_process("starts the runtime a second time")
         server, lease = self._shared
         try:
             self.connections.append(server.connection(lease))
@@ -248,7 +253,7 @@ class Context:
 
     def kill(self, connection: Connection | None = None) -> None:
         """SIGKILL the process group of the main (or given) connection."""
-        self._own_process("kills it")
+        self._own_process("kills it", taken=True)
         connection = connection or self.conn
         began = time.perf_counter()
         connection.kill()
@@ -261,7 +266,7 @@ class Context:
         return self.start(failpoints)
 
     def stop(self) -> None:
-        self._own_process("stops it")
+        self._own_process("stops it", taken=True)
         began = time.perf_counter()
         self.conn.stop()
         self._fault("shutdown", self.conn, began)
@@ -479,7 +484,7 @@ class Context:
         the connection cannot lose an answer."""
         args = self.write_task_args(submission_id, task)
         began = time.perf_counter()
-        self._own_process("loses an answer (a stdio server's caller goes away)")
+        self._own_process("loses an answer (a stdio server's caller goes away)", taken=True)
         reply = self.conn.lose_response("write_task", args, loss)
         if reply is None:
             return None
@@ -547,7 +552,7 @@ class Context:
         """The tasks in durable state (``list_tasks``); recorded under ``label``. Not
         ``schema_checked``: tasks under keys the schema refuses are listed too."""
         # A shared server's state directory holds the earlier users' tasks (``sharing.py``).
-        inherited = self._shared is not None and not self._shared[1].started_here
+        inherited = self._shared is not None and self._shared[1].inherits
         fresh = not inherited and not any(
             isinstance(event, Call) and (event.op in STATE_CHANGING_OPS or event.op == "list_tasks")
             for event in self.history
