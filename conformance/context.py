@@ -116,6 +116,9 @@ class Context:
         self._shared = shared
         #: On the shared server, it may also end and restart it (``takes_server``).
         self._takes = takes
+        #: The processes the shared server's connection ran before this scenario's turn:
+        #: its calls and faults number the processes from its own first, as on its own server.
+        self._earlier_processes = 0
         #: The scenario's turn on the machine; None unless it is declared ``alone``.
         self._turn = turn
         #: ``--shard K/N``: a scenario split across shards (FUZZ-MODEL) does its share.
@@ -225,6 +228,7 @@ class Context:
             # scenario's connections: its stderr goes into the reason instead.
             stderr = f"; its stderr ended: {exc.stderr.strip()[-2000:]}" if exc.stderr.strip() else ""
             raise Unjudgeable(f"the harness did not start: {exc.message}{stderr}") from None
+        self._earlier_processes = len(self.conn.exit_statuses()) - 1
         self.evidence["shared_server"] = lease.evidence()
         return self.conn
 
@@ -282,7 +286,7 @@ class Context:
         from ``began`` (before the kit acted) to now (it is done)."""
         fault = Fault(
             kind,
-            len(connection.exit_statuses()),
+            self._process(connection),
             dict(failpoints or {}),
             self._offset(began),
             self._offset(time.perf_counter()),
@@ -300,6 +304,12 @@ class Context:
         shift = self._offset(began)
         with self._calls_lock:
             self.history.extend(_shifted(event, shift) for event in events)
+
+    def _process(self, connection: Connection) -> int:
+        """Which of its runtime's processes ``connection`` is on: 1 for its first start
+        in this scenario (a shared server's earlier ones are not counted)."""
+        earlier = self._earlier_processes if self.connections and connection is self.connections[0] else 0
+        return len(connection.exit_statuses()) - earlier
 
     def _connection_number(self, connection: Connection) -> int:
         return next((n for n, known in enumerate(self.connections, 1) if known is connection), 1)
@@ -529,7 +539,7 @@ class Context:
     ) -> Call:
         """Classify and record a call sent at ``began`` whose answer came (or was given
         up on) at ``ended`` (``time.perf_counter``)."""
-        process = len(connection.exit_statuses())
+        process = self._process(connection)
         call = replace(
             classify(op, args, reply, ended - began, process),
             start_s=self._offset(began),
