@@ -4,7 +4,12 @@ A scenario declared ``@scenario(ID, shares_server=True)`` starts the runtime onc
 no failpoint, never kills, stops or restarts it, and judges only the calls and keys it
 made itself (its keys are its own: ``Context.submission_id`` names the scenario). Such
 scenarios can take turns on one server instead of starting one each: an MCP server's
-start costs about as much CPU as everything else such a scenario does.
+start costs about as much CPU as everything else such a scenario does. A scenario
+declared ``takes_server=True`` takes such a turn too, though it ends the server
+(SIGKILL, a graceful stop, a lost answer that ends a stdio server) and starts it again
+on its state directory: where that restart is what it tests (RESTART-REUSE, the A2
+scenarios), the start before it need not be a fresh process, only a fresh key. Its
+turn hands on the server it ends with, under the same rules.
 
 Sharing stays honest by four rules:
 
