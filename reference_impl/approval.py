@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from retryproof.reference_impl.approval_effects import EXECUTORS, EffectsDir, key_slug
 from retryproof.reference_impl.approval_names import CAPABILITY, FAILPOINTS
 from retryproof.reference_impl.approval_store import AuditLog, OperationStore
-from retryproof.spec import validator
+from retryproof.reference_impl.arguments import take
+from retryproof.spec import schema
 from retryproof.spec.digest import ContractError
 from retryproof.spec.jcs import CanonicalizationError, canonical_bytes
 from retryproof.spec.protocol import ProtocolError, crash_now
@@ -83,19 +84,20 @@ def _text(args: Mapping[str, Any], name: str) -> str:
 
 
 @functools.cache
-def _args_validator(op: str):
-    # Built on first use, so a harness start that serves no approval op never pays
-    # for importing jsonschema.
-    return validator(f"harness-request#/$defs/{op}_args")
+def _arg_names(op: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The required and the optional args of ``op``, as the shipped request schema
+    names them (``$defs/<op>_args``). Only the names are read from it: each value is
+    checked where the service uses it (``_text``, the executor, ``request_digest``),
+    and a JSON Schema validator would cost every harness that serves an approval op
+    more CPU at its first call (importing jsonschema) than its whole start."""
+    definition = schema("harness-request")["$defs"][f"{op}_args"]
+    required = tuple(definition.get("required", ()))
+    return required, tuple(name for name in definition.get("properties", {}) if name not in required)
 
 
 def _checked(op: str, method: Handler) -> Handler:
     def handler(args: Mapping[str, Any]) -> Mapping[str, Any]:
-        error = next(iter(_args_validator(op).iter_errors(args)), None)
-        if error is not None:
-            where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.path)
-            raise ContractError("invalid_request", f"args{where}", error.message)
-        return method(args)
+        return method(take(args, *_arg_names(op)))
 
     return handler
 
@@ -112,9 +114,9 @@ class ApprovalService:
         self.armed_failpoints = dict(failpoints or {})
 
     def handlers(self) -> dict[str, Handler]:
-        """The protocol ops this service serves, for the harness's op table. Args are
-        checked against the shipped request schema first: a misspelt or extra arg is
-        invalid_request, never silently ignored."""
+        """The protocol ops this service serves, for the harness's op table. Arg names
+        are checked against the shipped request schema first: a misspelt or extra arg
+        is invalid_request, never silently ignored."""
         ops = {
             "propose": self.propose,
             "approve": self.approve,

@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
+from retryproof.reference_impl import approval_names
 from retryproof.reference_impl.approval import ApprovalService
-from retryproof.spec import validator
+from retryproof.spec import schema, validator
 from retryproof.spec.digest import ContractError
 from retryproof.spec.protocol import ProtocolError
 
@@ -335,6 +336,23 @@ def test_bad_input_is_a_typed_error_that_writes_nothing(tmp_path, op, args, code
     with pytest.raises((ProtocolError, ContractError)) as info:
         service.handlers()[op](args)
     assert info.value.code == code
+    assert not any((tmp_path / "approval" / "operations").iterdir())
+
+
+@pytest.mark.parametrize("op", approval_names.OPS)
+def test_every_op_refuses_an_unknown_and_a_missing_argument_by_name(tmp_path, op):
+    """The names come from the shipped schema (``$defs/<op>_args``): an arg it does not
+    name, or one it requires left out, is refused before anything is read or written."""
+    service = service_on(tmp_path)
+    definition = schema("harness-request")["$defs"][f"{op}_args"]
+    args = {name: "x" for name in definition["required"]}
+    for bad, where in (
+        ({**args, "operation_ids": "x"}, "args.operation_ids"),
+        ({}, f"args.{definition['required'][0]}"),
+    ):
+        with pytest.raises(ContractError) as info:
+            service.handlers()[op](bad)
+        assert (info.value.code, info.value.field) == ("invalid_request", where)
     assert not any((tmp_path / "approval" / "operations").iterdir())
 
 
