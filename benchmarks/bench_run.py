@@ -19,6 +19,7 @@ import sys
 import time
 from collections import defaultdict
 
+import bytecode
 from cpu import cpu_seconds
 from tabulate import tabulate
 
@@ -105,6 +106,9 @@ def main() -> int:
         f"({start_s / wall:.0%}), mean start {start_s / max(1, len(totals['start'])) * 1000:.0f} ms; "
         f"CPU {kit + children:.2f}s (kit {kit:.2f}s, harness processes {children:.2f}s); verdict: {finished.verdict.headline}"
     )
+    stale = bytecode.warning()
+    if stale:
+        print(f"\n{stale}")
     return 0
 
 
