@@ -26,6 +26,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 
+from retryproof.reference_impl import durable
 from retryproof.reference_impl.approval_effects import EXECUTORS, EffectsDir, key_slug
 from retryproof.reference_impl.approval_names import CAPABILITY, FAILPOINTS
 from retryproof.reference_impl.approval_store import AuditLog, OperationStore
@@ -111,7 +112,7 @@ class ApprovalService:
 
     def __init__(self, state_dir: str | os.PathLike[str], failpoints: Mapping[str, str] | None = None):
         root = os.path.join(state_dir, "approval")
-        os.makedirs(root, exist_ok=True)
+        durable.make_directory(root)
         self.store = OperationStore(root)
         self.audit = AuditLog(root)
         self.effects = EffectsDir(root)

@@ -55,7 +55,7 @@ class EffectsDir:
 
     def __init__(self, root: str):
         self.root = os.path.join(root, "effects")
-        os.makedirs(self.root, exist_ok=True)
+        durable.make_directory(self.root)
 
     def _folder(self, operation_key: str) -> str:
         # Hashed, so any key names a folder that stays inside effects/.
@@ -68,7 +68,7 @@ class EffectsDir:
         invocation, deduplicated ones and ones cut short by a crash included.
         """
         folder = self._folder(operation_key)
-        os.makedirs(folder, exist_ok=True)
+        durable.make_directory(folder)
         append_line(
             os.path.join(folder, "calls.jsonl"),
             {"operation_id": operation_id, "executor": kind.name, "at": time.time()},

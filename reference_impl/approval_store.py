@@ -54,7 +54,7 @@ class OperationStore:
         self.root = os.path.join(root, "operations")
         self.locks = os.path.join(root, "locks")
         for folder in (self.root, self.locks):
-            os.makedirs(folder, exist_ok=True)
+            durable.make_directory(folder)
 
     def locked(self, operation_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the operation for one whole step, against threads and processes."""

@@ -4,6 +4,7 @@ markers (never from what a call answered)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -546,3 +547,28 @@ def test_request_digest_matches_the_approval_request_vectors():
             assert refused.value.code == case["error"]["code"], case["id"]
         else:
             assert request_digest(request) == case["digest"], case["id"]
+
+
+def test_every_approval_folder_is_made_durable_in_the_folder_that_holds_it(tmp_path, monkeypatch):
+    # A SIGKILL keeps the page cache, so no scenario sees a folder whose entry was never
+    # synced; a power cut would lose it and the effect markers inside it. So check that
+    # each folder the service makes is listed by an fsync of its parent (Linux: the
+    # synced directory is read back from /proc/self/fd).
+    synced: list[tuple[str, set[str]]] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if os.path.isdir(path):
+            synced.append((path, set(os.listdir(path))))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    service = service_on(tmp_path)
+    service.execute({"operation_id": approved(service)})
+    assert effects(service) == (1, 1)
+    made = [os.path.join(top, name) for top, folders, _ in os.walk(tmp_path) for name in folders]
+    assert any(os.sep + "effects" + os.sep in folder for folder in made)
+    for folder in made:
+        parent, name = os.path.split(folder)
+        assert any(directory == parent and name in entries for directory, entries in synced), folder
