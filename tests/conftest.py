@@ -99,8 +99,8 @@ def _seed_bytecode(prefix: str) -> None:
     they start at once do not each compile the same modules: a link to the installed
     bytecode of every module of the environment's site-packages (the prefix would hide it
     from them; the servers under test import much that pytest does not, the MCP SDK's
-    3 CPU-s to compile among it) and of the standard library's modules this process
-    imported; the kit's packages, which have none, compiled."""
+    3 CPU-s to compile among it), of the standard library's modules this process imported,
+    and of the kit's where it has some (.ci/run compiles them); the rest of the kit compiled."""
     tag = f".{sys.implementation.cache_tag}.pyc"
     installed = {
         os.path.join(directory, "__pycache__", name[: -len(".py")] + tag)
@@ -108,7 +108,7 @@ def _seed_bytecode(prefix: str) -> None:
         for directory, name in [os.path.split(getattr(module, "__file__", None) or "")]
         if name.endswith(".py")
     }
-    for packages in set(site.getsitepackages()):
+    for packages in {*site.getsitepackages(), *(str(KIT / package) for package in PACKAGES)}:
         for root, _, names in os.walk(packages):
             if os.path.basename(root) == "__pycache__":
                 installed.update(os.path.join(root, name) for name in names if name.endswith(tag))
