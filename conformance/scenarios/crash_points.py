@@ -426,7 +426,9 @@ def _kill_at(
         finally:
             traced.kill()
         if recorded_pids is not None:
-            outcome["landed_on"] = killer.landed_on(scratch.state, traced)
+            outcome["landed_on"] = killer.landed_on(
+                scratch.state, traced.port if isinstance(traced, BindingConnection) else None
+            )
             outcome["landed_as_recorded"] = outcome["killed"] and _same_target(
                 point.target, recorded_pids, outcome["landed_on"], killer.pids
             )
@@ -499,13 +501,12 @@ class _Killer:
                     pass
             return
 
-    def landed_on(self, state_dir: str, connection: Connection) -> str | None:
+    def landed_on(self, state_dir: str, own_port: int | None) -> str | None:
         """The target of the call the kill landed on, read from the whole trace once
         strace has ended (the parked entry's arguments complete)."""
         if not self.killed:
             return None
         seen = nth_entry(self._read(), self.point.syscall, self.point.when)
-        own_port = connection.port if isinstance(connection, BindingConnection) else None
         target = _target(seen[0], os.path.realpath(state_dir), own_port) if seen else None
         return target or "(not a point)"
 
