@@ -11,20 +11,42 @@ system calls (ALICE, CrashMonkey); so does this scenario:
    truncate, rename, link, unlink or mkdir on a file of the state directory; a write
    or send on a socket the runtime connected to (a database, a cache). An fsync is no
    point: a SIGKILL loses no page cache, so a kill there leaves what a kill at the
-   next step leaves (DURABILITY-TRACE judges the fsyncs).
-2. *Kill.* For each point, on a fresh state directory: the runtime runs under
-   ``strace --inject=SYSCALL:signal=KILL:when=N`` (N: that call's number among its
-   thread's calls of SYSCALL, as strace counts them) and makes the same write; the
-   kernel kills it on entering that call. It starts again, untraced, on that state,
-   and the key is retried until it answers with its effect within the runtime's
-   recovery bound plus a call timeout. The listing must hold exactly that one effect.
+   next step leaves (DURABILITY-TRACE judges the fsyncs). Nor is a re-open with
+   O_CREAT (no O_TRUNC) of a file the trace shows created earlier and not removed or
+   renamed away since: it changes nothing either (``points_redundant``; the
+   reference's journal lock is re-opened so on each write). Only what the trace
+   proves counts: a file it never showed created is taken as new.
+2. *Kill.* For each point, on a fresh state directory, the runtime runs under strace
+   and makes the same write, and is killed entering the point's call (N: that call's
+   number among its thread's calls of SYSCALL, as strace counts them), before it
+   runs. It starts again, untraced, on that state, and the key is retried until it
+   answers with its effect within the runtime's recovery bound plus a call timeout.
+   The listing must hold exactly that one effect.
+
+How the kill lands. Where strace has ``--seccomp-bpf`` (``tracing_options``), the
+kill-phase start runs under it, so the runtime stops at the tracer only at the point's
+syscall: without the filter every call of a Python start stops there, which made each
+such start cost about 1.7 times an untraced one. Under the filter strace 6.1 does not
+deliver an injected ``signal=KILL`` once ``when`` is 2 or more, but it counts right for
+``delay_enter``: strace holds the N-th call at entry (parked, not run, its entry line
+written), the kit reads strace's output as it is written (every ``POLL_S``) and
+SIGKILLs the process group as soon as the parked entry shows, strace with it (a killed
+tracee alone leaves strace holding the output pipe until the delay ends). The delay is
+the traced call's timeout, so a park the kit never sees ends as a write that completed
+(``killed`` false). The parked entry names its target (``landed_on``): a kill on another
+target than the recorded one is listed (``points_landed_elsewhere``), so the evidence
+never passes it off as the point's. Between the park and the kill the runtime's other threads run for a few
+milliseconds, where ``signal=KILL`` stopped them at once; the parked thread has not
+made the call, and whatever the others did meanwhile is what they could have done
+before any SIGKILL: a state a crash may leave, which the contract must survive all the
+same. An strace without the filter injects the kill itself (``signal=KILL``), as before.
 
 strace counts per thread, and any thread's N-th call of SYSCALL triggers the kill: a
 point another thread reaches first under the same count, and that no count on its path
 can reach either (the path is named after the recording process), is not reachable
 this way and is only counted (``unreachable``). Past ``MAX_POINTS`` the points are sampled
 evenly. ``RETRYPROOF_CRASH_POINT=SYSCALL:N`` (in the reproduce line of a failure, and
-in its replay file) runs that one point.
+in its replay file) runs that one point, a redundant one too.
 """
 
 from __future__ import annotations
