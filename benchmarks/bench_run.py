@@ -19,6 +19,7 @@ import sys
 import time
 from collections import defaultdict
 
+import bytecode
 from cpu import cpu_seconds
 from tabulate import tabulate
 
@@ -50,13 +51,18 @@ def instrument(totals: dict[str, list[float]]) -> None:
 
 
 class Durations:
-    def __init__(self):
+    """Each scenario's wall, CPU and harness starts (``totals["start"]`` grows by one per start)."""
+
+    def __init__(self, totals: dict[str, list[float]]):
         self.rows = []
+        self._totals = totals
         self._began = (0.0, 0.0)
+        self._starts_before = 0
 
     def handle(self, event) -> None:
         if isinstance(event, ScenarioStarted):
             self._began = cpu_seconds()
+            self._starts_before = len(self._totals["start"])
         if isinstance(event, ScenarioFinished):
             (kit, children), (kit_before, children_before) = cpu_seconds(), self._began
             result = event.result
@@ -67,6 +73,7 @@ class Durations:
                     f"{result.duration_s:.2f}",
                     f"{kit - kit_before:.2f}",
                     f"{children - children_before:.2f}",
+                    len(self._totals["start"]) - self._starts_before,
                 )
             )
 
@@ -82,7 +89,7 @@ def main() -> int:
     instrument(totals)
     began, cpu_began = time.perf_counter(), cpu_seconds()
     hello = probe(options)
-    durations = Durations()
+    durations = Durations(totals)
     finished = run(options, hello, [durations])
     wall = time.perf_counter() - began
     kit, children = (now - then for now, then in zip(cpu_seconds(), cpu_began, strict=True))
@@ -90,7 +97,7 @@ def main() -> int:
     start_s = sum(totals["start"])
     rows = [(TIMED[name], len(totals[name]), f"{sum(totals[name]):.2f}") for name in TIMED]
     durations.rows.sort(key=lambda row: -(float(row[3]) + float(row[4])))
-    headers = ("scenario", "status", "seconds", "kit CPU s", "harness CPU s")
+    headers = ("scenario", "status", "seconds", "kit CPU s", "harness CPU s", "starts")
     print(tabulate(durations.rows, headers=headers, tablefmt="github"))
     print()
     print(tabulate(rows, headers=("where", "count", "seconds"), tablefmt="github"))
@@ -99,6 +106,9 @@ def main() -> int:
         f"({start_s / wall:.0%}), mean start {start_s / max(1, len(totals['start'])) * 1000:.0f} ms; "
         f"CPU {kit + children:.2f}s (kit {kit:.2f}s, harness processes {children:.2f}s); verdict: {finished.verdict.headline}"
     )
+    stale = bytecode.warning()
+    if stale:
+        print(f"\n{stale}")
     return 0
 
 

@@ -36,7 +36,6 @@ that reads one line, they are most of the way to 2x (the ``json`` row shows it).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import selectors
@@ -46,6 +45,7 @@ import sys
 import tempfile
 import time
 
+import bytecode
 from tabulate import tabulate
 
 from retryproof.conformance.options import REFERENCE_COMMAND
@@ -100,24 +100,6 @@ def to_exit(command: list[str], stdin: str, env: dict[str, str]) -> float:
     return seconds
 
 
-def without_bytecode() -> list[str]:
-    """The kit's source files with no bytecode cached beside them, or an older one."""
-    missing = []
-    for part in ("spec", "conformance", "adapters", "reference_impl"):
-        spec = importlib.util.find_spec(f"retryproof.{part}")
-        assert spec is not None and spec.submodule_search_locations is not None
-        for folder in spec.submodule_search_locations:
-            for root, _, files in os.walk(folder):
-                for name in files:
-                    if not name.endswith(".py"):
-                        continue
-                    source = os.path.join(root, name)
-                    cached = importlib.util.cache_from_source(source)
-                    if not os.path.exists(cached) or os.path.getmtime(cached) < os.path.getmtime(source):
-                        missing.append(source)
-    return missing
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -157,13 +139,9 @@ def main() -> int:
     print(tabulate(rows, headers=("start", "median ms", "vs its floor"), tablefmt="github"))
     print(f"\n{args.rounds} interleaved rounds; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     print(f"interpreter: {sys.executable}; the kit started as: {' '.join(kit)}")
-    missing = without_bytecode()
-    if missing:
-        print(
-            f"\nWARNING: {len(missing)} of the kit's modules have no current bytecode (e.g. {missing[0]}), "
-            "so the starts above include compiling them: in the source tree of an editable install, "
-            "run 'python -m compileall -q spec conformance adapters reference_impl' first"
-        )
+    stale = bytecode.warning()
+    if stale:
+        print(f"\n{stale}")
     return 0
 
 

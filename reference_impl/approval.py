@@ -21,21 +21,27 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import os
 import re
 import time
 from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from retryproof.reference_impl import durable
 from retryproof.reference_impl.approval_effects import EXECUTORS, EffectsDir, key_slug
 from retryproof.reference_impl.approval_names import CAPABILITY, FAILPOINTS
 from retryproof.reference_impl.approval_store import AuditLog, OperationStore
-from retryproof.spec import validator
+from retryproof.reference_impl.arguments import take
+from retryproof.spec import schema
 from retryproof.spec.digest import ContractError
 from retryproof.spec.jcs import CanonicalizationError, canonical_bytes
 from retryproof.spec.protocol import ProtocolError, crash_now
 
+# Not typing's TYPE_CHECKING, and no pathlib in the approval modules: each import would
+# be paid by every harness start that serves an approval op (some 15 a run).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from retryproof.spec.protocol import Handler
 
 __all__ = ["CAPABILITY", "FAILPOINTS", "ApprovalService", "op_group", "request_digest"]
@@ -83,19 +89,20 @@ def _text(args: Mapping[str, Any], name: str) -> str:
 
 
 @functools.cache
-def _args_validator(op: str):
-    # Built on first use, so a harness start that serves no approval op never pays
-    # for importing jsonschema.
-    return validator(f"harness-request#/$defs/{op}_args")
+def _arg_names(op: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The required and the optional args of ``op``, as the shipped request schema
+    names them (``$defs/<op>_args``). Only the names are read from it: each value is
+    checked where the service uses it (``_text``, the executor, ``request_digest``),
+    and a JSON Schema validator would cost every harness that serves an approval op
+    more CPU at its first call (importing jsonschema) than its whole start."""
+    definition = schema("harness-request")["$defs"][f"{op}_args"]
+    required = tuple(definition.get("required", ()))
+    return required, tuple(name for name in definition.get("properties", {}) if name not in required)
 
 
 def _checked(op: str, method: Handler) -> Handler:
     def handler(args: Mapping[str, Any]) -> Mapping[str, Any]:
-        error = next(iter(_args_validator(op).iter_errors(args)), None)
-        if error is not None:
-            where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.path)
-            raise ContractError("invalid_request", f"args{where}", error.message)
-        return method(args)
+        return method(take(args, *_arg_names(op)))
 
     return handler
 
@@ -103,18 +110,18 @@ def _checked(op: str, method: Handler) -> Handler:
 class ApprovalService:
     """Approved operations under ``<state_dir>/approval/``."""
 
-    def __init__(self, state_dir: Path, failpoints: Mapping[str, str] | None = None):
-        root = Path(state_dir) / "approval"
-        root.mkdir(parents=True, exist_ok=True)
+    def __init__(self, state_dir: str | os.PathLike[str], failpoints: Mapping[str, str] | None = None):
+        root = os.path.join(state_dir, "approval")
+        durable.make_directory(root)
         self.store = OperationStore(root)
         self.audit = AuditLog(root)
         self.effects = EffectsDir(root)
         self.armed_failpoints = dict(failpoints or {})
 
     def handlers(self) -> dict[str, Handler]:
-        """The protocol ops this service serves, for the harness's op table. Args are
-        checked against the shipped request schema first: a misspelt or extra arg is
-        invalid_request, never silently ignored."""
+        """The protocol ops this service serves, for the harness's op table. Arg names
+        are checked against the shipped request schema first: a misspelt or extra arg
+        is invalid_request, never silently ignored."""
         ops = {
             "propose": self.propose,
             "approve": self.approve,

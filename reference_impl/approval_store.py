@@ -12,20 +12,22 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 from retryproof.reference_impl import durable
 from retryproof.reference_impl.locking import LockTimeout, hold
 from retryproof.reference_impl.runtime import WAIT_TIMEOUT_S
 from retryproof.spec.protocol import ProtocolError
 
+TYPE_CHECKING = False  # not typing's: see approval.py
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["AuditLog", "OperationStore", "append_line"]
 
 
-def append_line(path: Path, value: Any) -> None:
+def append_line(path: str, value: Any) -> None:
     """Append one JSON line and fsync it; a new file's directory entry is fsynced too."""
-    created = not path.exists()
+    created = not os.path.exists(path)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, durable.dump(value))
@@ -33,13 +35,13 @@ def append_line(path: Path, value: Any) -> None:
     finally:
         os.close(fd)
     if created:
-        durable.fsync_directory(str(path.parent))
+        durable.fsync_directory(os.path.dirname(path))
 
 
 @contextlib.contextmanager
-def _hold(path: Path, what: str) -> Iterator[None]:
+def _hold(path: str, what: str) -> Iterator[None]:
     try:
-        with hold(str(path), WAIT_TIMEOUT_S):
+        with hold(path, WAIT_TIMEOUT_S):
             yield
     except LockTimeout as exc:
         raise ProtocolError("in_progress", f"another call holds {what}: {exc}") from None
@@ -48,34 +50,35 @@ def _hold(path: Path, what: str) -> Iterator[None]:
 class OperationStore:
     """One JSON file per operation under ``operations/``, replaced atomically."""
 
-    def __init__(self, root: Path):
-        self.root = root / "operations"
-        self.locks = root / "locks"
+    def __init__(self, root: str):
+        self.root = os.path.join(root, "operations")
+        self.locks = os.path.join(root, "locks")
         for folder in (self.root, self.locks):
-            folder.mkdir(parents=True, exist_ok=True)
+            durable.make_directory(folder)
 
     def locked(self, operation_id: str) -> contextlib.AbstractContextManager[None]:
         """Hold the operation for one whole step, against threads and processes."""
-        return _hold(self.locks / f"{operation_id}.lock", f"operation {operation_id}")
+        return _hold(os.path.join(self.locks, f"{operation_id}.lock"), f"operation {operation_id}")
 
     def load(self, operation_id: str) -> dict[str, Any] | None:
         try:
-            return json.loads((self.root / f"{operation_id}.json").read_bytes())
+            with open(os.path.join(self.root, f"{operation_id}.json"), "rb") as handle:
+                return json.loads(handle.read())
         except FileNotFoundError:
             return None
 
     def save(self, record: dict[str, Any]) -> None:
         record["updated_at"] = time.time()
-        durable.replace(str(self.root / f"{record['operation_id']}.json"), durable.dump(record))
+        durable.replace(os.path.join(self.root, f"{record['operation_id']}.json"), durable.dump(record))
 
 
 class AuditLog:
     """Audit events appended to one ``audit.jsonl``, serialized by a lock file."""
 
-    def __init__(self, root: Path):
-        self.path = root / "audit.jsonl"
-        self._lock = root / "audit.lock"
-        self._aside = self.path.with_name(self.path.name + ".aside")
+    def __init__(self, root: str):
+        self.path = os.path.join(root, "audit.jsonl")
+        self._lock = os.path.join(root, "audit.lock")
+        self._aside = self.path + ".aside"
         with _hold(self._lock, "the audit log"):
             self._undo_fault()
 
@@ -87,13 +90,13 @@ class AuditLog:
         unambiguous: a directory at the path is always the fault's, and ``.aside`` is
         the log until it is moved back.
         """
-        if not self.path.is_dir() and not self._aside.exists():
+        if not os.path.isdir(self.path) and not os.path.exists(self._aside):
             return
-        if self.path.is_dir():
+        if os.path.isdir(self.path):
             os.rmdir(self.path)
-        if self._aside.exists():
+        if os.path.exists(self._aside):
             os.replace(self._aside, self.path)
-        durable.fsync_directory(str(self.path.parent))
+        durable.fsync_directory(os.path.dirname(self.path))
 
     def append(self, event: dict[str, Any], fail: bool = False) -> None:
         """Append ``event``; with ``fail``, the real append meets a directory.
@@ -111,7 +114,7 @@ class AuditLog:
 
     @contextlib.contextmanager
     def _replaced_by_directory(self) -> Iterator[None]:
-        had_file = self.path.exists()
+        had_file = os.path.exists(self.path)
         if had_file:
             os.replace(self.path, self._aside)
         os.mkdir(self.path)
@@ -121,11 +124,12 @@ class AuditLog:
             os.rmdir(self.path)
             if had_file:
                 os.replace(self._aside, self.path)
-            durable.fsync_directory(str(self.path.parent))
+            durable.fsync_directory(os.path.dirname(self.path))
 
     def events(self) -> list[dict[str, Any]]:
         try:
-            lines = self.path.read_bytes().splitlines()
+            with open(self.path, "rb") as handle:
+                lines = handle.read().splitlines()
         except FileNotFoundError:
             return []
         return [json.loads(line) for line in lines if line.strip()]

@@ -29,6 +29,7 @@ __all__ = [
     "fsync_directory",
     "in_parallel",
     "link_new",
+    "make_directory",
     "replace",
     "sync_file",
     "write_all",
@@ -50,6 +51,23 @@ def fsync_directory(directory: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def make_directory(path: str, fsync_dir: FsyncDirectory = fsync_directory) -> None:
+    """Create the directory ``path`` and any missing parent, each one's entry made
+    durable by an fsync of the directory that holds it (``os.makedirs`` syncs none: a
+    power cut could take a folder away with the durable files inside it). The parent is
+    synced even when another process made the folder first, since it may not have
+    synced it yet."""
+    if os.path.isdir(path):
+        return
+    parent = os.path.dirname(path)
+    make_directory(parent, fsync_dir)
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        pass
+    fsync_dir(parent)
 
 
 def dump(value: Any) -> bytes:

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 
 from retryproof.reference_impl import __version__, approval_names
+from retryproof.reference_impl.arguments import take
 from retryproof.reference_impl.runtime import WRITE_TASK_FAILPOINTS, Runtime
 from retryproof.spec.digest import ContractError, check_submission_id
 from retryproof.spec.protocol import hello_handler
@@ -51,38 +52,26 @@ class OpGroup:
         self.tamper_actions = tamper_actions
 
 
-def _take(args: Mapping[str, Any], required: Sequence[str], optional: Sequence[str] = ()) -> Mapping[str, Any]:
-    """Refuse missing and unknown args: a misspelt arg silently ignored would turn a
-    kit bug into a passing scenario."""
-    for name in args:
-        if name not in required and name not in optional:
-            raise ContractError("invalid_request", f"args.{name}", "is not an argument of this op")
-    for name in required:
-        if name not in args:
-            raise ContractError("invalid_request", f"args.{name}", "is required")
-    return args
-
-
 def _keywords(method: Callable[..., Mapping[str, Any]], *names: str) -> Handler:
     """A handler passing exactly the args ``names`` to ``method`` as keywords."""
-    return lambda args: method(**_take(args, names))
+    return lambda args: method(**take(args, names))
 
 
 def write_task_ops(runtime: Runtime) -> OpGroup:
     """write_task and its companions, served by one ``Runtime``."""
 
     def write_task(args: Mapping[str, Any]) -> Mapping[str, Any]:
-        _take(args, ("task",), ("client_submission_id", "invocation"))
+        take(args, ("task",), ("client_submission_id", "invocation"))
         if "client_submission_id" in args:
             # Present means the id path: null is an invalid id, not the legacy path.
             check_submission_id(args["client_submission_id"])
         return runtime.write_task(args["task"], args.get("client_submission_id"), args.get("invocation"))
 
     def tamper(args: Mapping[str, Any]) -> Mapping[str, Any]:
-        action = _take(args, ("action",), ("task_id", "client_submission_id", "digest_schema_version"))["action"]
+        action = take(args, ("action",), ("task_id", "client_submission_id", "digest_schema_version"))["action"]
         if action not in _TAMPER_ARGS:
             raise ContractError("invalid_request", "args.action", f"must be one of {', '.join(_TAMPER_ARGS)}")
-        _take(args, ("action", *_TAMPER_ARGS[action]))
+        take(args, ("action", *_TAMPER_ARGS[action]))
         return runtime.tamper(args)
 
     handlers: dict[str, Handler] = {

@@ -4,14 +4,17 @@ markers (never from what a call answered)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from retryproof.reference_impl import approval_names
 from retryproof.reference_impl.approval import ApprovalService
-from retryproof.spec import validator
+from retryproof.spec import schema, validator
 from retryproof.spec.digest import ContractError
 from retryproof.spec.protocol import ProtocolError
 
@@ -70,7 +73,7 @@ def test_p1_the_approval_persists_when_its_audit_fails(tmp_path):
     assert error.code == "AUDIT_WRITE_FAILED" and "IsADirectoryError" in error.message
     view = service.get_operation({"operation_id": operation_id})
     assert (view["state"], view["audit_pending"], view["effect_evidence"]) == ("approved", True, "absent")
-    assert not service.audit.path.is_dir() and audit_events(service) == []
+    assert not Path(service.audit.path).is_dir() and audit_events(service) == []
 
     restarted = service_on(tmp_path)
     assert restarted.recover({"operation_id": operation_id}) == {"outcome": "nothing_to_do", "state": "approved"}
@@ -167,11 +170,11 @@ def test_p3_the_record_keeps_the_effect_and_recovery_reconciles(tmp_path, execut
 def test_the_audit_fault_loses_no_earlier_event(tmp_path):
     healthy = service_on(tmp_path)
     approved(healthy, key="other")
-    before = healthy.audit.path.read_bytes()
+    before = Path(healthy.audit.path).read_bytes()
     service = service_on(tmp_path, approval__audit_completed="fail")
     operation_id = approved(service)
     rejected(service.execute, {"operation_id": operation_id})
-    assert service.audit.path.read_bytes().startswith(before)
+    assert Path(service.audit.path).read_bytes().startswith(before)
     assert [event for event, _ in audit_events(service)] == ["approved", "approved", "execution_started"]
 
 
@@ -338,6 +341,23 @@ def test_bad_input_is_a_typed_error_that_writes_nothing(tmp_path, op, args, code
     assert not any((tmp_path / "approval" / "operations").iterdir())
 
 
+@pytest.mark.parametrize("op", approval_names.OPS)
+def test_every_op_refuses_an_unknown_and_a_missing_argument_by_name(tmp_path, op):
+    """The names come from the shipped schema (``$defs/<op>_args``): an arg it does not
+    name, or one it requires left out, is refused before anything is read or written."""
+    service = service_on(tmp_path)
+    definition = schema("harness-request")["$defs"][f"{op}_args"]
+    args = {name: "x" for name in definition["required"]}
+    for bad, where in (
+        ({**args, "operation_ids": "x"}, "args.operation_ids"),
+        ({}, f"args.{definition['required'][0]}"),
+    ):
+        with pytest.raises(ContractError) as info:
+            service.handlers()[op](bad)
+        assert (info.value.code, info.value.field) == ("invalid_request", where)
+    assert not any((tmp_path / "approval" / "operations").iterdir())
+
+
 def test_one_key_names_one_operation(tmp_path):
     service = service_on(tmp_path)
     first = service.propose({"operation_key": "k", "request": REQUEST, "executor": "plain"})
@@ -351,7 +371,7 @@ def test_one_key_names_one_operation(tmp_path):
 
 def all_records_valid(service: ApprovalService) -> set[str]:
     """Validate every record and audit event on disk; answer the states seen."""
-    records = [service.store.load(path.stem) for path in service.store.root.glob("op-*.json")]
+    records = [service.store.load(path.stem) for path in Path(service.store.root).glob("op-*.json")]
     for record in records:
         validator("approval-operation").validate(record)
     for event in service.audit.events():
@@ -474,9 +494,9 @@ def test_a_kill_inside_an_audit_fault_is_undone_at_the_next_start(tmp_path):
         [sys.executable, "-c", _KILLED_INSIDE_AUDIT_FAULT, str(tmp_path), operation_id], capture_output=True, timeout=60
     )
     assert done.returncode == -signal.SIGKILL, done.stderr
-    assert service.audit.path.is_dir()
+    assert Path(service.audit.path).is_dir()
     after = service_on(tmp_path)
-    assert after.audit.path.is_file() and not after.audit.path.with_name("audit.jsonl.aside").exists()
+    assert Path(after.audit.path).is_file() and not Path(after.audit.path + ".aside").exists()
     assert audit_events(after) == [("approved", False)]
     assert after.recover({"operation_id": operation_id}) == {"outcome": "re_executed", "state": "succeeded"}
     assert [name for name, _ in audit_events(after)] == [
@@ -527,3 +547,28 @@ def test_request_digest_matches_the_approval_request_vectors():
             assert refused.value.code == case["error"]["code"], case["id"]
         else:
             assert request_digest(request) == case["digest"], case["id"]
+
+
+def test_every_approval_folder_is_made_durable_in_the_folder_that_holds_it(tmp_path, monkeypatch):
+    # A SIGKILL keeps the page cache, so no scenario sees a folder whose entry was never
+    # synced; a power cut would lose it and the effect markers inside it. So check that
+    # each folder the service makes is listed by an fsync of its parent (Linux: the
+    # synced directory is read back from /proc/self/fd).
+    synced: list[tuple[str, set[str]]] = []
+    fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if os.path.isdir(path):
+            synced.append((path, set(os.listdir(path))))
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    service = service_on(tmp_path)
+    service.execute({"operation_id": approved(service)})
+    assert effects(service) == (1, 1)
+    made = [os.path.join(top, name) for top, folders, _ in os.walk(tmp_path) for name in folders]
+    assert any(os.sep + "effects" + os.sep in folder for folder in made)
+    for folder in made:
+        parent, name = os.path.split(folder)
+        assert any(directory == parent and name in entries for directory, entries in synced), folder

@@ -22,7 +22,7 @@ from retryproof.reference_impl.harness import approval_ops, build_handlers, op_g
 from retryproof.reference_impl.runtime import Runtime
 
 # Loaded only when something asks for them: the spec's YAML and JSON Schema machinery
-# (approval's argument checks), the approval service itself, argparse (the plain
+# (never by the harness: the kit validates), the approval service itself, argparse (the plain
 # harness takes no arguments) and the signal module's enums (a crash failpoint).
 # Never at start: typing (annotations are strings; the protocol messages are plain
 # classes) and dataclasses (inspect with it).
@@ -88,6 +88,31 @@ def test_importing_the_public_names_loads_no_yaml_or_jsonschema(state_dir):
         state_dir,
     )
     assert sorted(loaded & set(NOT_AT_START)) == []
+
+
+def test_a_harness_serving_every_approval_op_loads_no_yaml_jsonschema_typing_or_pathlib(state_dir):
+    """The approval ops check their argument names from the shipped schema's data, not
+    with a JSON Schema validator, whose import would cost each approval scenario's
+    harness start more CPU than the start itself; and the approval modules go without
+    typing and pathlib, about a third of such a start again."""
+    code = (
+        "from retryproof.reference_impl.harness import build_handlers, op_groups\n"
+        "from retryproof.reference_impl.runtime import Runtime\n"
+        "import os\n"
+        "handlers = build_handlers(op_groups(Runtime(os.environ['RETRYPROOF_STATE_DIR'])))\n"
+        "operation = handlers['propose']({'operation_key': 'k', 'request': {'n': 1}, 'executor': 'plain'})\n"
+        "target = {'operation_id': operation['operation_id']}\n"
+        "for op in ('approve', 'execute', 'recover', 'get_operation', 'list_audit'):\n"
+        "    handlers[op](target)\n"
+        "handlers['list_effects']({'operation_key': 'k'})\n"
+        "print('served')"
+    )
+    served, loaded = loaded_after(code, state_dir)
+    assert served.strip() == "served"
+    # Less what a bare interpreter of this install loads (an editable install's import
+    # hook loads pathlib at every start, a wheel's loads nothing of these).
+    _, bare = loaded_after("pass", state_dir)
+    assert sorted((loaded - bare) & {"yaml", "jsonschema", "referencing", "typing", "pathlib"}) == []
 
 
 def test_the_deferred_approval_ops_are_exactly_what_the_service_serves(state_dir):
