@@ -29,8 +29,9 @@ def tracing_options(strace: str) -> tuple[str, ...]:
     cost about 40% more CPU than an untraced one; the trace is the same either way, and
     where the kernel has no seccomp filter strace falls back to stopping at every call.
     An strace too old to know the option, or that cannot say its version, runs without
-    it. Not for a kill injected at the N-th call: strace 6.1 miscounts ``when`` under
-    the filter (a kill at a thread's second pwrite64 never lands)."""
+    it. CRASH-POINTS parks its kill-phase call under the filter too (``delay_enter``):
+    strace 6.1 does not deliver an injected ``signal=`` under it once ``when`` is 2 or
+    more, but it counts ``when`` right for a delay."""
     try:
         done = subprocess.run([strace, "-V"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
@@ -43,6 +44,7 @@ def tracing_options(strace: str) -> tuple[str, ...]:
 _HEAD = r"^(?P<pid>\d+)\s+(?:(?P<at>\d+\.\d+)\s+)?"
 _COMPLETE = re.compile(_HEAD + r"(?P<name>\w+)\((?P<args>.*)\)\s+=\s+(?P<result>.*)$")
 _UNFINISHED = re.compile(_HEAD + r"(?P<name>\w+)\((?P<args>.*?)\s*<unfinished \.\.\.>$")
+_ENTERING = re.compile(_HEAD + r"(?P<name>\w+)\((?P<args>.*)$")
 _RESUMED = re.compile(_HEAD + r"<\.\.\. (?P<name>\w+) resumed>(?P<args>.*)\)\s+=\s+(?P<result>.*)$")
 
 
@@ -73,6 +75,27 @@ def entered(lines: Iterable[str]) -> list[Syscall]:
     """Every call in the order the calls were entered (where a kill injected at entry
     lands); a call the trace never shows completed has the result ``?``."""
     return _numbered(_read(lines)[0])
+
+
+def nth_entry(text: str, name: str, when: int) -> tuple[Syscall, bool] | None:
+    """The first ``when``-th entry of ``name`` by one thread in the output ``text`` of
+    an ``strace -f -e trace=NAME`` as far as it is written, and whether the trace shows
+    that call finished. The last line may still be unterminated: strace writes a call's
+    entry when the thread enters it and its result when it returns, so a call parked
+    at entry (``inject=NAME:delay_enter=...``) is an unterminated last line, or one that
+    another thread's line cut (``<unfinished ...>``)."""
+    *lines, tail = text.split("\n")
+    counted: dict[int, int] = {}
+    for line in lines:
+        match = _COMPLETE.match(line) or _UNFINISHED.match(line)
+        if match and match["name"] == name:
+            counted[int(match["pid"])] = nth = counted.get(int(match["pid"]), 0) + 1
+            if nth == when:
+                return _numbered([_record(match, "?")])[0], match.re is _COMPLETE
+    match = _COMPLETE.match(tail) or _ENTERING.match(tail)
+    if match and match["name"] == name and counted.get(int(match["pid"]), 0) + 1 == when:
+        return _numbered([_record(match, "?")])[0], match.re is _COMPLETE
+    return None
 
 
 def _read(lines: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

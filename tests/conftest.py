@@ -9,16 +9,27 @@ when it detects CI, and the fuzz tests take their budget from
 instead of replacing it.
 """
 
+import compileall
+import contextlib
 import os
 import shutil
+import site
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from kit import UNUSED_PLUGINS
+from suite_order import long_tests_first
 
 from retryproof.conformance.fuzz.profiles import register_profiles
 
 pytest_plugins = ["pytester"]
+
+#: The kit's packages (the repository's top folders, installed as ``retryproof``).
+KIT = Path(__file__).resolve().parents[1]
+PACKAGES = ("spec", "conformance", "adapters", "reference_impl")
 
 register_profiles()
 
@@ -59,3 +70,68 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     older suite: 2 workers 106 s and 91 s, 3 workers 82 s and 83 s, 4 workers 85 s)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return 2 * cpus + 1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With PYTHONDONTWRITEBYTECODE set (as in CI), every process the session starts
+    (each pytest-xdist worker, and the hundreds of kit runs, harnesses, servers and pytest
+    sessions the tests start) would compile from source every module that has no cached
+    bytecode, which after an editable install is every module of the kit. The user asked
+    for no bytecode in their tree, not for slow tests: the session's processes cache it
+    instead under a temporary ``PYTHONPYCACHEPREFIX`` of its own, removed when the session
+    ends. A prefix the user chose is left alone. The pytest-xdist controller sets it up
+    (filling it costs 2 CPU-s once), the workers inherit it; a session without workers (one
+    test, ``-n0``) starts too few processes to gain that back. Paired on 2 CPUs, both runs
+    at once at load 9-24: the suite took 359 CPU-s with the prefix, 386 without."""
+    workers = getattr(config.option, "numprocesses", None) or 0
+    if not workers or not sys.dont_write_bytecode or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    prefix = tempfile.mkdtemp(prefix="retryproof-bytecode-")
+    config.add_cleanup(lambda: shutil.rmtree(prefix, ignore_errors=True))
+    _seed_bytecode(prefix)
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.pycache_prefix, sys.dont_write_bytecode = prefix, False
+
+
+def _seed_bytecode(prefix: str) -> None:
+    """Fill ``prefix`` before the first worker starts, so the workers and the processes
+    they start at once do not each compile the same modules: a link to the installed
+    bytecode of every module of the environment's site-packages (the prefix would hide it
+    from them; the servers under test import much that pytest does not, the MCP SDK's
+    3 CPU-s to compile among it), of the standard library's modules this process imported,
+    and of the kit's where it has some (.ci/run compiles them); the rest of the kit compiled."""
+    tag = f".{sys.implementation.cache_tag}.pyc"
+    installed = {
+        os.path.join(directory, "__pycache__", name[: -len(".py")] + tag)
+        for module in list(sys.modules.values())
+        for directory, name in [os.path.split(getattr(module, "__file__", None) or "")]
+        if name.endswith(".py")
+    }
+    for packages in {*site.getsitepackages(), *(str(KIT / package) for package in PACKAGES)}:
+        for root, _, names in os.walk(packages):
+            if os.path.basename(root) == "__pycache__":
+                installed.update(os.path.join(root, name) for name in names if name.endswith(tag))
+    for pyc in installed:
+        cache = os.path.dirname(pyc)
+        linked = prefix + os.path.dirname(cache)  # the prefix mirrors the source's folder
+        if os.path.exists(pyc):
+            os.makedirs(linked, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.symlink(pyc, os.path.join(linked, os.path.basename(pyc)))
+    own, sys.pycache_prefix = sys.pycache_prefix, prefix
+    try:
+        for package in PACKAGES:
+            compileall.compile_dir(KIT / package, quiet=1)
+    finally:
+        sys.pycache_prefix = own
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On pytest-xdist workers, each worker starts on its share of the longest tests
+    (``suite_order``); every worker reorders alike (the controller requires equal
+    collections)."""
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    if workers > 1:
+        items[:] = long_tests_first(items, workers)

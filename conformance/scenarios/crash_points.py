@@ -11,20 +11,42 @@ system calls (ALICE, CrashMonkey); so does this scenario:
    truncate, rename, link, unlink or mkdir on a file of the state directory; a write
    or send on a socket the runtime connected to (a database, a cache). An fsync is no
    point: a SIGKILL loses no page cache, so a kill there leaves what a kill at the
-   next step leaves (DURABILITY-TRACE judges the fsyncs).
-2. *Kill.* For each point, on a fresh state directory: the runtime runs under
-   ``strace --inject=SYSCALL:signal=KILL:when=N`` (N: that call's number among its
-   thread's calls of SYSCALL, as strace counts them) and makes the same write; the
-   kernel kills it on entering that call. It starts again, untraced, on that state,
-   and the key is retried until it answers with its effect within the runtime's
-   recovery bound plus a call timeout. The listing must hold exactly that one effect.
+   next step leaves (DURABILITY-TRACE judges the fsyncs). Nor is a re-open with
+   O_CREAT (no O_TRUNC) of a file the trace shows created earlier and not removed or
+   renamed away since: it changes nothing either (``points_redundant``; the
+   reference's journal lock is re-opened so on each write). Only what the trace
+   proves counts: a file it never showed created is taken as new.
+2. *Kill.* For each point, on a fresh state directory, the runtime runs under strace
+   and makes the same write, and is killed entering the point's call (N: that call's
+   number among its thread's calls of SYSCALL, as strace counts them), before it
+   runs. It starts again, untraced, on that state, and the key is retried until it
+   answers with its effect within the runtime's recovery bound plus a call timeout.
+   The listing must hold exactly that one effect.
+
+How the kill lands. Where strace has ``--seccomp-bpf`` (``tracing_options``), the
+kill-phase start runs under it, so the runtime stops at the tracer only at the point's
+syscall: without the filter every call of a Python start stops there, which made each
+such start cost about 1.7 times an untraced one. Under the filter strace 6.1 does not
+deliver an injected ``signal=KILL`` once ``when`` is 2 or more, but it counts right for
+``delay_enter``: strace holds the N-th call at entry (parked, not run, its entry line
+written), the kit reads strace's output as it is written (every ``POLL_S``) and
+SIGKILLs the process group as soon as the parked entry shows, strace with it (a killed
+tracee alone leaves strace holding the output pipe until the delay ends). The delay is
+the traced call's timeout, so a park the kit never sees ends as a write that completed
+(``killed`` false). The parked entry names its target (``landed_on``): a kill on another
+target than the recorded one is listed (``points_landed_elsewhere``), so the evidence
+never passes it off as the point's. Between the park and the kill the runtime's other threads run for a few
+milliseconds, where ``signal=KILL`` stopped them at once; the parked thread has not
+made the call, and whatever the others did meanwhile is what they could have done
+before any SIGKILL: a state a crash may leave, which the contract must survive all the
+same. An strace without the filter injects the kill itself (``signal=KILL``), as before.
 
 strace counts per thread, and any thread's N-th call of SYSCALL triggers the kill: a
 point another thread reaches first under the same count, and that no count on its path
 can reach either (the path is named after the recording process), is not reachable
 this way and is only counted (``unreachable``). Past ``MAX_POINTS`` the points are sampled
 evenly. ``RETRYPROOF_CRASH_POINT=SYSCALL:N`` (in the reproduce line of a failure, and
-in its replay file) runs that one point.
+in its replay file) runs that one point, a redundant one too.
 """
 
 from __future__ import annotations
@@ -32,6 +54,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,7 +69,7 @@ from retryproof.conformance import replay_file
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import converge, expect_identity
-from retryproof.conformance.strace import Syscall, entered, tracing_options
+from retryproof.conformance.strace import Syscall, entered, nth_entry, tracing_options
 
 #: The most points one run kills at; past it they are sampled evenly.
 MAX_POINTS = 24
@@ -84,18 +108,29 @@ class Point:
     def name(self) -> str:
         return f"{self.syscall}:{self.when}" + (f":{self.path}" if self.path else "")
 
-    def strace_options(self, state_dir: str) -> list[str]:
-        inject = ["-e", f"trace={self.syscall}", "-e", f"inject={self.syscall}:signal=KILL:when={self.when}"]
+    def strace_options(self, state_dir: str, park_us: int | None = None) -> list[str]:
+        """strace's options for this point: a kill injected at the call, or, with
+        ``park_us``, the call held at entry that long (the kit kills meanwhile)."""
+        action = f"delay_enter={park_us}" if park_us else "signal=KILL"
+        inject = ["-e", f"trace={self.syscall}", "-e", f"inject={self.syscall}:{action}:when={self.when}"]
         if self.path is None:
             return inject
         return ["-P", os.path.join(os.path.realpath(state_dir), self.path), *inject]
 
 
-def find_points(
-    calls: list[Syscall], state_dir: str, began: float, ended: float, own_port: int | None
-) -> tuple[list[Point], int]:
-    """The points among ``calls`` (entry order) entered between ``began`` and
-    ``ended``, and how many more there were that no strace count can reach."""
+@dataclass(frozen=True)
+class Found:
+    """What the recorded trace holds: the points, the points no strace count can reach
+    (counted), the points that change nothing (counted), and the recording's pids."""
+
+    points: list[Point]
+    unreachable: int
+    redundant: list[Point]
+    pids: frozenset[str]
+
+
+def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float, own_port: int | None) -> Found:
+    """The points among ``calls`` (entry order) entered between ``began`` and ``ended``."""
     root = os.path.realpath(state_dir)
     counted: dict[tuple[Any, ...], int] = {}
     first_to_reach: dict[tuple[Any, ...], int] = {}
@@ -108,21 +143,27 @@ def find_points(
 
     # A path named after the process that made it (a temporary file's ``.tmp-<pid>-0``)
     # has another name in the next process, so a count on that path never triggers.
-    pids = {str(call.pid) for call in calls}
+    pids = frozenset(str(call.pid) for call in calls)
     numbered = []
+    existing: set[str] = set()
     for call in calls:
         paths = _paths(call, root)
-        numbered.append((call, count((call.name,), call), {path: count((call.name, path), call) for path in paths}))
+        changes = _reopens(call, root, existing)
+        numbered.append(
+            (call, count((call.name,), call), {path: count((call.name, path), call) for path in paths}, changes)
+        )
     points: list[Point] = []
+    redundant: list[Point] = []
     unreachable = 0
-    for call, when, on_path in numbered:
+    for call, when, on_path, changes in numbered:
         if call.at is None or not began <= call.at <= ended:
             continue
         target = _target(call, root, own_port)
         if target is None:
             continue
+        found = points if changes else redundant
         if first_to_reach[(call.name, when)] == call.seq:
-            points.append(Point(call.name, when, target))
+            found.append(Point(call.name, when, target))
             continue
         reachable = [
             path
@@ -130,10 +171,47 @@ def find_points(
             if first_to_reach[(call.name, path, nth)] == call.seq and not pids & set(re.findall(r"\d+", path))
         ]
         if reachable:
-            points.append(Point(call.name, on_path[reachable[0]], target, reachable[0]))
+            found.append(Point(call.name, on_path[reachable[0]], target, reachable[0]))
         else:
             unreachable += 1
-    return points, unreachable
+    return Found(points, unreachable, redundant, pids)
+
+
+def _reopens(call: Syscall, root: str, existing: set[str]) -> bool:
+    """Whether ``call`` may change the state directory, keeping ``existing`` (the files
+    this trace shows created and not since removed or renamed away) up to date. An open
+    with O_CREAT of such a file, without O_TRUNC, changes nothing: a kill entering it
+    leaves what a kill at the next point leaves. Only what the trace proves counts: a
+    file the trace never showed created is taken as new."""
+    strings = [_inside(_absolute(text, call.args), root) for text in _STRING.findall(call.args)]
+    named = [path for path in strings if path]
+    if call.name in _OPENS:
+        opened = _RESULT_PATH.match(call.result)
+        path = _inside(opened["path"], root) if opened else (named[-1] if named else None)
+        if path is None or not ("O_CREAT" in call.args or call.name == "creat"):
+            return True
+        was = path in existing
+        if call.ok and call.result != "?":
+            existing.add(path)
+        return not was or "O_TRUNC" in call.args
+    if not call.ok or call.result == "?":
+        return True
+    if call.name in ("rename", "renameat", "renameat2"):
+        source, dest = (strings + [None, None])[:2]
+        _forget(existing, source)
+        if dest:
+            existing.add(dest)
+    elif call.name in ("link", "linkat", "mkdir", "mkdirat") and named:
+        existing.add(named[-1])
+    elif call.name in ("unlink", "unlinkat", "rmdir") and named:
+        _forget(existing, named[-1])
+    return True
+
+
+def _forget(existing: set[str], path: str | None) -> None:
+    """A file or directory removed or renamed away, and whatever was under it."""
+    if path:
+        existing -= {known for known in existing if known == path or known.startswith(path + "/")}
 
 
 def _paths(call: Syscall, root: str) -> list[str]:
@@ -210,9 +288,10 @@ def crash_points(ctx: Context) -> None:
     sibling = _siblings(ctx, probe)
     submission_id, task = ctx.submission_id(), ctx.task()
     chosen = os.environ.get(POINT_ENV)
-    points, unreachable = _record(ctx, sibling, strace, submission_id, task)
+    found = _record(ctx, sibling, strace, submission_id, task)
+    points, unreachable = found.points, found.unreachable
     if chosen:
-        points = [point for point in points if point.name == chosen]
+        points = [point for point in [*points, *found.redundant] if point.name == chosen]
         ctx.check(bool(points), f"{POINT_ENV}={chosen} names no point of this runtime's write")
     if not points:
         raise Unjudgeable(
@@ -221,16 +300,24 @@ def crash_points(ctx: Context) -> None:
             "(a store written through mmap alone, say)"
         )
     run = sample(points, MAX_POINTS)
+    park = "--seccomp-bpf" in tracing_options(strace)
     ctx.note("points_found", len(points))
     ctx.note("points_unreachable", unreachable)
+    ctx.note("points_redundant", [point.name for point in found.redundant])
     ctx.note("points_run", len(run))
+    ctx.note("kill", "parked at entry, then SIGKILL" if park else "strace signal=KILL at entry")
     outcomes: list[dict[str, Any]] = []
     ctx.note("points", outcomes)
     for point in run:
-        outcomes.append(_kill_at(ctx, sibling, strace, point, submission_id, task))
+        outcomes.append(_kill_at(ctx, sibling, strace, point, submission_id, task, found.pids if park else None))
     # A point whose kill did not land while the write ran (a file name that differs from
-    # run to run, under -P) is still judged, and counted here.
+    # run to run, under -P) is still judged, and counted here; so is a kill that landed
+    # on another call than the recorded one (its crash state is real, but not the point's).
     ctx.note("points_not_reached", sum(not outcome["killed"] for outcome in outcomes))
+    if park:
+        ctx.note(
+            "points_landed_elsewhere", [o["point"] for o in outcomes if o["killed"] and not o["landed_as_recorded"]]
+        )
     failed = [outcome for outcome in outcomes if outcome["outcome"] != "one effect"]
     if failed:
         first = next((outcome for outcome in failed if outcome["killed"]), failed[0])
@@ -298,7 +385,7 @@ def _start(ctx: Context, connection: Connection, traced: bool) -> None:
         raise Unjudgeable(f"the runtime did not start: {exc.message}") from None
 
 
-def _record(ctx: Context, sibling: Sibling, strace: str, submission_id: str, task: dict) -> tuple[list[Point], int]:
+def _record(ctx: Context, sibling: Sibling, strace: str, submission_id: str, task: dict) -> Found:
     with Scratch("retryproof-crash-points-") as scratch:
         trace_file = os.path.join(scratch.root, "trace")
         prefix = (
@@ -325,20 +412,48 @@ def _record(ctx: Context, sibling: Sibling, strace: str, submission_id: str, tas
         return find_points(calls, scratch.state, began, ended, own_port)
 
 
-def _kill_at(ctx: Context, sibling: Sibling, strace: str, point: Point, submission_id: str, task: dict) -> dict:
+def _kill_at(
+    ctx: Context,
+    sibling: Sibling,
+    strace: str,
+    point: Point,
+    submission_id: str,
+    task: dict,
+    recorded_pids: frozenset[str] | None,
+) -> dict:
     """Kill the runtime entering ``point`` during the write, restart it, and judge the
-    retry; the outcome for the evidence."""
+    retry; the outcome for the evidence. With ``recorded_pids`` (strace has
+    --seccomp-bpf) the call is parked and killed by the kit, and the outcome says which
+    call the kill landed on; without, strace's injected SIGKILL kills."""
     outcome: dict[str, Any] = {"point": point.name, "syscall": point.syscall, "when": point.when}
     outcome.update(target=point.target, counted_on=point.path or "every call of the thread")
     with Scratch("retryproof-crash-point-") as scratch:
-        # Without --seccomp-bpf: under the filter strace 6.1 counts an injection's
-        # ``when`` wrongly (a kill at a thread's second pwrite64 never lands).
-        prefix = (strace, "-f", "-qq", *point.strace_options(scratch.state), "-o", os.devnull, "--")
+        bound = ctx.call_timeout * SLOWDOWN
+        trace_file = os.path.join(scratch.root, "trace")
+        if recorded_pids is None:
+            prefix = (strace, "-f", "-qq", *point.strace_options(scratch.state), "-o", os.devnull, "--")
+        else:
+            options = point.strace_options(scratch.state, park_us=int(bound * 1_000_000))
+            prefix = (strace, *tracing_options(strace), "-y", "-yy", *options, "-o", trace_file, "--")
         traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
-        _start(ctx, traced, traced=True)
-        call = ctx.write_task(submission_id, task, connection=traced)
-        outcome["killed"] = not call.answered
-        traced.kill()
+        try:
+            _start(ctx, traced, traced=True)
+            if recorded_pids is None:
+                call = ctx.write_task(submission_id, task, connection=traced)
+                outcome["killed"] = not call.answered
+            else:
+                with _Killer(trace_file, point, bound) as killer:
+                    call = ctx.write_task(submission_id, task, connection=traced)
+                outcome["killed"] = killer.killed and not call.answered
+        finally:
+            traced.kill()
+        if recorded_pids is not None:
+            outcome["landed_on"] = killer.landed_on(
+                scratch.state, traced.port if isinstance(traced, BindingConnection) else None
+            )
+            outcome["landed_as_recorded"] = outcome["killed"] and _same_target(
+                point.target, recorded_pids, outcome["landed_on"], killer.pids
+            )
         plain = sibling(scratch.state, scratch.work, (), 1)
         _start(ctx, plain, traced=False)
         try:
@@ -353,3 +468,85 @@ def _kill_at(ctx: Context, sibling: Sibling, strace: str, point: Point, submissi
         finally:
             plain.kill()
     return outcome
+
+
+#: How often the killer reads the parked trace: the other threads of the runtime run
+#: this long at most (plus a scheduling delay) between the park and the kill.
+POLL_S = 0.002
+
+
+class _Killer:
+    """Reads a kill-phase trace as strace writes it and SIGKILLs the runtime's process
+    as soon as the point's call shows entered and parked (strace holds it at entry);
+    bounded by ``bound_s`` and by the ``with`` block (the write's own call)."""
+
+    def __init__(self, trace_file: str, point: Point, bound_s: float):
+        self.trace_file, self.point, self.bound_s = trace_file, point, bound_s
+        self.parked: Syscall | None = None
+        self.killed = False
+        self.pids: frozenset[str] = frozenset()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="crash-point-killer", daemon=True)
+
+    def __enter__(self) -> _Killer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+        self._thread.join(self.bound_s)
+
+    def _read(self) -> str:
+        try:
+            with open(self.trace_file, encoding="utf-8", errors="replace") as handle:
+                return handle.read()
+        except FileNotFoundError:
+            return ""
+
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self.bound_s
+        while not self._done.wait(POLL_S) and time.monotonic() < deadline:
+            seen = nth_entry(self._read(), self.point.syscall, self.point.when)
+            if seen is None:
+                continue
+            call, finished = seen
+            if not finished:  # parked: the call has not run, and will not
+                self.pids = frozenset({str(call.pid), _thread_group(call.pid)})
+                try:
+                    # The whole group, strace with it: a killed tracee alone leaves strace
+                    # holding its output pipe open until the park's delay ends.
+                    group = os.getpgid(call.pid)
+                    if group != os.getpgrp():
+                        os.killpg(group, signal.SIGKILL)
+                        self.killed = True
+                except ProcessLookupError:
+                    pass
+            return
+
+    def landed_on(self, state_dir: str, own_port: int | None) -> str | None:
+        """The target of the call the kill landed on, read from the whole trace once
+        strace has ended (the parked entry's arguments complete)."""
+        if not self.killed:
+            return None
+        seen = nth_entry(self._read(), self.point.syscall, self.point.when)
+        target = _target(seen[0], os.path.realpath(state_dir), own_port) if seen else None
+        return target or "(not a point)"
+
+
+def _thread_group(tid: int) -> str:
+    """The process a thread belongs to (a file named after the process carries it)."""
+    try:
+        with open(f"/proc/{tid}/status", encoding="ascii") as status:
+            return next((line.split()[1] for line in status if line.startswith("Tgid:")), str(tid))
+    except OSError:
+        return str(tid)
+
+
+def _same_target(recorded: str, recorded_pids: frozenset[str], landed: str | None, landed_pids: frozenset[str]) -> bool:
+    """Whether a kill landed on the recorded point's call: the same target, up to the
+    pids a temporary file's name carries (another process, another pid)."""
+
+    def shape(target: str, pids: frozenset[str]) -> str:
+        return re.sub(r"\d+", lambda number: "<pid>" if number[0] in pids else number[0], target)
+
+    return landed is not None and shape(recorded, recorded_pids) == shape(landed, landed_pids)

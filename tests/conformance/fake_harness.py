@@ -149,6 +149,8 @@ def main() -> None:
         print("fake: cannot open the database", file=sys.stderr)
         sys.exit(3)
     if MODE == "hang":
+        if os.environ.get("FAKE_STARTED"):  # a file to create once started, for a test to wait on
+            open(os.environ["FAKE_STARTED"], "w").close()
         time.sleep(3600)
     if MODE in ("garbage", "wrong-ids", "wrong-ids-on-write"):
         for line in sys.stdin:

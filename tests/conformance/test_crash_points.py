@@ -1,16 +1,33 @@
 """CRASH-POINTS' reading of a trace: which system calls are points, how strace's
-per-thread count names each, and the even sample past the cap."""
+per-thread count names each, which change nothing, the even sample past the cap, and
+the park-then-kill on a real traced process."""
 
 from __future__ import annotations
 
-from retryproof.conformance.scenarios.crash_points import Point, failure_reason, find_points, sample
-from retryproof.conformance.strace import entered
+import os
+import subprocess
+import sys
+
+from retryproof.conformance.scenarios.crash_points import (
+    Point,
+    _Killer,
+    _same_target,
+    failure_reason,
+    find_points,
+    sample,
+)
+from retryproof.conformance.strace import entered, nth_entry, tracing_options
 
 ROOT = "/state"
 
 
-def _points(lines, began=10.0, ended=20.0, own_port=None):
+def _found(lines, began=10.0, ended=20.0, own_port=None):
     return find_points(entered(lines), ROOT, began, ended, own_port)
+
+
+def _points(lines, began=10.0, ended=20.0, own_port=None):
+    found = _found(lines, began, ended, own_port)
+    return found.points, found.unreachable
 
 
 def test_the_durable_calls_of_the_write_are_points_and_nothing_else():
@@ -51,6 +68,12 @@ def test_a_point_another_thread_would_pre_empt_is_counted_on_its_path():
     assert points == [Point("openat", 1, "a.tmp", "a.tmp"), Point("write", 1, "a.tmp")]
     assert points[0].strace_options("/state")[:2] == ["-P", "/state/a.tmp"]
     assert points[1].strace_options("/state") == ["-e", "trace=write", "-e", "inject=write:signal=KILL:when=1"]
+    assert points[1].strace_options("/state", park_us=5) == [
+        "-e",
+        "trace=write",
+        "-e",
+        "inject=write:delay_enter=5:when=1",
+    ]
     assert unreachable == 0
 
 
@@ -117,3 +140,95 @@ def test_a_failure_names_first_a_point_whose_kill_landed():
     )
     only_unlanded = failure_reason([broken(4, killed=False)], 3)
     assert "first, the retry after a write whose kill at openat #4 on tasks/x did not land" in only_unlanded
+
+
+def test_a_re_open_of_a_file_the_trace_created_is_redundant_and_a_new_creation_is_not():
+    """The reference's journal lock is opened with O_CREAT on every write: only its
+    first open creates it. A directory made during the write, a file re-created after
+    an unlink, a re-open that truncates and a file first met under O_CREAT stay points."""
+    found = _found(
+        [
+            '7 5.0 openat(AT_FDCWD</w>, "/state/old", O_RDONLY) = 3</state/old>',  # met, not created: unproven
+            '7 11.0 mkdir("/state/tasks", 0777) = 0',
+            '7 11.1 openat(AT_FDCWD</w>, "/state/j.lock", O_RDWR|O_CREAT, 0644) = 3</state/j.lock>',
+            '7 11.2 openat(AT_FDCWD</w>, "/state/j.lock", O_RDWR|O_CREAT, 0644) = 4</state/j.lock>',
+            '7 11.3 openat(AT_FDCWD</w>, "/state/j.lock", O_RDWR|O_CREAT|O_TRUNC, 0644) = 4</state/j.lock>',
+            '7 11.4 unlink("/state/j.lock") = 0',
+            '7 11.5 openat(AT_FDCWD</w>, "/state/j.lock", O_RDWR|O_CREAT, 0644) = 4</state/j.lock>',
+            '7 11.6 rename("/state/tasks", "/state/done") = 0',
+            '7 11.7 openat(AT_FDCWD</w>, "/state/old", O_RDWR|O_CREAT, 0644) = 4</state/old>',
+        ]
+    )
+    assert [p.name for p in found.points] == [
+        "mkdir:1",
+        "openat:2",
+        "openat:4",
+        "unlink:1",
+        "openat:5",
+        "rename:1",
+        "openat:6",
+    ]
+    assert [p.name for p in found.redundant] == ["openat:3"]
+
+
+def test_a_file_created_before_the_write_makes_its_re_open_redundant_until_renamed_away():
+    found = _found(
+        [
+            '7 5.0 mkdir("/state/tasks", 0777) = 0',  # start-up, before the write
+            '7 5.1 openat(AT_FDCWD</w>, "/state/tasks/a", O_WRONLY|O_CREAT, 0644) = 3</state/tasks/a>',
+            '7 11.0 openat(AT_FDCWD</w>, "/state/tasks/a", O_WRONLY|O_CREAT, 0644) = 3</state/tasks/a>',
+            '7 11.1 rename("/state/tasks", "/state/old") = 0',
+            '7 11.2 openat(AT_FDCWD</w>, "/state/tasks/a", O_WRONLY|O_CREAT, 0644) = -1 ENOENT (No such file)',
+        ]
+    )
+    assert [p.name for p in found.redundant] == ["openat:2"]
+    assert [p.name for p in found.points] == ["rename:1", "openat:3"]
+
+
+def test_the_parked_entry_is_the_threads_nth_call_still_unfinished():
+    done = '7 pwrite64(3</s/j>, "1", 1, 0) = 1\n'
+    assert nth_entry(done + '9 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2) is None  # thread 9's first
+    call, finished = nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2)
+    assert (call.pid, call.args, finished) == (7, '3</s/j>, "2", 1, 1', False)
+    cut = done + '7 pwrite64(3</s/j>, "2", 1, 1 <unfinished ...>\n9 write(1, "x", 1) = 1\n'
+    assert nth_entry(cut, "pwrite64", 2)[1] is False
+    assert nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = 1\n', "pwrite64", 2)[1] is True
+    assert nth_entry(done + "7 pwri", "pwrite64", 2) is None
+
+
+def test_a_kill_landed_on_the_recorded_call_up_to_the_pid_a_file_is_named_after():
+    assert _same_target("tasks/.tmp-41-0", frozenset({"41"}), "tasks/.tmp-97-0", frozenset({"97", "98"}))
+    assert not _same_target("tasks/TASK-1", frozenset({"41"}), "tasks/TASK-2", frozenset({"97"}))
+    assert not _same_target("tasks/a", frozenset(), None, frozenset())
+
+
+FIVE_WRITES = """
+import os, sys, threading
+def go():
+    fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+    for n in range(5):
+        os.pwrite(fd, b"%d" % n, n)
+thread = threading.Thread(target=go)
+thread.start()
+thread.join()
+"""
+
+
+def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
+    """A thread's second pwrite64, parked under the seccomp filter where strace has it,
+    is killed with its group before it runs: the file holds the first write alone."""
+    target, trace = tmp_path / "data", tmp_path / "trace"
+    point = Point("pwrite64", 2, "data")
+    inject = point.strace_options(str(tmp_path), park_us=30_000_000)
+    command = [strace, *tracing_options(strace), "-y", *inject, "-o", str(trace), "--"]
+    process = subprocess.Popen([*command, sys.executable, "-c", FIVE_WRITES, str(target)], start_new_session=True)
+    try:
+        with _Killer(str(trace), point, 30) as killer:
+            process.wait(30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+            process.wait(10)
+    assert killer.killed and process.returncode == -9
+    assert target.read_bytes() == b"0"
+    assert killer.landed_on(str(tmp_path), None) == "data"

@@ -15,13 +15,15 @@ from kit import CLI, retryproof
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
 
 
-def hanging_run(out):
-    """``retryproof run`` into ``out`` against a harness that never answers hello."""
+def hanging_run(out, started=None):
+    """``retryproof run`` into ``out`` against a harness that never answers hello (and
+    creates the file ``started``, when given, once it runs)."""
     return subprocess.Popen(
         [*CLI, "run", "--harness", f"{sys.executable} {FAKE} hang", "--start-timeout", "60", "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "FAKE_STARTED": str(started)} if started else None,
     )
 
 
@@ -54,9 +56,14 @@ def test_an_interrupted_run_leaves_no_empty_out_directory(tmp_path):
 def test_an_interrupted_run_keeps_an_out_directory_it_did_not_make(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    kit = hanging_run(out)
+    started = tmp_path / "started"
+    kit = hanging_run(out, started)
     try:
-        time.sleep(1.5)
+        # Not a fixed sleep: on a loaded machine the kit was not yet running its run after
+        # 1.5 s, and the SIGINT met an interpreter still importing. The harness runs: so does the run.
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         kit.send_signal(signal.SIGINT)
         kit.communicate(timeout=30)
     finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import independent_digest as independent
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from independent_digest import normalized
 from strategies import ARRAYS, SCALARS, invalid_tasks, respell, tasks, texts
@@ -22,13 +22,19 @@ from retryproof.spec.digest import (
     request_digest,
 )
 
+#: No per-example deadline: these are properties, not timings, and Hypothesis's default
+#: 200 ms failed examples on a loaded machine (its CI profile has none either).
+PROPERTY = settings(deadline=None)
 
+
+@PROPERTY
 @given(tasks)
 def test_agrees_with_the_independent_implementation(task):
     assert canonical_json(task) == independent.canonical_text(task)
     assert request_digest(task) == independent.digest(task)
 
 
+@PROPERTY
 @given(invalid_tasks)
 def test_rejects_what_the_independent_implementation_rejects_naming_the_same_field(case):
     task, field = case
@@ -40,6 +46,7 @@ def test_rejects_what_the_independent_implementation_rejects_naming_the_same_fie
         raise AssertionError(f"accepted {task!r}")
 
 
+@PROPERTY
 @given(tasks, st.randoms(use_true_random=False))
 def test_key_order_does_not_matter(task, random):
     keys = list(task)
@@ -47,6 +54,7 @@ def test_key_order_does_not_matter(task, random):
     assert request_digest({key: task[key] for key in keys}) == request_digest(task)
 
 
+@PROPERTY
 @given(tasks, st.data())
 def test_line_endings_and_composition_do_not_matter(task, data):
     canonical = canonical_task(task)
@@ -61,6 +69,7 @@ def test_line_endings_and_composition_do_not_matter(task, data):
     assert request_digest(respelled) == request_digest(task)
 
 
+@PROPERTY
 @given(tasks, st.data())
 def test_absent_null_and_empty_array_are_one_request(task, data):
     canonical = canonical_task(task)
@@ -75,12 +84,14 @@ def test_absent_null_and_empty_array_are_one_request(task, data):
     assert request_digest(variant) == request_digest(task)
 
 
+@PROPERTY
 @given(st.sampled_from(ARRAYS), st.lists(texts, min_size=2, max_size=5, unique_by=normalized), st.integers(1, 4))
 def test_reordering_distinct_items_changes_the_digest(key, items, shift):
     shift = shift % len(items) or 1  # a rotation of distinct items is another order
     assert request_digest({key: items[shift:] + items[:shift]}) != request_digest({key: items})
 
 
+@PROPERTY
 @given(tasks, st.sampled_from(SCALARS + ARRAYS), texts.filter(bool))
 def test_any_real_change_changes_the_digest(task, key, extra):
     """Lengthen one field's canonical value by non-empty text: a different request."""
@@ -91,6 +102,7 @@ def test_any_real_change_changes_the_digest(task, key, extra):
     assert request_digest(changed) != request_digest(task)
 
 
+@PROPERTY
 @given(tasks)
 def test_canonical_output_is_a_fixed_point(task):
     text = canonical_json(task)
