@@ -8,7 +8,11 @@ Runs the catalogue in-process over each bundled reference binding (``reference-h
 ``reference-mcp``, ``reference-mcp-http``), counting ``BindingConnection.start`` calls.
 With ``--jobs 1`` scenarios run one after another, so each start and each CPU-second
 is that scenario's; with more jobs only the run's totals are exact. A start shared by
-``shares_server`` scenarios is counted in the scenario that made it.
+``shares_server`` and ``takes_server`` scenarios is counted in the scenario that made
+it; the handshake's (the run's first shared server) in the row ``(handshake)``. A
+server's CPU is counted when it is reaped, so in the scenario that ends it: a shared
+server's in its last user's turn (INVALID-KEY's CPU with no start of its own) or in the
+turn of a ``takes_server`` scenario that kills it.
 """
 
 from __future__ import annotations
@@ -25,16 +29,18 @@ from tabulate import tabulate
 from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.conformance.events import ScenarioFinished, ScenarioStarted
 from retryproof.conformance.options import Options, load_binding
-from retryproof.conformance.runner import probe, run
+from retryproof.conformance.runner import handshake, run
 
 WIRES = {"http": "reference-http", "mcp-stdio": "reference-mcp", "mcp-http": "reference-mcp-http"}
+#: The row of the handshake's start (kept running as the run's first shared server).
+HANDSHAKE = "(handshake)"
 
 
 class Counted:
     """Counts server starts, charged to the scenario running (exact with one job)."""
 
     def __init__(self):
-        self.current = "(probe)"
+        self.current = HANDSHAKE
         self.starts: Counter[str] = Counter()
         self.rows: list[tuple] = []
         self._began = (0.0, 0.0)
@@ -74,12 +80,18 @@ def one_wire(wire: str, seed: int, jobs: int, only: tuple[str, ...], skip: tuple
     counted = Counted()
     COUNTING.append(counted)
     began, cpu_began = time.perf_counter(), sum(cpu_seconds())
-    hello = probe(options)
-    finished = run(options, hello, [counted])
+    hello, kept = handshake(options)
+    finished = run(options, hello, [counted], kept)
     wall, cpu = time.perf_counter() - began, sum(cpu_seconds()) - cpu_began
     if jobs == 1:
         print(f"\n## {wire} (seed {seed})")
-        print(tabulate(counted.rows, headers=("scenario", "status", "wall s", "starts", "CPU s"), tablefmt="github"))
+        print(
+            tabulate(
+                [*counted.rows, (HANDSHAKE, "", "", counted.starts[HANDSHAKE], "")],
+                headers=("scenario", "status", "wall s", "starts", "CPU s"),
+                tablefmt="github",
+            )
+        )
     return wire, f"{wall:.2f}", sum(counted.starts.values()), f"{cpu:.2f}", finished.verdict.headline
 
 

@@ -108,11 +108,17 @@ class Context:
         shard: Shard | None = None,
         turn: Turn | None = None,
         shared: tuple[SharedServer, Lease] | None = None,
+        takes: bool = False,
     ):
         self.entry = entry
         #: The run's shared server and this scenario's turn on it (``sharing.py``); None:
         #: it starts its own, on its own state directory.
         self._shared = shared
+        #: On the shared server, it may also end and restart it (``takes_server``).
+        self._takes = takes
+        #: The processes the shared server's connection ran before this scenario's turn:
+        #: its calls and faults number the processes from its own first, as on its own server.
+        self._earlier_processes = 0
         #: The scenario's turn on the machine; None unless it is declared ``alone``.
         self._turn = turn
         #: ``--shard K/N``: a scenario split across shards (FUZZ-MODEL) does its share.
@@ -165,11 +171,14 @@ class Context:
             raise RuntimeError("call ctx.start() first")
         return self.connections[0]
 
-    def _own_process(self, what: str) -> None:
+    def _own_process(self, what: str, taken: bool = False) -> None:
         """A scenario on a shared server may not ``what``: its ``@scenario`` promised
-        it needs a fresh key only (a kit bug, so the scenario ends in error)."""
-        if self._shared is not None:
-            raise CatalogueViolation(f"{self.entry.id} shares a server (shares_server=True) but {what}")
+        it needs a fresh key only (a kit bug, so the scenario ends in error). One that
+        ``takes_server`` may, where ``taken`` says the shared server allows it (an end
+        and a restart on its state, never a process of its own beside it)."""
+        if self._shared is not None and not (taken and self._takes):
+            declared = "takes_server" if self._takes else "shares_server"
+            raise CatalogueViolation(f"{self.entry.id} shares a server ({declared}=True) but {what}")
 
     def unstarted(self) -> Connection:
         """The main connection, made but not started: for a scenario that runs the
@@ -191,8 +200,9 @@ class Context:
                 f"{self.entry.id} arms {', '.join(undeclared)}, which its needs (or uses_failpoints) in "
                 "spec/retryproof.yaml do not list"
             )
-        if self._shared is not None:
+        if self._shared is not None and not self.connections:
             return self._take_shared(failpoints)
+        self._own_process("starts the runtime a second time", taken=True)
         if not self.connections:
             self.connections.append(self._connect())
         restart = bool(self.conn.exit_statuses())
@@ -210,8 +220,6 @@ class Context:
         assert self._shared is not None  # the caller checked
         if failpoints:
             self._own_process("arms failpoints")
-        if self.connections:
-            self._own_process("starts the runtime a second time")
         server, lease = self._shared
         try:
             self.connections.append(server.connection(lease))
@@ -220,6 +228,7 @@ class Context:
             # scenario's connections: its stderr goes into the reason instead.
             stderr = f"; its stderr ended: {exc.stderr.strip()[-2000:]}" if exc.stderr.strip() else ""
             raise Unjudgeable(f"the harness did not start: {exc.message}{stderr}") from None
+        self._earlier_processes = len(self.conn.exit_statuses()) - 1
         self.evidence["shared_server"] = lease.evidence()
         return self.conn
 
@@ -248,7 +257,7 @@ class Context:
 
     def kill(self, connection: Connection | None = None) -> None:
         """SIGKILL the process group of the main (or given) connection."""
-        self._own_process("kills it")
+        self._own_process("kills it", taken=True)
         connection = connection or self.conn
         began = time.perf_counter()
         connection.kill()
@@ -261,7 +270,7 @@ class Context:
         return self.start(failpoints)
 
     def stop(self) -> None:
-        self._own_process("stops it")
+        self._own_process("stops it", taken=True)
         began = time.perf_counter()
         self.conn.stop()
         self._fault("shutdown", self.conn, began)
@@ -277,7 +286,7 @@ class Context:
         from ``began`` (before the kit acted) to now (it is done)."""
         fault = Fault(
             kind,
-            len(connection.exit_statuses()),
+            self._process(connection),
             dict(failpoints or {}),
             self._offset(began),
             self._offset(time.perf_counter()),
@@ -295,6 +304,12 @@ class Context:
         shift = self._offset(began)
         with self._calls_lock:
             self.history.extend(_shifted(event, shift) for event in events)
+
+    def _process(self, connection: Connection) -> int:
+        """Which of its runtime's processes ``connection`` is on: 1 for its first start
+        in this scenario (a shared server's earlier ones are not counted)."""
+        earlier = self._earlier_processes if self.connections and connection is self.connections[0] else 0
+        return len(connection.exit_statuses()) - earlier
 
     def _connection_number(self, connection: Connection) -> int:
         return next((n for n, known in enumerate(self.connections, 1) if known is connection), 1)
@@ -479,7 +494,7 @@ class Context:
         the connection cannot lose an answer."""
         args = self.write_task_args(submission_id, task)
         began = time.perf_counter()
-        self._own_process("loses an answer (a stdio server's caller goes away)")
+        self._own_process("loses an answer (a stdio server's caller goes away)", taken=True)
         reply = self.conn.lose_response("write_task", args, loss)
         if reply is None:
             return None
@@ -524,7 +539,7 @@ class Context:
     ) -> Call:
         """Classify and record a call sent at ``began`` whose answer came (or was given
         up on) at ``ended`` (``time.perf_counter``)."""
-        process = len(connection.exit_statuses())
+        process = self._process(connection)
         call = replace(
             classify(op, args, reply, ended - began, process),
             start_s=self._offset(began),
@@ -547,7 +562,7 @@ class Context:
         """The tasks in durable state (``list_tasks``); recorded under ``label``. Not
         ``schema_checked``: tasks under keys the schema refuses are listed too."""
         # A shared server's state directory holds the earlier users' tasks (``sharing.py``).
-        inherited = self._shared is not None and not self._shared[1].started_here
+        inherited = self._shared is not None and self._shared[1].inherits
         fresh = not inherited and not any(
             isinstance(event, Call) and (event.op in STATE_CHANGING_OPS or event.op == "list_tasks")
             for event in self.history

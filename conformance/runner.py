@@ -47,7 +47,7 @@ from retryproof.conformance.options import Options
 from retryproof.conformance.records import Shard, Status
 from retryproof.conformance.scenarios import Scenario, registry
 from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
-from retryproof.conformance.sharing import Lease, SharedServer
+from retryproof.conformance.sharing import Handshake, Lease, SharedServer
 from retryproof.conformance.validation import result_problem
 from retryproof.conformance.verdict import judge
 from retryproof.spec import SPEC_VERSION, fingerprint
@@ -93,26 +93,41 @@ def select(only: Sequence[str], skip: Sequence[str], shard: Shard | None = None)
 def probe(options: Options) -> Hello:
     """Start the harness once on a scratch directory for its ``hello``; a harness that
     cannot do that is a reason the kit cannot run (exit 2)."""
+    return _handshake(options, keep=False)[0]
+
+
+def handshake(options: Options) -> tuple[Hello, Handshake | None]:
+    """``probe``, keeping the server it started running when the run shares one
+    (``shares_servers``): ``run`` lends it to the first sharing scenario, a start saved."""
+    return _handshake(options, keep=shares_servers(options))
+
+
+def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
     target = options.way_in
-    with Scratch("retryproof-probe-") as scratch:
-        connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
-        try:
-            hello = connection.start()
-        except HarnessStartError as exc:
-            stderr = exc.stderr.strip()[-2000:]
+    scratch = Scratch("retryproof-probe-")
+    connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
+    kept = None
+    try:
+        answered = connection.start()
+        problem = result_problem("hello", answered)
+        if problem:
             raise KitError(
-                f"{target.what} failed its handshake: {exc.message}",
-                f"its stderr:\n{stderr}" if stderr else target.start_fix,
-            ) from None
-        finally:
-            connection.kill()
-    problem = result_problem("hello", hello)
-    if problem:
+                f"the harness failed its handshake: {problem}",
+                "see spec/schemas/harness-response.json ($defs/hello_result)",
+            )
+        hello = Hello.read(answered)
+        kept = Handshake(connection, scratch) if keep else None
+    except HarnessStartError as exc:
+        stderr = exc.stderr.strip()[-2000:]
         raise KitError(
-            f"the harness failed its handshake: {problem}",
-            "see spec/schemas/harness-response.json ($defs/hello_result)",
-        )
-    return Hello.read(hello)
+            f"{target.what} failed its handshake: {exc.message}",
+            f"its stderr:\n{stderr}" if stderr else target.start_fix,
+        ) from None
+    finally:
+        if kept is None:
+            connection.kill()
+            scratch.remove()
+    return hello, kept
 
 
 def run_info(options: Options, hello: Hello) -> RunInfo:
@@ -160,7 +175,9 @@ class Run:
     item by item (``scenario``). ``share`` says whether ``shares_server`` scenarios
     take turns on one server (None: as ``shares_servers`` decides for the target);
     ``selection``, the entries the run will compute, lets the last turn on it end it
-    (``sharing.py``: so its escaped processes are named in that turn's result)."""
+    (``sharing.py``: so its escaped processes are named in that turn's result);
+    ``handshake``, the server ``handshake`` left running, is the shared server's
+    first (ended here when the run shares none)."""
 
     def __init__(
         self,
@@ -171,6 +188,7 @@ class Run:
         began: float | None = None,
         share: bool | None = None,
         selection: Sequence[Entry] | None = None,
+        handshake: Handshake | None = None,
     ):
         self.options = options
         self.hello = hello
@@ -186,8 +204,14 @@ class Run:
         if shares_servers(options) if share is None else share:
             users = None if selection is None else sum(1 for item in selection if self._lends(item))
             self.shared = SharedServer(
-                options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout, users=users
+                options.way_in,
+                call_timeout=options.call_timeout,
+                start_timeout=options.start_timeout,
+                users=users,
+                handshake=handshake,
             )
+        elif handshake is not None:
+            handshake.end()
         self._emit(RunStarted(self.info, total))
 
     def scenario(self, item: Entry, turn: Turn = SOLO) -> ScenarioResult:
@@ -230,13 +254,13 @@ class Run:
     def runs_shared(self, item: Entry) -> bool:
         """Whether ``item`` takes its turn on the shared server (so never beside another that does)."""
         bound = self.scenarios.get(item.id)
-        return self.shared is not None and bound is not None and bound.shares_server
+        return self.shared is not None and bound is not None and bound.lends
 
     def _lends(self, item: Entry) -> bool:
         """Whether ``item`` will take a turn on the shared server (``run_one``: a sharing
         scenario whose needs the runtime meets)."""
         bound = self.scenarios.get(item.id)
-        return bound is not None and bound.shares_server and not missing_needs(item, self.hello, self.options.binding)
+        return bound is not None and bound.lends and not missing_needs(item, self.hello, self.options.binding)
 
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         self.results.append(result)
@@ -264,10 +288,15 @@ class Run:
             sink.handle(event)
 
 
-def run(options: Options, hello: Hello, sinks: Sequence[Sink]) -> RunFinished:
-    """The selected scenarios on ``options.jobs`` threads, their events in catalogue order."""
-    entries = select(options.only, options.skip, options.shard)
-    session = Run(options, hello, sinks, len(entries), selection=entries)
+def run(options: Options, hello: Hello, sinks: Sequence[Sink], handshake: Handshake | None = None) -> RunFinished:
+    """The selected scenarios on ``options.jobs`` threads, their events in catalogue
+    order; ``handshake``'s server (``handshake()``) is the run's first shared one."""
+    try:
+        entries = select(options.only, options.skip, options.shard)
+        session = Run(options, hello, sinks, len(entries), selection=entries, handshake=handshake)
+    finally:
+        if handshake is not None:
+            handshake.end()  # a no-op once the run took it
     try:
         if options.jobs <= 1:
             for item in entries:
@@ -323,7 +352,7 @@ def run_one(
     shared: SharedServer | None = None,
 ) -> ScenarioResult:
     """One scenario's result; ``refused`` makes it ``error`` with that reason, unrun.
-    A ``shares_server`` scenario takes its turn on ``shared`` when there is one."""
+    A ``shares_server`` or ``takes_server`` scenario takes its turn on ``shared`` when there is one."""
     began = time.perf_counter()
 
     def finish(status: Status, reason: str | None, context: Context | None = None, **evidence: Any) -> ScenarioResult:
@@ -348,7 +377,7 @@ def run_one(
     missing = missing_needs(item, hello, options.binding)
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
-    if shared is not None and bound.shares_server:
+    if shared is not None and bound.lends:
         lease = shared.lend(item.id)
         try:
             return _run_bound(item, bound, options, hello, turn, finish, (shared, lease))
@@ -397,6 +426,7 @@ def _run_bound(
         options.shard,
         turn if bound.alone else None,
         shared,
+        bound.takes_server,
     )
     try:
         bound.run(context)

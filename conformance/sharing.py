@@ -4,7 +4,12 @@ A scenario declared ``@scenario(ID, shares_server=True)`` starts the runtime onc
 no failpoint, never kills, stops or restarts it, and judges only the calls and keys it
 made itself (its keys are its own: ``Context.submission_id`` names the scenario). Such
 scenarios can take turns on one server instead of starting one each: an MCP server's
-start costs about as much CPU as everything else such a scenario does.
+start costs about as much CPU as everything else such a scenario does. A scenario
+declared ``takes_server=True`` takes such a turn too, though it ends the server
+(SIGKILL, a graceful stop, a lost answer that ends a stdio server) and starts it again
+on its state directory: where that restart is what it tests (RESTART-REUSE, the A2
+scenarios), the start before it need not be a fresh process, only a fresh key. Its
+turn hands on the server it ends with, under the same rules.
 
 Sharing stays honest by four rules:
 
@@ -34,6 +39,10 @@ of the run, where no result names what escaped it.
 A server that inherits state skips only the check that its first listing is empty (the
 state directory is not fresh): the first scenario on each server, and every scenario that
 starts its own, still makes it.
+
+The run's first server is the one its handshake started for ``hello`` (``Handshake``):
+a binding's ``hello`` makes no call, so its state directory is as fresh as a new one's,
+and its first user checks that as the first user of any server does. A start saved.
 """
 
 from __future__ import annotations
@@ -61,15 +70,25 @@ class Lease:
     started_here: bool = False
     #: Whether the run expects no user after this one, so its turn ends the server.
     last: bool = False
+    #: Whether the run's handshake started the server (``Handshake``).
+    handshake: bool = False
     #: Processes that escaped the group of a server that died before this turn.
     earlier_survivors: list[dict[str, Any]] = field(default_factory=list)
     #: Where this scenario's share of the connection's exchanges, survivors and noise begins.
     marks: dict[str, int] = field(default_factory=dict)
     settled: bool = False
 
+    @property
+    def inherits(self) -> bool:
+        """Whether the server's state directory holds earlier users' tasks (it is fresh
+        for the first user of each server, whoever started it)."""
+        return bool(self.earlier)
+
     def evidence(self) -> dict[str, Any]:
         found: dict[str, Any] = {"server": self.server, "used_before_by": list(self.earlier)}
         found["started_by_this_scenario"] = self.started_here
+        if self.handshake:
+            found["started_by_handshake"] = True
         if self.fresh_start:
             found["fresh_start"] = self.fresh_start
         if self.earlier_survivors:
@@ -77,13 +96,44 @@ class Lease:
         return found
 
 
+class Handshake:
+    """The server a run's handshake started (``runner.handshake``), on a fresh state
+    directory, kept running for the run's first sharing scenario. Whoever holds it ends
+    it (``end``) unless a ``SharedServer`` took it first; both are safe to call twice."""
+
+    def __init__(self, connection: Connection, scratch: Scratch):
+        self._lock = threading.Lock()
+        self._held: tuple[Connection, Scratch] | None = (connection, scratch)
+
+    def take(self) -> tuple[Connection, Scratch] | None:
+        with self._lock:
+            taken, self._held = self._held, None
+        return taken
+
+    def end(self) -> None:
+        taken = self.take()
+        if taken is not None:
+            taken[0].kill()
+            taken[1].remove()
+
+
 class SharedServer:
     """The server the sharing scenarios of one run take in turn, on its own state
     directory. ``lend`` takes the lock, ``settle`` ends the turn's use of the server,
     ``give_back`` lets the lock go. ``users``: how many turns the run expects (None:
-    not known), so that the last one ends the server."""
+    not known), so that the last one ends the server. ``handshake``: the server the
+    run's handshake left running, the first one lent (ended at once when the run
+    expects no user)."""
 
-    def __init__(self, target: Target, *, call_timeout: float, start_timeout: float, users: int | None = None):
+    def __init__(
+        self,
+        target: Target,
+        *,
+        call_timeout: float,
+        start_timeout: float,
+        users: int | None = None,
+        handshake: Handshake | None = None,
+    ):
         self._target = target
         self._expected = users
         self._lent = 0
@@ -95,6 +145,14 @@ class SharedServer:
         self._users: list[str] = []
         self._servers = 0
         self._ended_because: str | None = None
+        #: The number of the server the handshake started (0: none).
+        self._handshake_server = 0
+        taken = handshake.take() if handshake is not None else None
+        if taken is not None:
+            self._connection, self._scratch = taken
+            self._servers = self._handshake_server = 1
+            if users == 0:
+                self._end()
 
     def lend(self, scenario_id: str) -> Lease:
         """The server's turn for ``scenario_id``, waiting while another holds it."""
@@ -128,6 +186,7 @@ class SharedServer:
                 raise
         connection = self._connection
         lease.server, lease.earlier = self._servers, tuple(self._users)
+        lease.handshake = lease.server == self._handshake_server
         lease.marks = {
             "exchanges": len(connection.exchanges()),
             "survivors": len(connection.survivors()),

@@ -6,7 +6,7 @@ import os
 
 from retryproof.conformance.file_names import file_stem
 from retryproof.conformance.options import from_arguments
-from retryproof.conformance.runner import probe, select
+from retryproof.conformance.runner import handshake, select
 from retryproof.conformance.runner import run as run_catalogue
 from retryproof.conformance.writers.console import ConsoleWriter
 from retryproof.conformance.writers.files import (
@@ -25,12 +25,16 @@ def main(args) -> int:
     claim = prepare_directory(args.out) if args.out else None
     try:
         summaries = step_summary()  # an unwritable GITHUB_STEP_SUMMARY is known before the harness starts
-        hello = probe(options)
-        out = args.out or os.path.join("reports", file_stem(hello.implementation.get("name"), "unnamed"))
-        claim = claim or prepare_directory(out)
-        writers = [ReportFileWriter(out, fmt) for fmt in formats]
-        replays = ReplayFileWriter(out)
-        finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays, *summaries])
+        hello, kept = handshake(options)  # its server, kept for the run's first sharing scenario
+        try:
+            out = args.out or os.path.join("reports", file_stem(hello.implementation.get("name"), "unnamed"))
+            claim = claim or prepare_directory(out)
+            writers = [ReportFileWriter(out, fmt) for fmt in formats]
+            replays = ReplayFileWriter(out)
+            finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays, *summaries], kept)
+        finally:
+            if kept is not None:
+                kept.end()  # a no-op once the run took it
     except BaseException:  # interrupted, or refused: a directory made for nothing goes again
         if claim is not None:
             claim.abandon()

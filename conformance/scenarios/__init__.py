@@ -32,7 +32,10 @@ A scenario that needs a fresh key, not a fresh process, says so with
 never kills, stops, restarts or spawns, and judges only its own calls and keys; in a
 binding run it then takes its turn on one server the run's other such scenarios use
 too, never beside them (``retryproof.conformance.sharing``; the context refuses the
-rest as a kit bug).
+rest as a kit bug). One that restarts the runtime only where the restart (a kill, a
+lost answer that ends a stdio server) is what it tests says
+``@scenario(ID, takes_server=True)``: its first start, without failpoints, is its turn
+on that server, and its restarts are on the shared state directory.
 
 - ``ctx.start(failpoints={"write_task.after_commit": "crash"})`` starts the harness
   (``ctx.conn`` is that connection);
@@ -126,7 +129,11 @@ class Scenario:
     first, so the run ends near the end of its longest scenario instead of one running
     on alone at the end; and never while a scenario with an alone part runs, which would
     wait it out. ``shares_server``: it needs a fresh key, not a fresh process, so a
-    binding run gives it a turn on its shared server (``sharing.py``).
+    binding run gives it a turn on its shared server (``sharing.py``). ``takes_server``:
+    it needs a fresh key for its first start, and a restart (a kill, a lost answer
+    that ends a stdio server) only where that is what it tests, so in a binding run it
+    takes its turn on the shared server too, ends and restarts it on the shared state
+    directory as it must, and a pass hands on the server it ends with.
     """
 
     entry: Entry
@@ -134,16 +141,22 @@ class Scenario:
     alone: bool = False
     long: int = 0
     shares_server: bool = False
+    takes_server: bool = False
+
+    @property
+    def lends(self) -> bool:
+        """Whether a binding run gives it a turn on the shared server."""
+        return self.shares_server or self.takes_server
 
 
 _REGISTRY: dict[str, Scenario] = {}
 
 
 def scenario(
-    scenario_id: str, *, alone: bool = False, long: int = 0, shares_server: bool = False
+    scenario_id: str, *, alone: bool = False, long: int = 0, shares_server: bool = False, takes_server: bool = False
 ) -> Callable[[ScenarioFunction], ScenarioFunction]:
     """Bind a function to a catalogue id (a ``Scenario``; see there for ``alone``,
-    ``long`` and ``shares_server``). The function itself is returned unchanged."""
+    ``long``, ``shares_server`` and ``takes_server``). The function itself is returned unchanged."""
     bound_entry = entry(scenario_id)  # KeyError on an id the spec does not know
 
     def bind(function: ScenarioFunction) -> ScenarioFunction:
@@ -152,7 +165,7 @@ def scenario(
         # that dropped and re-imported it); any other is a second binding of the id.
         if existing is not None and _name(existing.run) != _name(function):
             raise ValueError(f"{scenario_id} is bound twice: {_name(existing.run)} and {_name(function)}")
-        _REGISTRY[scenario_id] = Scenario(bound_entry, function, alone, long, shares_server)
+        _REGISTRY[scenario_id] = Scenario(bound_entry, function, alone, long, shares_server, takes_server)
         return function
 
     return bind

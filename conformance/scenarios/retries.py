@@ -18,7 +18,7 @@ from retryproof.conformance.scenarios.common import (
 AFTER_COMMIT = "write_task.after_commit"
 
 
-@scenario("A2-RESPONSE-LOSS")
+@scenario("A2-RESPONSE-LOSS", takes_server=True)
 def response_loss(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")
@@ -78,7 +78,7 @@ def _after_real_losses(ctx: Context, before: TaskSet, withheld: tuple[str, dict,
     ctx.check_tasks(before, ctx.tasks("after"), new=len(losses))
 
 
-@scenario("A2-CRASH-BEFORE-RESPONSE")
+@scenario("A2-CRASH-BEFORE-RESPONSE", takes_server=True)
 def crash_before_response(ctx: Context) -> None:
     """The crash is the runtime's own, at its ``after_commit`` point: committed, the
     answer not sent. Where a library stores its record only after sending the answer
@@ -186,7 +186,7 @@ def multiprocess(ctx: Context) -> None:
             )
 
 
-@scenario("RESTART-REUSE")
+@scenario("RESTART-REUSE", takes_server=True)
 def restart_reuse(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")

@@ -24,9 +24,9 @@ from retryproof.conformance.cli import build_parser
 from retryproof.conformance.context import CatalogueViolation, Context
 from retryproof.conformance.events import ScenarioResult
 from retryproof.conformance.options import Options, from_arguments
-from retryproof.conformance.runner import Run, probe, run, select, shares_servers
+from retryproof.conformance.runner import Run, handshake, probe, run, select, shares_servers
 from retryproof.conformance.scenarios import registry
-from retryproof.conformance.sharing import SharedServer
+from retryproof.conformance.sharing import Handshake, SharedServer
 from retryproof.reference_impl.faulty import killed_by
 
 #: Every scenario that takes a turn on the shared server in a binding run (LEGACY-NO-ID
@@ -270,3 +270,108 @@ def test_what_escaped_a_server_that_died_between_turns_is_named_by_the_next_turn
     server.give_back(second)
     assert "earlier_server_survivors" not in first.evidence()
     assert target.made[1].survivors()  # the last turn ended its server: its kill found what escaped
+
+
+#: The scenarios that restart only where the restart is what they test: a turn on the
+#: shared server, ended and restarted on its state as they must (``takes_server``).
+TAKING = ("A2-RESPONSE-LOSS", "A2-CRASH-BEFORE-RESPONSE", "RESTART-REUSE")
+
+
+@pytest.mark.parametrize("fault", [None, "no-idempotency", "memory-dedup"])
+def test_a_scenario_that_takes_the_server_is_judged_as_on_its_own(tmp_path, fault):
+    """The same statuses taking the shared server as on a server of its own; a
+    variant whose defect a restart reveals (memory-dedup) still fails where it must; a
+    pass hands on the server it ends with, restarted as it was."""
+    only = ("WT-CREATE", *TAKING, "INVALID-KEY")
+    options = binding_options(tmp_path, fault, only)
+    shared, alone = results(options, share=True), results(options, share=False)
+    assert statuses(shared) == statuses(alone)
+    assert all(registry()[scenario_id].takes_server for scenario_id in TAKING)
+    for scenario_id in killed_by(fault) if fault else ():
+        if scenario_id in only:
+            assert shared[scenario_id].status == "failed", (scenario_id, shared[scenario_id].reason)
+    if fault is None:
+        assert set(statuses(shared).values()) == {"passed"}
+        used = [shared[scenario_id].evidence["shared_server"] for scenario_id in only]
+        assert {item["server"] for item in used} == {1}, used
+        assert used[-1]["used_before_by"] == list(only[:-1])
+        # Its restarts are its own, numbered from its first process, as on a server of its own.
+        for scenario_id in ("A2-CRASH-BEFORE-RESPONSE", "RESTART-REUSE"):
+            faults = _faults(shared[scenario_id])
+            assert faults and faults == _faults(alone[scenario_id]), scenario_id
+
+
+def _faults(result: ScenarioResult) -> list[tuple[str, int]]:
+    return [(call["op"], call["process"]) for call in result.calls if call["kind"] == "fault"]
+
+
+def test_a_scenario_that_takes_the_server_still_needs_no_process_beside_it(tmp_path):
+    """It may end and restart the shared server; a process of its own, or failpoints, stay refused."""
+    options = binding_options(tmp_path, None, ("RESTART-REUSE",))
+    entry = select(options.only, options.skip)[0]
+    server = SharedServer(options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
+    lease = server.lend(entry.id)
+    unused = lambda: pytest.fail("a scenario on the shared server makes no connection of its own")  # noqa: E731
+    ctx = Context(entry, unused, probe(options), 1, 2, shared=(server, lease), takes=True)
+    try:
+        ctx.start()
+        ctx.restart(graceful=True)
+        ctx.restart()
+        assert ctx.conn.alive and len(ctx.conn.exit_statuses()) == 3
+        for act in (lambda: ctx.spawn(1), lambda: ctx.unstarted()):
+            with pytest.raises(CatalogueViolation, match=r"takes_server=True"):
+                act()
+        server.settle(lease, "passed")
+        assert ctx.conn.alive  # handed on
+    finally:
+        server.give_back(lease)
+        server.close()
+
+
+def _counted_starts(monkeypatch) -> list[str]:
+    from retryproof.adapters.binding.connection import BindingConnection
+
+    started: list[str] = []
+    original = BindingConnection.start
+
+    def start(connection, *args, **kwargs):
+        started.append(connection.state_dir)
+        return original(connection, *args, **kwargs)
+
+    monkeypatch.setattr(BindingConnection, "start", start)
+    return started
+
+
+def test_the_handshake_server_is_the_first_shared_one(tmp_path, monkeypatch):
+    """The server the handshake started serves the sharing scenarios: one start in all,
+    on a fresh state directory, so its first user still checks that its first listing is empty."""
+    options = binding_options(tmp_path, None, ("WT-CREATE", "INVALID-KEY"))
+    started = _counted_starts(monkeypatch)
+    hello, kept = handshake(options)
+    assert kept is not None
+    finished = run(options, hello, [], kept)
+    found = {result.entry.id: result for result in finished.results}
+    assert [result.status for result in finished.results] == ["passed", "passed"]
+    assert len(started) == 1
+    first = found["WT-CREATE"].evidence["shared_server"]
+    assert first["started_by_handshake"] and not first["started_by_this_scenario"]
+    assert first["used_before_by"] == []
+    assert found["INVALID-KEY"].evidence["shared_server"]["used_before_by"] == ["WT-CREATE"]
+
+
+def test_a_run_with_no_sharing_scenario_ends_the_handshake_server(tmp_path, monkeypatch):
+    options = binding_options(tmp_path, None, ("A4-CONCURRENT",))
+    started = _counted_starts(monkeypatch)
+    hello, kept = handshake(options)
+    assert kept is not None
+    connection, scratch = kept.take() or pytest.fail("the handshake kept no server")
+    kept = Handshake(connection, scratch)
+    session = Run(options, hello, [], 1, selection=select(options.only, options.skip), handshake=kept)
+    try:
+        assert not connection.alive  # ended at once: no user would come
+        assert kept.take() is None
+    finally:
+        session.close()
+    assert len(started) == 1
+    # A harness run keeps nothing: a harness starts in tens of milliseconds.
+    assert handshake(from_arguments(build_parser("run").parse_args(["run"])))[1] is None
