@@ -200,8 +200,11 @@ class Context:
                 f"{self.entry.id} arms {', '.join(undeclared)}, which its needs (or uses_failpoints) in "
                 "spec/retryproof.yaml do not list"
             )
+        if self._shared is not None and failpoints:
+            # Not even on a restart of its turn: it would hand on a server with them armed.
+            self._own_process("arms failpoints")
         if self._shared is not None and not self.connections:
-            return self._take_shared(failpoints)
+            return self._take_shared()
         self._own_process("starts the runtime a second time", taken=True)
         if not self.connections:
             self.connections.append(self._connect())
@@ -215,11 +218,9 @@ class Context:
             self._fault("start", self.conn, began, failpoints)
         return self.conn
 
-    def _take_shared(self, failpoints: Mapping[str, str]) -> Connection:
+    def _take_shared(self) -> Connection:
         """``start`` on the run's shared server: the running one, or a new one."""
         assert self._shared is not None  # the caller checked
-        if failpoints:
-            self._own_process("arms failpoints")
         server, lease = self._shared
         try:
             self.connections.append(server.connection(lease))

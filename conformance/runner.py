@@ -105,7 +105,11 @@ def handshake(options: Options) -> tuple[Hello, Handshake | None]:
 def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
     target = options.way_in
     scratch = Scratch("retryproof-probe-")
-    connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
+    try:
+        connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
+    except BaseException:
+        scratch.remove()
+        raise
     kept = None
     try:
         answered = connection.start()
@@ -212,7 +216,11 @@ class Run:
             )
         elif handshake is not None:
             handshake.end()
-        self._emit(RunStarted(self.info, total))
+        try:
+            self._emit(RunStarted(self.info, total))
+        except BaseException:  # a sink that fails here must not leave the shared server running
+            self.close()
+            raise
 
     def scenario(self, item: Entry, turn: Turn = SOLO) -> ScenarioResult:
         self._emit(ScenarioStarted(item, len(self.results) + 1, self.total))

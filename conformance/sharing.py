@@ -8,8 +8,10 @@ start costs about as much CPU as everything else such a scenario does. A scenari
 declared ``takes_server=True`` takes such a turn too, though it ends the server
 (SIGKILL, a graceful stop, a lost answer that ends a stdio server) and starts it again
 on its state directory: where that restart is what it tests (RESTART-REUSE, the A2
-scenarios), the start before it need not be a fresh process, only a fresh key. Its
-turn hands on the server it ends with, under the same rules.
+scenarios), the start before it need not be a fresh process, only a fresh key. A turn
+that restarted the server ends it, pass or not: under ``--jobs`` the order of turns
+varies, and no later user may meet a restarted server (still recovering its keys, say)
+in one run and an unrestarted one in the next.
 
 Sharing stays honest by four rules:
 
@@ -166,7 +168,7 @@ class SharedServer:
         if self._connection is not None and not self._connection.alive:
             # It died between two turns: the next user gets a fresh one, told why.
             died = self._connection
-            self._ended_because = "the server the earlier scenarios used was no longer running"
+            self._ended_because = "the server lent before was no longer running"
             self._end()
             lease.earlier_survivors = died.survivors()
         if self._connection is None:
@@ -191,6 +193,7 @@ class SharedServer:
             "exchanges": len(connection.exchanges()),
             "survivors": len(connection.survivors()),
             "noise": len(connection.protocol_noise()),
+            "exits": len(connection.exit_statuses()),
         }
         self._users.append(lease.scenario_id)
         return connection
@@ -206,12 +209,20 @@ class SharedServer:
         connection = self._connection
         if connection is None or not lease.server:
             return
-        if status == "passed" and connection.alive and not lease.last:
+        restarted = len(connection.exit_statuses()) > lease.marks.get("exits", 0)
+        if status == "passed" and connection.alive and not lease.last and not restarted:
             return
         if status != "passed":
             why = f"it ended {status}"
+        elif not connection.alive:
+            why = "it was no longer running"
+        elif restarted:
+            # Under --jobs the order of turns varies: no later user may meet a server
+            # another scenario restarted (still recovering its keys, say) in one run and
+            # an unrestarted one in the next.
+            why = "it restarted the server in its turn"
         else:
-            why = "it was no longer running" if not connection.alive else "the run expected no later user"
+            why = "the run expected no later user"
         self._ended_because = f"the server {lease.scenario_id} used was ended because {why}"
         self._end()
 

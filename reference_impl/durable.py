@@ -54,20 +54,26 @@ def fsync_directory(directory: str) -> None:
 
 
 def make_directory(path: str, fsync_dir: FsyncDirectory = fsync_directory) -> None:
-    """Create the directory ``path`` and any missing parent, each one's entry made
-    durable by an fsync of the directory that holds it (``os.makedirs`` syncs none: a
-    power cut could take a folder away with the durable files inside it). The parent is
-    synced even when another process made the folder first, since it may not have
-    synced it yet."""
-    if os.path.isdir(path):
+    """Make the directory ``path`` (and any missing parent) durable: each one's entry
+    synced in the directory that holds it, once per process (``os.makedirs`` syncs
+    none: a power cut could take a folder away with the durable files inside it). A
+    folder another process made is synced here too before it is used, since that
+    process may not have synced it yet."""
+    if path in _durable_directories and os.path.isdir(path):
         return
     parent = os.path.dirname(path)
-    make_directory(parent, fsync_dir)
+    if parent and parent != path and not os.path.isdir(parent):
+        make_directory(parent, fsync_dir)
     try:
         os.mkdir(path)
     except FileExistsError:
         pass
-    fsync_dir(parent)
+    fsync_dir(parent or os.curdir)
+    _durable_directories.add(path)
+
+
+#: The directories ``make_directory`` made durable in this process.
+_durable_directories: set[str] = set()
 
 
 def dump(value: Any) -> bytes:

@@ -44,7 +44,9 @@ def long_tests_first(items: Sequence[Item], workers: int) -> list[Item]:
     """``items`` reordered so that each of the ``workers`` runs worksteal deals first (what
     is left, shared evenly among the idle workers) begins with its share of ``LONG_TESTS``,
     the rest in collection order."""
-    first = [item for prefix in LONG_TESTS for item in items if item.nodeid.startswith(prefix)]
+    first = list(
+        {item.nodeid: item for prefix in LONG_TESTS for item in items if item.nodeid.startswith(prefix)}.values()
+    )
     chosen = {item.nodeid for item in first}
     rest = iter([item for item in items if item.nodeid not in chosen])
     runs = [first[worker::workers] for worker in range(workers)]

@@ -133,7 +133,7 @@ class Scenario:
     it needs a fresh key for its first start, and a restart (a kill, a lost answer
     that ends a stdio server) only where that is what it tests, so in a binding run it
     takes its turn on the shared server too, ends and restarts it on the shared state
-    directory as it must, and a pass hands on the server it ends with.
+    directory as it must; a turn that restarted it ends it (``sharing.py``).
     """
 
     entry: Entry

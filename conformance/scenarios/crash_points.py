@@ -15,7 +15,10 @@ system calls (ALICE, CrashMonkey); so does this scenario:
    O_CREAT (no O_TRUNC) of a file the trace shows created earlier and not removed or
    renamed away since: it changes nothing either (``points_redundant``; the
    reference's journal lock is re-opened so on each write). Only what the trace
-   proves counts: a file it never showed created is taken as new.
+   proves counts: a file it never showed created is taken as new, and a removal or
+   rename whose names it cannot resolve forgets every file. The rule trusts that no
+   process outside the traced tree removes the runtime's files between two of its
+   calls (strace follows the runtime's children, not a database server's).
 2. *Kill.* For each point, on a fresh state directory, the runtime runs under strace
    and makes the same write, and is killed entering the point's call (N: that call's
    number among its thread's calls of SYSCALL, as strace counts them), before it
@@ -87,7 +90,11 @@ TRACED = (*_FILE_WRITES, *_SENDS, *_NAMES, *_OPENS)
 
 _FD = re.compile(r"^-?\d+<(?P<what>.*)>$")
 _RESULT_PATH = re.compile(r"^\d+<(?P<path>[^>]*)>")
-_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+#: A call's arguments as strace -y prints them: a descriptor with its path (``AT_FDCWD</d>``,
+#: ``5</d/f>``, ``3<UNIX:[1,"/s"]>``) or a string.
+_ARGUMENT = re.compile(
+    r'(?P<fd>(?:AT_FDCWD|-?\d+)<(?P<dir>(?:[^>"]|"(?:[^"\\]|\\.)*")*)>)|"(?P<string>(?:[^"\\]|\\.)*)"'
+)
 _TCP = re.compile(r"^TCP(?:v6)?:\[(?P<local>.*)->(?P<peer>.*)\]$")
 _UNIX = re.compile(r'^UNIX(?:-STREAM)?:\[\d+(?:->\d+)?,"(?P<path>[^"]+)"\]$')
 
@@ -182,30 +189,49 @@ def _reopens(call: Syscall, root: str, existing: set[str]) -> bool:
     this trace shows created and not since removed or renamed away) up to date. An open
     with O_CREAT of such a file, without O_TRUNC, changes nothing: a kill entering it
     leaves what a kill at the next point leaves. Only what the trace proves counts: a
-    file the trace never showed created is taken as new."""
-    strings = [_inside(_absolute(text, call.args), root) for text in _STRING.findall(call.args)]
-    named = [path for path in strings if path]
+    file the trace never showed created is taken as new, and a removal or rename whose
+    names the trace does not resolve (a relative name without a directory descriptor)
+    forgets every file, since it may have removed any of them."""
+    names = _names(call)
+    inside = [_inside(name, root) if name else None for name in names]
     if call.name in _OPENS:
         opened = _RESULT_PATH.match(call.result)
-        path = _inside(opened["path"], root) if opened else (named[-1] if named else None)
+        path = _inside(opened["path"], root) if opened else (inside[-1] if inside else None)
         if path is None or not ("O_CREAT" in call.args or call.name == "creat"):
             return True
         was = path in existing
         if call.ok and call.result != "?":
             existing.add(path)
-        return not was or "O_TRUNC" in call.args
-    if not call.ok or call.result == "?":
+        return not was or call.name == "creat" or "O_TRUNC" in call.args
+    if not call.ok or call.result == "?" or call.name not in _NAMES:
         return True
-    if call.name in ("rename", "renameat", "renameat2"):
-        source, dest = (strings + [None, None])[:2]
-        _forget(existing, source)
-        if dest:
-            existing.add(dest)
-    elif call.name in ("link", "linkat", "mkdir", "mkdirat") and named:
-        existing.add(named[-1])
-    elif call.name in ("unlink", "unlinkat", "rmdir") and named:
-        _forget(existing, named[-1])
+    if None in names:
+        existing.clear()
+    elif call.name.startswith("rename"):
+        _forget(existing, inside[0])
+        if len(inside) > 1 and inside[1]:
+            existing.add(inside[1])
+    elif call.name.startswith(("link", "mkdir")) and inside[-1]:
+        existing.add(inside[-1])
+    elif call.name.startswith(("unlink", "rmdir")):
+        _forget(existing, inside[0])
     return True
+
+
+def _names(call: Syscall) -> list[str | None]:
+    """The paths a call names, each resolved against the directory descriptor before it
+    (``renameat(3</a>, "f", 4</b>, "g")``: ``/a/f``, ``/b/g``); None for a relative name
+    with none (the process's working directory is not in the trace). Not for a write,
+    whose strings are its data."""
+    names: list[str | None] = []
+    directory = None
+    for argument in _ARGUMENT.finditer(call.args):
+        if argument["fd"]:
+            directory = argument["dir"] if argument["dir"].startswith("/") else None
+            continue
+        path = argument["string"]
+        names.append(path if path.startswith("/") else os.path.join(directory, path) if directory else None)
+    return names
 
 
 def _forget(existing: set[str], path: str | None) -> None:
@@ -221,7 +247,7 @@ def _paths(call: Syscall, root: str) -> list[str]:
     if fd and fd["what"].startswith("/"):
         found.append(fd["what"])
     if call.name not in _FILE_WRITES and call.name not in _SENDS:  # a write's strings are its data, not paths
-        found += [_absolute(text, call.args) for text in _STRING.findall(call.args)]
+        found += [name for name in _names(call) if name]
     inside = [_inside(path, root) for path in found]
     return [path for path in inside if path]
 
@@ -247,18 +273,10 @@ def _target(call: Syscall, root: str, own_port: int | None) -> str | None:
         if unix := _UNIX.match(what):
             return f"unix {unix['path']}"
         return None if call.name in _SENDS else _inside(what, root)
-    strings = [_absolute(text, call.args) for text in _STRING.findall(call.args)]
-    inside = [_inside(path, root) for path in strings]
+    inside = [_inside(name, root) if name else None for name in _names(call)]
     if not any(inside):
         return None
     return " -> ".join(path or "(outside)" for path in inside)
-
-
-def _absolute(path: str, args: str) -> str:
-    if path.startswith("/"):
-        return path
-    base = re.match(r"^(?:AT_FDCWD|-?\d+)<(?P<dir>[^>]*)>", args)
-    return os.path.join(base["dir"], path) if base else path
 
 
 def _inside(path: str, root: str) -> str | None:
@@ -314,31 +332,47 @@ def crash_points(ctx: Context) -> None:
     # run to run, under -P) is still judged, and counted here; so is a kill that landed
     # on another call than the recorded one (its crash state is real, but not the point's).
     ctx.note("points_not_reached", sum(not outcome["killed"] for outcome in outcomes))
-    if park:
-        ctx.note(
-            "points_landed_elsewhere", [o["point"] for o in outcomes if o["killed"] and not o["landed_as_recorded"]]
-        )
+    ctx.note("points_landed_elsewhere", [o["point"] for o in outcomes if o["killed"] and not o["landed_as_recorded"]])
     failed = [outcome for outcome in outcomes if outcome["outcome"] != "one effect"]
     if failed:
-        first = next((outcome for outcome in failed if outcome["killed"]), failed[0])
+        first = _first(failed)
         ctx.reproduce_env[POINT_ENV] = first["point"]
         ctx.note(
             "replay",
             replay_file.scenario_replay(ctx.entry.id, ctx.seed, ctx.hello.implementation, {POINT_ENV: first["point"]}),
         )
         ctx.check(False, failure_reason(failed, len(run)))
+    if not any(outcome["landed_as_recorded"] for outcome in outcomes):
+        # Every write completed or was killed elsewhere: no crash state of this runtime's
+        # own points was tested, so there is nothing to pass.
+        raise Unjudgeable(
+            f"no kill of the {len(run)} crash points landed on its recorded call "
+            f"({sum(not outcome['killed'] for outcome in outcomes)} writes completed, the rest landed elsewhere): "
+            "no crash point was tested"
+        )
+
+
+def _first(failed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The failure to name and replay first: a kill on the recorded call, else any kill,
+    else a write that completed."""
+    return next(
+        (outcome for outcome in failed if outcome["landed_as_recorded"]),
+        next((outcome for outcome in failed if outcome["killed"]), failed[0]),
+    )
 
 
 def failure_reason(failed: list[dict[str, Any]], run: int) -> str:
-    """What the failed points say, naming first a point whose kill landed: a point whose
-    kill did not land broke a write that completed, so it names no crash window."""
-    landed = [outcome for outcome in failed if outcome["killed"]]
-    first = (landed or failed)[0]
-    unlanded = len(failed) - len(landed)
+    """What the failed points say, naming first a point whose kill landed on its
+    recorded call: a point whose kill did not land broke a write that completed, so it
+    names no crash window, and one that landed elsewhere names the call it landed on."""
+    first = _first(failed)
+    unlanded = sum(not outcome["killed"] for outcome in failed)
     reason = f"{len(failed)} of {run} crash points broke the write"
     if unlanded:
         reason += f" ({unlanded} of them where the kill did not land: the write completed, then its retry broke)"
     where = f"{first['syscall']} #{first['when']} on {first['target']}"
+    if first["killed"] and not first["landed_as_recorded"] and first.get("landed_on"):
+        where += f" (it landed on {first['landed_on']})"
     if first["killed"]:
         return f"{reason}; first, a SIGKILL entering {where}: {first['outcome']}"
     return f"{reason}; first, the retry after a write whose kill at {where} did not land: {first['outcome']}"
@@ -424,7 +458,12 @@ def _kill_at(
     """Kill the runtime entering ``point`` during the write, restart it, and judge the
     retry; the outcome for the evidence. With ``recorded_pids`` (strace has
     --seccomp-bpf) the call is parked and killed by the kit, and the outcome says which
-    call the kill landed on; without, strace's injected SIGKILL kills."""
+    call the kill landed on; without, strace's injected SIGKILL kills (and where it
+    landed is taken to be the point's call, as strace counts it).
+
+    The park lasts twice the write's bound: should the killer miss the parked entry, the
+    write times out while the call is still parked, and the kill that ends it lands on
+    the point all the same (read back from the trace)."""
     outcome: dict[str, Any] = {"point": point.name, "syscall": point.syscall, "when": point.when}
     outcome.update(target=point.target, counted_on=point.path or "every call of the thread")
     with Scratch("retryproof-crash-point-") as scratch:
@@ -433,26 +472,27 @@ def _kill_at(
         if recorded_pids is None:
             prefix = (strace, "-f", "-qq", *point.strace_options(scratch.state), "-o", os.devnull, "--")
         else:
-            options = point.strace_options(scratch.state, park_us=int(bound * 1_000_000))
+            options = point.strace_options(scratch.state, park_us=int(2 * bound * 1_000_000))
             prefix = (strace, *tracing_options(strace), "-y", "-yy", *options, "-o", trace_file, "--")
         traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
         try:
             _start(ctx, traced, traced=True)
             if recorded_pids is None:
                 call = ctx.write_task(submission_id, task, connection=traced)
-                outcome["killed"] = not call.answered
             else:
                 with _Killer(trace_file, point, bound) as killer:
                     call = ctx.write_task(submission_id, task, connection=traced)
-                outcome["killed"] = killer.killed and not call.answered
+            outcome["killed"] = not call.answered
         finally:
             traced.kill()
-        if recorded_pids is not None:
-            outcome["landed_on"] = killer.landed_on(
-                scratch.state, traced.port if isinstance(traced, BindingConnection) else None
-            )
+        if recorded_pids is None:
+            outcome["landed_as_recorded"] = outcome["killed"]
+        else:
+            outcome["killed_by"] = "the parked entry" if killer.killed else "the write's timeout"
+            landed = killer.landed_on(scratch.state, traced.port if isinstance(traced, BindingConnection) else None)
+            outcome["landed_on"] = landed if outcome["killed"] else None
             outcome["landed_as_recorded"] = outcome["killed"] and _same_target(
-                point.target, recorded_pids, outcome["landed_on"], killer.pids
+                point.target, recorded_pids, landed, killer.pids
             )
         plain = sibling(scratch.state, scratch.work, (), 1)
         _start(ctx, plain, traced=False)
@@ -525,12 +565,15 @@ class _Killer:
 
     def landed_on(self, state_dir: str, own_port: int | None) -> str | None:
         """The target of the call the kill landed on, read from the whole trace once
-        strace has ended (the parked entry's arguments complete)."""
-        if not self.killed:
-            return None
+        strace has ended (the parked entry's arguments complete): the point's entry if it
+        never finished, whoever killed it (this killer, or the kit when the write timed
+        out); None when it finished or was never entered."""
         seen = nth_entry(self._read(), self.point.syscall, self.point.when)
-        target = _target(seen[0], os.path.realpath(state_dir), own_port) if seen else None
-        return target or "(not a point)"
+        if seen is None or seen[1]:
+            return None
+        call = seen[0]
+        self.pids = self.pids or frozenset({str(call.pid)})
+        return _target(call, os.path.realpath(state_dir), own_port) or "(not a point)"
 
 
 def _thread_group(tid: int) -> str:

@@ -124,8 +124,12 @@ def test_points_past_the_cap_are_sampled_evenly_keeping_the_first_and_the_last()
     assert sample(points[:5], 24) == points[:5]
 
 
-def broken(when: int, killed: bool) -> dict:
-    return {"syscall": "openat", "when": when, "target": "tasks/x", "killed": killed, "outcome": "2 tasks"}
+def broken(when: int, killed: bool, landed_on: str | None = "tasks/x") -> dict:
+    landed = killed and landed_on == "tasks/x"
+    return {"syscall": "openat", "when": when, "target": "tasks/x", "killed": killed, "outcome": "2 tasks"} | {
+        "landed_on": landed_on if killed else None,
+        "landed_as_recorded": landed,
+    }
 
 
 def test_a_failure_names_first_a_point_whose_kill_landed():
@@ -140,6 +144,34 @@ def test_a_failure_names_first_a_point_whose_kill_landed():
     )
     only_unlanded = failure_reason([broken(4, killed=False)], 3)
     assert "first, the retry after a write whose kill at openat #4 on tasks/x did not land" in only_unlanded
+
+
+def test_a_failure_names_a_kill_on_the_recorded_call_before_one_that_landed_elsewhere():
+    elsewhere, recorded = broken(1, killed=True, landed_on="tasks/y"), broken(2, killed=True)
+    assert "first, a SIGKILL entering openat #2 on tasks/x: 2 tasks" in failure_reason([elsewhere, recorded], 4)
+    assert "first, a SIGKILL entering openat #1 on tasks/x (it landed on tasks/y): 2 tasks" in failure_reason(
+        [elsewhere], 4
+    )
+
+
+def test_removals_the_trace_cannot_resolve_forget_every_file_and_creat_truncates():
+    """A relative name without a directory descriptor may have removed any file; a
+    renameat's second name belongs to its second descriptor; creat() empties the file."""
+    found = _found(
+        [
+            '7 11.0 openat(AT_FDCWD</state>, "j.lock", O_RDWR|O_CREAT, 0644) = 3</state/j.lock>',
+            '7 11.1 unlink("j.lock") = 0',  # the working directory is not in the trace
+            '7 11.2 openat(AT_FDCWD</state>, "j.lock", O_RDWR|O_CREAT, 0644) = 3</state/j.lock>',
+            '7 11.3 openat(AT_FDCWD</state>, "a/f", O_RDWR|O_CREAT, 0644) = 3</state/a/f>',
+            '7 11.4 renameat(4</state/a>, "f", 5</state/b>, "f") = 0',
+            '7 11.5 openat(AT_FDCWD</state>, "a/f", O_RDWR|O_CREAT, 0644) = 3</state/a/f>',
+            '7 11.6 creat("/state/c", 0644) = 3</state/c>',
+            '7 11.7 creat("/state/c", 0644) = 3</state/c>',
+        ]
+    )
+    assert found.redundant == []
+    assert "renameat:1" in [p.name for p in found.points]
+    assert next(p.target for p in found.points if p.syscall == "renameat") == "a/f -> b/f"
 
 
 def test_a_re_open_of_a_file_the_trace_created_is_redundant_and_a_new_creation_is_not():

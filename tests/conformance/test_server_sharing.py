@@ -239,6 +239,9 @@ class _Dying:
     def protocol_noise(self) -> list:
         return []
 
+    def exit_statuses(self) -> list:
+        return []
+
     def survivors(self) -> list[dict[str, Any]]:
         return list(self._survivors)
 
@@ -281,7 +284,8 @@ TAKING = ("A2-RESPONSE-LOSS", "A2-CRASH-BEFORE-RESPONSE", "RESTART-REUSE")
 def test_a_scenario_that_takes_the_server_is_judged_as_on_its_own(tmp_path, fault):
     """The same statuses taking the shared server as on a server of its own; a
     variant whose defect a restart reveals (memory-dedup) still fails where it must; a
-    pass hands on the server it ends with, restarted as it was."""
+    turn that restarted the server ends it, so the next user starts a fresh one (told
+    why), and a turn that did not hands it on."""
     only = ("WT-CREATE", *TAKING, "INVALID-KEY")
     options = binding_options(tmp_path, fault, only)
     shared, alone = results(options, share=True), results(options, share=False)
@@ -293,8 +297,19 @@ def test_a_scenario_that_takes_the_server_is_judged_as_on_its_own(tmp_path, faul
     if fault is None:
         assert set(statuses(shared).values()) == {"passed"}
         used = [shared[scenario_id].evidence["shared_server"] for scenario_id in only]
-        assert {item["server"] for item in used} == {1}, used
-        assert used[-1]["used_before_by"] == list(only[:-1])
+        assert used[0]["server"] == 1
+        for index, evidence in enumerate(used[1:]):
+            before, after = only[index], only[index + 1]
+            restarted = any(op == "start" for op, _ in _faults(shared[before]))
+            if restarted:
+                assert evidence["started_by_this_scenario"], (before, after)
+                assert "it restarted the server in its turn" in evidence["fresh_start"], (before, after)
+            else:
+                assert not evidence["started_by_this_scenario"] and before in evidence["used_before_by"], (
+                    before,
+                    after,
+                )
+        assert any(any(op == "start" for op, _ in _faults(shared[s])) for s in TAKING)
         # Its restarts are its own, numbered from its first process, as on a server of its own.
         for scenario_id in ("A2-CRASH-BEFORE-RESPONSE", "RESTART-REUSE"):
             faults = _faults(shared[scenario_id])
@@ -306,8 +321,9 @@ def _faults(result: ScenarioResult) -> list[tuple[str, int]]:
 
 
 def test_a_scenario_that_takes_the_server_still_needs_no_process_beside_it(tmp_path):
-    """It may end and restart the shared server; a process of its own, or failpoints, stay refused."""
-    options = binding_options(tmp_path, None, ("RESTART-REUSE",))
+    """It may end and restart the shared server; a process of its own, or failpoints
+    (also on a restart), stay refused; a turn that restarted the server ends it."""
+    options = binding_options(tmp_path, None, ("A2-CRASH-BEFORE-RESPONSE",))
     entry = select(options.only, options.skip)[0]
     server = SharedServer(options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
     lease = server.lend(entry.id)
@@ -318,11 +334,12 @@ def test_a_scenario_that_takes_the_server_still_needs_no_process_beside_it(tmp_p
         ctx.restart(graceful=True)
         ctx.restart()
         assert ctx.conn.alive and len(ctx.conn.exit_statuses()) == 3
-        for act in (lambda: ctx.spawn(1), lambda: ctx.unstarted()):
+        armed = {"write_task.after_commit": "crash"}  # one its entry may use
+        for act in (lambda: ctx.spawn(1), lambda: ctx.unstarted(), lambda: ctx.restart(failpoints=armed)):
             with pytest.raises(CatalogueViolation, match=r"takes_server=True"):
                 act()
         server.settle(lease, "passed")
-        assert ctx.conn.alive  # handed on
+        assert not ctx.conn.alive  # restarted in its turn: ended, not handed on
     finally:
         server.give_back(lease)
         server.close()
