@@ -327,7 +327,7 @@ def crash_points(ctx: Context) -> None:
     outcomes: list[dict[str, Any]] = []
     ctx.note("points", outcomes)
     for point in run:
-        outcomes.append(_kill_at(ctx, sibling, strace, point, submission_id, task, found.pids if park else None))
+        outcomes.append(_kill_at(ctx, sibling, strace, point, submission_id, task, park))
     # A point whose kill did not land while the write ran (a file name that differs from
     # run to run, under -P) is still judged, and counted here; so is a kill that landed
     # on another call than the recorded one (its crash state is real, but not the point's).
@@ -453,10 +453,10 @@ def _kill_at(
     point: Point,
     submission_id: str,
     task: dict,
-    recorded_pids: frozenset[str] | None,
+    park: bool,
 ) -> dict:
     """Kill the runtime entering ``point`` during the write, restart it, and judge the
-    retry; the outcome for the evidence. With ``recorded_pids`` (strace has
+    retry; the outcome for the evidence. With ``park`` (strace has
     --seccomp-bpf) the call is parked and killed by the kit, and the outcome says which
     call the kill landed on; without, strace's injected SIGKILL kills (and where it
     landed is taken to be the point's call, as strace counts it).
@@ -469,7 +469,7 @@ def _kill_at(
     with Scratch("retryproof-crash-point-") as scratch:
         bound = ctx.call_timeout * SLOWDOWN
         trace_file = os.path.join(scratch.root, "trace")
-        if recorded_pids is None:
+        if not park:
             prefix = (strace, "-f", "-qq", *point.strace_options(scratch.state), "-o", os.devnull, "--")
         else:
             options = point.strace_options(scratch.state, park_us=int(2 * bound * 1_000_000))
@@ -477,7 +477,7 @@ def _kill_at(
         traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
         try:
             _start(ctx, traced, traced=True)
-            if recorded_pids is None:
+            if not park:
                 call = ctx.write_task(submission_id, task, connection=traced)
             else:
                 with _Killer(trace_file, point, bound) as killer:
@@ -485,15 +485,13 @@ def _kill_at(
             outcome["killed"] = not call.answered
         finally:
             traced.kill()
-        if recorded_pids is None:
+        if not park:
             outcome["landed_as_recorded"] = outcome["killed"]
         else:
             outcome["killed_by"] = "the parked entry" if killer.killed else "the write's timeout"
             landed = killer.landed_on(scratch.state, traced.port if isinstance(traced, BindingConnection) else None)
             outcome["landed_on"] = landed if outcome["killed"] else None
-            outcome["landed_as_recorded"] = outcome["killed"] and _same_target(
-                point.target, recorded_pids, landed, killer.pids
-            )
+            outcome["landed_as_recorded"] = outcome["killed"] and _same_target(point.target, landed)
         plain = sibling(scratch.state, scratch.work, (), 1)
         _start(ctx, plain, traced=False)
         try:
@@ -524,7 +522,6 @@ class _Killer:
         self.trace_file, self.point, self.bound_s = trace_file, point, bound_s
         self.parked: Syscall | None = None
         self.killed = False
-        self.pids: frozenset[str] = frozenset()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="crash-point-killer", daemon=True)
 
@@ -551,7 +548,6 @@ class _Killer:
                 continue
             call, finished = seen
             if not finished:  # parked: the call has not run, and will not
-                self.pids = frozenset({str(call.pid), _thread_group(call.pid)})
                 try:
                     # The whole group, strace with it: a killed tracee alone leaves strace
                     # holding its output pipe open until the park's delay ends.
@@ -571,25 +567,21 @@ class _Killer:
         seen = nth_entry(self._read(), self.point.syscall, self.point.when)
         if seen is None or seen[1]:
             return None
-        call = seen[0]
-        self.pids = self.pids or frozenset({str(call.pid)})
-        return _target(call, os.path.realpath(state_dir), own_port) or "(not a point)"
+        return _target(seen[0], os.path.realpath(state_dir), own_port) or "(not a point)"
 
 
-def _thread_group(tid: int) -> str:
-    """The process a thread belongs to (a file named after the process carries it)."""
-    try:
-        with open(f"/proc/{tid}/status", encoding="ascii") as status:
-            return next((line.split()[1] for line in status if line.startswith("Tgid:")), str(tid))
-    except OSError:
-        return str(tid)
+def _same_target(recorded: str, landed: str | None) -> bool:
+    """Whether a kill landed on the recorded point's call, as far as its target tells:
+    the same kind of call on the same kind of file in the same directory (or the same
+    store). A name differs from run to run where it carries a pid, a random temporary
+    name or a generated id, so a word (hyphens joining it) holding a digit, or of 8
+    characters or more, is taken as such a part (``.tmp-93yz_trd`` and ``.tmp-_c6krmor``
+    match, and so do two uuids, ``TASK-1`` and ``TASK-2``; ``tasks/a.json`` and
+    ``tasks/a.lock`` do not)."""
 
+    def shape(target: str) -> str:
+        return re.sub(
+            r"[\w-]+", lambda word: "*" if len(word[0]) >= 8 or re.search(r"\d", word[0]) else word[0], target
+        )
 
-def _same_target(recorded: str, recorded_pids: frozenset[str], landed: str | None, landed_pids: frozenset[str]) -> bool:
-    """Whether a kill landed on the recorded point's call: the same target, up to the
-    pids a temporary file's name carries (another process, another pid)."""
-
-    def shape(target: str, pids: frozenset[str]) -> str:
-        return re.sub(r"\d+", lambda number: "<pid>" if number[0] in pids else number[0], target)
-
-    return landed is not None and shape(recorded, recorded_pids) == shape(landed, landed_pids)
+    return landed is not None and shape(recorded) == shape(landed)

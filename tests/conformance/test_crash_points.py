@@ -228,10 +228,21 @@ def test_the_parked_entry_is_the_threads_nth_call_still_unfinished():
     assert nth_entry(done + "7 pwri", "pwrite64", 2) is None
 
 
-def test_a_kill_landed_on_the_recorded_call_up_to_the_pid_a_file_is_named_after():
-    assert _same_target("tasks/.tmp-41-0", frozenset({"41"}), "tasks/.tmp-97-0", frozenset({"97", "98"}))
-    assert not _same_target("tasks/TASK-1", frozenset({"41"}), "tasks/TASK-2", frozenset({"97"}))
-    assert not _same_target("tasks/a", frozenset(), None, frozenset())
+def test_a_kill_landed_on_the_recorded_call_up_to_the_names_that_differ_from_run_to_run():
+    """A pid, a random temporary name, a generated id: the matrix's Powertools run named
+    its temporary file ``.tmp-_c6krmor`` recording and ``.tmp-w9fx3mkj`` when killed."""
+    assert _same_target("tasks/.tmp-41-0", "tasks/.tmp-97-0")
+    assert _same_target(
+        "tasks/.tmp-93yz_trd -> tasks/T-6da4478b9c8b41e3.json", "tasks/.tmp-_c6krmor -> tasks/T-0aa1b2c3d4e5f607.json"
+    )
+    assert _same_target("tasks/.tmp-abcdefgh", "tasks/.tmp-zyxwvuts")  # a random name without a digit
+    assert _same_target(  # uuids, one group of the first without a digit (nestjs in the matrix)
+        "tasks/.tmp-efb1c159-fb90-4473-bdcc-dda937e8864f", "tasks/.tmp-e22dcb15-508f-4a1b-9148-4f677fb87970"
+    )
+    assert not _same_target("tasks/a.json", "tasks/a.lock")
+    assert not _same_target("tasks/x.json", "receipts/x.json")
+    assert not _same_target("tcp 127.0.0.1:6379", "prefect/locks")
+    assert not _same_target("tasks/a", None)
 
 
 FIVE_WRITES = """
