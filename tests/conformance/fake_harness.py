@@ -133,10 +133,14 @@ def read_task(args):
 
 
 def leave_a_survivor() -> None:
-    """Double-fork a setsid process that keeps stdout and stderr open for a while."""
+    """Double-fork a setsid process that keeps stdout and stderr open for a while; its
+    pid is appended to ``FAKE_SURVIVOR_PIDS`` (a file) when set, for the test to end it."""
     if os.fork() == 0:
         os.setsid()
         if os.fork() == 0:
+            if os.environ.get("FAKE_SURVIVOR_PIDS"):
+                with open(os.environ["FAKE_SURVIVOR_PIDS"], "a") as pids:
+                    pids.write(f"{os.getpid()}\n")
             time.sleep(float(os.environ.get("FAKE_SURVIVOR_S", "20")))
         os._exit(0)
     os.wait()
