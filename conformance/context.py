@@ -229,7 +229,7 @@ class Context:
             # scenario's connections: its stderr goes into the reason instead.
             stderr = f"; its stderr ended: {exc.stderr.strip()[-2000:]}" if exc.stderr.strip() else ""
             raise Unjudgeable(f"the harness did not start: {exc.message}{stderr}") from None
-        self._earlier_processes = len(self.conn.exit_statuses()) - 1
+        self._earlier_processes = lease.marks["processes"] - 1
         self.evidence["shared_server"] = lease.evidence()
         return self.conn
 

@@ -105,13 +105,9 @@ def handshake(options: Options) -> tuple[Hello, Handshake | None]:
 def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
     target = options.way_in
     scratch = Scratch("retryproof-probe-")
+    connection = kept = None
     try:
         connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
-    except BaseException:
-        scratch.remove()
-        raise
-    kept = None
-    try:
         answered = connection.start()
         problem = result_problem("hello", answered)
         if problem:
@@ -129,7 +125,8 @@ def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
         ) from None
     finally:
         if kept is None:
-            connection.kill()
+            if connection is not None:
+                connection.kill()
             scratch.remove()
     return hello, kept
 

@@ -76,7 +76,7 @@ class Lease:
     handshake: bool = False
     #: Processes that escaped the group of a server that died before this turn.
     earlier_survivors: list[dict[str, Any]] = field(default_factory=list)
-    #: Where this scenario's share of the connection's exchanges, survivors and noise begins.
+    #: Where this scenario's share of the connection's exchanges, survivors, noise and processes begins.
     marks: dict[str, int] = field(default_factory=dict)
     settled: bool = False
 
@@ -193,7 +193,7 @@ class SharedServer:
             "exchanges": len(connection.exchanges()),
             "survivors": len(connection.survivors()),
             "noise": len(connection.protocol_noise()),
-            "exits": len(connection.exit_statuses()),
+            "processes": len(connection.exit_statuses()),
         }
         self._users.append(lease.scenario_id)
         return connection
@@ -209,7 +209,7 @@ class SharedServer:
         connection = self._connection
         if connection is None or not lease.server:
             return
-        restarted = len(connection.exit_statuses()) > lease.marks.get("exits", 0)
+        restarted = len(connection.exit_statuses()) > lease.marks["processes"]
         if status == "passed" and connection.alive and not lease.last and not restarted:
             return
         if status != "passed":

@@ -35,11 +35,12 @@ deliver an injected ``signal=KILL`` once ``when`` is 2 or more, but it counts ri
 written), the kit reads strace's output as it is written (every ``POLL_S``) and
 SIGKILLs the process group as soon as the parked entry shows, strace with it (a killed
 tracee alone leaves strace holding the output pipe until the delay ends). The delay is
-the traced call's timeout, so a park the kit never sees ends as a write that completed
-(``killed`` false). The parked entry names its target (``landed_on``): a kill on another
-target than the recorded one is listed (``points_landed_elsewhere``), so the evidence
-never passes it off as the point's. Between the park and the kill the runtime's other threads run for a few
-milliseconds, where ``signal=KILL`` stopped them at once; the parked thread has not
+twice the traced call's timeout, so a park the kit never sees is still parked when the
+write times out and the kit kills it. The parked entry names its target (``landed_on``):
+a kill on another target than the recorded one is listed (``points_landed_elsewhere``),
+so the evidence never passes it off as the point's, and a run where no kill landed on
+its recorded call is an error. Between the park and the kill the runtime's other
+threads run for a few milliseconds, where ``signal=KILL`` stopped them at once; the parked thread has not
 made the call, and whatever the others did meanwhile is what they could have done
 before any SIGKILL: a state a crash may leave, which the contract must survive all the
 same. An strace without the filter injects the kill itself (``signal=KILL``), as before.
@@ -128,12 +129,11 @@ class Point:
 @dataclass(frozen=True)
 class Found:
     """What the recorded trace holds: the points, the points no strace count can reach
-    (counted), the points that change nothing (counted), and the recording's pids."""
+    (counted), and the points that change nothing (counted)."""
 
     points: list[Point]
     unreachable: int
     redundant: list[Point]
-    pids: frozenset[str]
 
 
 def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float, own_port: int | None) -> Found:
@@ -150,7 +150,7 @@ def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float
 
     # A path named after the process that made it (a temporary file's ``.tmp-<pid>-0``)
     # has another name in the next process, so a count on that path never triggers.
-    pids = frozenset(str(call.pid) for call in calls)
+    pids = {str(call.pid) for call in calls}
     numbered = []
     existing: set[str] = set()
     for call in calls:
@@ -181,7 +181,7 @@ def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float
             found.append(Point(call.name, on_path[reachable[0]], target, reachable[0]))
         else:
             unreachable += 1
-    return Found(points, unreachable, redundant, pids)
+    return Found(points, unreachable, redundant)
 
 
 def _reopens(call: Syscall, root: str, existing: set[str]) -> bool:
@@ -520,7 +520,6 @@ class _Killer:
 
     def __init__(self, trace_file: str, point: Point, bound_s: float):
         self.trace_file, self.point, self.bound_s = trace_file, point, bound_s
-        self.parked: Syscall | None = None
         self.killed = False
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="crash-point-killer", daemon=True)
