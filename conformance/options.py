@@ -31,8 +31,14 @@ CALL_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 10.0
 #: Callers racing on one submission id in the A4 scenarios.
 CONCURRENCY = 8
-#: The bundled reference runtime: the target when none is named.
-REFERENCE_COMMAND = (sys.executable, "-m", "retryproof.reference_impl")
+#: The bundled reference runtime: the target when none is named. Its launcher starts it
+#: without the ``site`` module (reference_impl/launch.py says why); it sits in
+#: ``reference_impl``, beside this package's folder in both an editable and a wheel install.
+REFERENCE_COMMAND = (
+    sys.executable,
+    "-S",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference_impl", "launch.py"),
+)
 #: The longest timeout accepted, in seconds (a day): longer ones are typing mistakes,
 #: and overflow the platform's thread waits.
 MAX_TIMEOUT_S = 86400.0

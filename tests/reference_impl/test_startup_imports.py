@@ -153,3 +153,16 @@ def test_the_approval_service_is_built_once_on_the_first_approval_call(state_dir
     assert built == [runtime]
     assert len({answer["operation_id"] for answer in answers}) == 8
     assert handlers["get_operation"]({"operation_id": answers[0]["operation_id"]})["state"] == "proposed"
+
+
+def test_the_kit_starts_the_reference_without_site_and_it_answers_as_python_m_does(state_dir, tmp_path):
+    """``REFERENCE_COMMAND`` runs the launcher with ``-S`` (reference_impl/launch.py says why):
+    the same harness, so the same ``hello``, as ``python -m retryproof.reference_impl``."""
+    python, *arguments = REFERENCE_COMMAND
+    assert arguments[0] == "-S"
+    launched = answering_hello([python, "-X", "importtime", *arguments], state_dir)
+    imported = {line.rpartition("|")[2].strip() for line in launched.stderr.splitlines() if "import time:" in line}
+    assert "site" not in imported and "retryproof.reference_impl.runtime" in imported
+    (tmp_path / "other").mkdir()
+    as_module = answering_hello([python, "-m", "retryproof.reference_impl"], tmp_path / "other")
+    assert json.loads(launched.stdout) == json.loads(as_module.stdout)
