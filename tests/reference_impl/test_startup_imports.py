@@ -72,7 +72,7 @@ def test_a_harness_that_answered_hello_has_not_loaded_what_it_does_not_use(state
 
 
 def test_the_harness_started_as_the_kit_starts_it_imports_none_of_them(state_dir):
-    """The same, through ``REFERENCE_COMMAND`` itself (``-m`` runs through runpy), with
+    """The same, through ``REFERENCE_COMMAND`` itself (the launcher, ``reference_impl/launch.py``), with
     what it imported read from ``-X importtime``."""
     python, *arguments = REFERENCE_COMMAND
     done = answering_hello([python, "-X", "importtime", *arguments], state_dir)
