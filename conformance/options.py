@@ -39,6 +39,19 @@ REFERENCE_COMMAND = (
     "-S",
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference_impl", "launch.py"),
 )
+#: How reports, evidence and reproduce hints show it: the command a reader types, which
+#: runs the same ``main`` (and names no path of this machine).
+REFERENCE_SHOWN = ("python", "-m", "retryproof.reference_impl")
+
+
+def reference_shown(command: tuple[str, ...]) -> tuple[str, ...] | None:
+    """``command`` as reports show it when it starts the bundled reference (a faulty
+    variant's ``--fault NAME`` kept), else None (shown as it is)."""
+    if command[: len(REFERENCE_COMMAND)] != REFERENCE_COMMAND:
+        return None
+    return (*REFERENCE_SHOWN, *command[len(REFERENCE_COMMAND) :])
+
+
 #: The longest timeout accepted, in seconds (a day): longer ones are typing mistakes,
 #: and overflow the platform's thread waits.
 MAX_TIMEOUT_S = 86400.0
@@ -80,7 +93,7 @@ class Options:
         """The ``Target`` every connection of the run is made through."""
         from retryproof.adapters.targets import target_of
 
-        return target_of(self.command, self.binding)
+        return target_of(self.command, self.binding, reference_shown(self.command))
 
 
 def _at_least(text: str, least: int) -> int:

@@ -166,3 +166,11 @@ def test_the_kit_starts_the_reference_without_site_and_it_answers_as_python_m_do
     (tmp_path / "other").mkdir()
     as_module = answering_hello([python, "-m", "retryproof.reference_impl"], tmp_path / "other")
     assert json.loads(launched.stdout) == json.loads(as_module.stdout)
+
+
+def test_reports_show_the_launcher_as_the_command_a_reader_types():
+    from retryproof.conformance.options import Options
+    from retryproof.conformance.runner import harness_command
+
+    options = Options(command=(*REFERENCE_COMMAND, "--fault", "memory-dedup"), target="", seed=1)
+    assert harness_command(options.way_in.started) == "python -m retryproof.reference_impl --fault memory-dedup"
