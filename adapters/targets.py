@@ -67,6 +67,9 @@ class HarnessTarget(Target):
     """A harness: any command line that speaks ``retryproof-harness/1`` on stdin/stdout."""
 
     command: tuple[str, ...]
+    #: How reports and evidence show ``command``, when not as ``shown`` would: the bundled
+    #: reference's launcher as the command a reader types (``options.reference_shown``).
+    shown_as: tuple[str, ...] | None = None
     black_box: ClassVar[bool] = False
     start_fix: ClassVar[str] = "check the --harness command line"
 
@@ -76,7 +79,7 @@ class HarnessTarget(Target):
 
     @property
     def started(self) -> tuple[str, ...]:
-        return self.command
+        return self.shown_as or self.command
 
     @property
     def protocol(self) -> str:
@@ -91,7 +94,7 @@ class HarnessTarget(Target):
             call_timeout=call_timeout,
             start_timeout=start_timeout,
             work_dir=scratch.work,
-            shown=shown(self.command),
+            shown=shown(self.started),
         )
 
 
@@ -135,6 +138,7 @@ def shown(command: Sequence[str]) -> tuple[str, ...]:
     )
 
 
-def target_of(command: tuple[str, ...], binding: Binding | None) -> Target:
-    """The way in a run's options name: the binding when there is one, else the command."""
-    return HarnessTarget(command) if binding is None else BindingTarget(binding)
+def target_of(command: tuple[str, ...], binding: Binding | None, shown_as: tuple[str, ...] | None = None) -> Target:
+    """The way in a run's options name: the binding when there is one, else the command
+    (reports showing it as ``shown_as``, when given)."""
+    return HarnessTarget(command, shown_as) if binding is None else BindingTarget(binding)

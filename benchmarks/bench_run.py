@@ -26,7 +26,7 @@ from tabulate import tabulate
 from retryproof.adapters.process import ProcessConnection
 from retryproof.conformance.events import ScenarioFinished, ScenarioStarted
 from retryproof.conformance.options import REFERENCE_COMMAND, Options
-from retryproof.conformance.runner import probe, run
+from retryproof.conformance.runner import handshake, run
 
 TIMED = {
     "start": "harness starts (spawn + hello)",
@@ -88,9 +88,9 @@ def main() -> int:
     totals: dict[str, list[float]] = defaultdict(list)
     instrument(totals)
     began, cpu_began = time.perf_counter(), cpu_seconds()
-    hello = probe(options)
+    hello, kept = handshake(options)  # as `retryproof run` does: its harness is the first sharing scenario's
     durations = Durations(totals)
-    finished = run(options, hello, [durations])
+    finished = run(options, hello, [durations], kept)
     wall = time.perf_counter() - began
     kit, children = (now - then for now, then in zip(cpu_seconds(), cpu_began, strict=True))
     # Nested waits (start waits for hello) are counted once: hello time is inside start.

@@ -31,8 +31,27 @@ CALL_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 10.0
 #: Callers racing on one submission id in the A4 scenarios.
 CONCURRENCY = 8
-#: The bundled reference runtime: the target when none is named.
-REFERENCE_COMMAND = (sys.executable, "-m", "retryproof.reference_impl")
+#: The bundled reference runtime: the target when none is named. Its launcher starts it
+#: without the ``site`` module (reference_impl/launch.py says why); it sits in
+#: ``reference_impl``, beside this package's folder in both an editable and a wheel install.
+REFERENCE_COMMAND = (
+    sys.executable,
+    "-S",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "reference_impl", "launch.py"),
+)
+#: How reports, evidence and reproduce hints show it: the command a reader types, which
+#: runs the same ``main`` (and names no path of this machine).
+REFERENCE_SHOWN = ("python", "-m", "retryproof.reference_impl")
+
+
+def reference_shown(command: tuple[str, ...]) -> tuple[str, ...] | None:
+    """``command`` as reports show it when it starts the bundled reference (a faulty
+    variant's ``--fault NAME`` kept), else None (shown as it is)."""
+    if command[: len(REFERENCE_COMMAND)] != REFERENCE_COMMAND:
+        return None
+    return (*REFERENCE_SHOWN, *command[len(REFERENCE_COMMAND) :])
+
+
 #: The longest timeout accepted, in seconds (a day): longer ones are typing mistakes,
 #: and overflow the platform's thread waits.
 MAX_TIMEOUT_S = 86400.0
@@ -74,7 +93,7 @@ class Options:
         """The ``Target`` every connection of the run is made through."""
         from retryproof.adapters.targets import target_of
 
-        return target_of(self.command, self.binding)
+        return target_of(self.command, self.binding, reference_shown(self.command))
 
 
 def _at_least(text: str, least: int) -> int:

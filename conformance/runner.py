@@ -163,11 +163,13 @@ def harness_command(command: Sequence[str]) -> str:
 
 def shares_servers(options: Options) -> bool:
     """Whether the run's ``shares_server`` scenarios take turns on one server
-    (``sharing.py``): through a binding, yes (a server's start is the vendor's, and an
-    MCP SDK's import alone costs more CPU than such a scenario's calls); a harness
-    starts in a few tens of milliseconds, so sharing would save it nothing worth
-    tying its scenarios' state together."""
-    return options.binding is not None
+    (``sharing.py``): yes, whatever the target. Through a binding a server's start is
+    the vendor's (an MCP SDK's import alone costs more CPU than such a scenario's
+    calls); a harness starts in a few tens of milliseconds, but a run of the reference
+    started one for each of some fifteen such scenarios, a sixth of its starts, and
+    under ``--jobs`` a start is CPU the other job waits for. (The pytest plugin and
+    the tests may still switch it off: ``Run(share=False)``.)"""
+    return True
 
 
 class Run:
@@ -259,13 +261,17 @@ class Run:
     def runs_shared(self, item: Entry) -> bool:
         """Whether ``item`` takes its turn on the shared server (so never beside another that does)."""
         bound = self.scenarios.get(item.id)
-        return self.shared is not None and bound is not None and bound.lends
+        return self.shared is not None and bound is not None and bound.lends(self.options.binding is not None)
 
     def _lends(self, item: Entry) -> bool:
         """Whether ``item`` will take a turn on the shared server (``run_one``: a sharing
         scenario whose needs the runtime meets)."""
         bound = self.scenarios.get(item.id)
-        return bound is not None and bound.lends and not missing_needs(item, self.hello, self.options.binding)
+        return (
+            bound is not None
+            and bound.lends(self.options.binding is not None)
+            and not missing_needs(item, self.hello, self.options.binding)
+        )
 
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         self.results.append(result)
@@ -382,7 +388,7 @@ def run_one(
     missing = missing_needs(item, hello, options.binding)
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
-    if shared is not None and bound.lends:
+    if shared is not None and bound.lends(options.binding is not None):
         lease = shared.lend(item.id)
         try:
             return _run_bound(item, bound, options, hello, turn, finish, (shared, lease))

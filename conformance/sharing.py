@@ -4,8 +4,9 @@ A scenario declared ``@scenario(ID, shares_server=True)`` starts the runtime onc
 no failpoint, never kills, stops or restarts it, and judges only the calls and keys it
 made itself (its keys are its own: ``Context.submission_id`` names the scenario). Such
 scenarios can take turns on one server instead of starting one each: an MCP server's
-start costs about as much CPU as everything else such a scenario does. A scenario
-declared ``takes_server=True`` takes such a turn too, though it ends the server
+start costs about as much CPU as everything else such a scenario does, and even a
+harness's start (tens of milliseconds) about as much as such a scenario's calls. In a
+binding run, a scenario declared ``takes_server=True`` takes such a turn too, though it ends the server
 (SIGKILL, a graceful stop, a lost answer that ends a stdio server) and starts it again
 on its state directory: where that restart is what it tests (RESTART-REUSE, the A2
 scenarios), the start before it need not be a fresh process, only a fresh key. A turn
@@ -43,8 +44,9 @@ state directory is not fresh): the first scenario on each server, and every scen
 starts its own, still makes it.
 
 The run's first server is the one its handshake started for ``hello`` (``Handshake``):
-a binding's ``hello`` makes no call, so its state directory is as fresh as a new one's,
-and its first user checks that as the first user of any server does. A start saved.
+a binding's ``hello`` makes no call, and a harness's changes no state, so its state
+directory is as fresh as a new one's, and its first user checks that as the first user
+of any server does. A start saved.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def main(args) -> int:
     if isinstance(recorded, dict) and recorded.get("format") == replay_file.SCENARIO_FORMAT:
         return _rerun_scenario(args, recorded)
     document = load_replay(args.file)
-    from retryproof.conformance.options import harness_target, load_binding
+    from retryproof.conformance.options import harness_target, load_binding, reference_shown
 
     binding = load_binding(args.binding) if getattr(args, "binding", None) else None
     command, _ = harness_target(args.harness, None)
@@ -66,7 +66,7 @@ def main(args) -> int:
         f"replaying {len(document['steps'])} step(s) from {args.file} (seed {document.get('seed')}); recorded violation: {document.get('violation')}"
     )
     with Scratch("retryproof-replay-") as scratch:
-        connection = target_of(command, binding).connect(scratch)
+        connection = target_of(command, binding, reference_shown(command)).connect(scratch)
         try:
             hello = connection.start()
         except HarnessStartError as exc:

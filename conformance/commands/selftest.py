@@ -249,38 +249,48 @@ def run_all(
     pairs go through the scheduler of ``retryproof run --jobs`` (``jobs`` threads,
     default one per CPU this process may use): the scenarios of one runtime run beside
     those of the next, and the *alone* scenarios keep the machine to themselves here
-    too. The runtimes' handshakes (``probe``) share the same threads. ``runs``, when
+    too. Each runtime's ``shares_server`` scenarios take turns on one harness of its
+    own (``sharing.py``; never two sharing scenarios together), the last one ending it.
+    The runtimes' handshakes (``handshake``) share the same threads. ``runs``, when
     given, receives each runtime's finished run (for its report.html)."""
-    from retryproof.conformance.runner import Run, probe, select
+    from retryproof.conformance.runner import Run, handshake, select
+    from retryproof.conformance.sharing import Handshake
 
     jobs = jobs or available_cpus()
 
-    def handshake(runtime: Runtime) -> tuple[Options, Hello | str]:
+    def shake(runtime: Runtime) -> tuple[Options, tuple[Hello, Handshake | None] | str]:
         options = runtime_options(runtime, seed, runtime.killed_by)
         try:
-            return options, probe(options)
+            return options, handshake(options)
         except KitError as exc:
             return options, exc.message
 
     sessions: dict[str, Run] = {}
     errors: dict[str, str] = {}
     pairs: list[tuple[Run, Entry]] = []
-    for runtime, (options, hello) in in_order(runtimes, lambda runtime, _: handshake(runtime), jobs):
-        if isinstance(hello, str):
-            errors[runtime.name] = hello
+    for runtime, (options, shaken) in in_order(runtimes, lambda runtime, _: shake(runtime), jobs):
+        if isinstance(shaken, str):
+            errors[runtime.name] = shaken
             continue
+        hello, kept = shaken
         entries = select(options.only, options.skip)
-        session = Run(options, hello, [], len(entries))
+        # The harness its handshake started is its first sharing scenario's (ended at once when none is).
+        session = Run(options, hello, [], len(entries), selection=entries, handshake=kept)
         sessions[runtime.name] = session
         pairs += [(session, entry) for entry in entries]
-    for (session, _), result in in_order(
-        pairs,
-        lambda pair, turn: pair[0].compute(pair[1], turn),
-        jobs,
-        alone=lambda pair: pair[0].runs_alone(pair[1]),
-        long=lambda pair: pair[0].runs_long(pair[1]),
-    ):
-        session.record(result)
+    try:
+        for (session, _), result in in_order(
+            pairs,
+            lambda pair, turn: pair[0].compute(pair[1], turn),
+            jobs,
+            alone=lambda pair: pair[0].runs_alone(pair[1]),
+            long=lambda pair: pair[0].runs_long(pair[1]),
+            shared=lambda pair: pair[0].runs_shared(pair[1]),
+        ):
+            session.record(result)
+    finally:
+        for session in sessions.values():
+            session.close()  # a shared harness its last turn did not end (an interrupt)
     outcomes = {}
     for runtime in runtimes:
         if runtime.name not in sessions:

@@ -29,13 +29,13 @@ The runtime
 Each scenario gets a fresh state directory, the same one across its restarts.
 A scenario that needs a fresh key, not a fresh process, says so with
 ``@scenario(ID, shares_server=True)``: it starts the runtime once, with no failpoint,
-never kills, stops, restarts or spawns, and judges only its own calls and keys; in a
-binding run it then takes its turn on one server the run's other such scenarios use
-too, never beside them (``retryproof.conformance.sharing``; the context refuses the
-rest as a kit bug). One that restarts the runtime only where the restart (a kill, a
-lost answer that ends a stdio server) is what it tests says
-``@scenario(ID, takes_server=True)``: its first start, without failpoints, is its turn
-on that server, and its restarts are on the shared state directory.
+never kills, stops, restarts or spawns, and judges only its own calls and keys; it
+then takes its turn on one server the run's other such scenarios use too, never beside
+them (``retryproof.conformance.sharing``; the context refuses the rest as a kit bug).
+One that restarts the runtime only where the restart (a kill, a lost answer that ends
+a stdio server) is what it tests says ``@scenario(ID, takes_server=True)``: in a
+binding run its first start, without failpoints, is its turn on that server, and its
+restarts are on the shared state directory.
 
 - ``ctx.start(failpoints={"write_task.after_commit": "crash"})`` starts the harness
   (``ctx.conn`` is that connection);
@@ -129,11 +129,14 @@ class Scenario:
     first, so the run ends near the end of its longest scenario instead of one running
     on alone at the end; and never while a scenario with an alone part runs, which would
     wait it out. ``shares_server``: it needs a fresh key, not a fresh process, so a
-    binding run gives it a turn on its shared server (``sharing.py``). ``takes_server``:
-    it needs a fresh key for its first start, and a restart (a kill, a lost answer
-    that ends a stdio server) only where that is what it tests, so in a binding run it
-    takes its turn on the shared server too, ends and restarts it on the shared state
-    directory as it must; a turn that restarted it ends it (``sharing.py``).
+    run gives it a turn on its shared server (``sharing.py``). ``takes_server``: it
+    needs a fresh key for its first start, and a restart (a kill, a lost answer that
+    ends a stdio server) only where that is what it tests, so in a binding run it takes
+    its turn on the shared server too, ends and restarts it on the shared state
+    directory as it must; a turn that restarted it ends it (``sharing.py``). A harness
+    run starts it a harness of its own: its turn would end the shared one anyway, and
+    where the harness lists the failpoint it tests (A2-CRASH-BEFORE-RESPONSE) its
+    first start arms it, which no shared server may.
     """
 
     entry: Entry
@@ -143,10 +146,9 @@ class Scenario:
     shares_server: bool = False
     takes_server: bool = False
 
-    @property
-    def lends(self) -> bool:
-        """Whether a binding run gives it a turn on the shared server."""
-        return self.shares_server or self.takes_server
+    def lends(self, through_binding: bool) -> bool:
+        """Whether a run (through a binding or not) gives it a turn on the shared server."""
+        return self.shares_server or (self.takes_server and through_binding)
 
 
 _REGISTRY: dict[str, Scenario] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -88,11 +89,14 @@ def statuses(found: dict[str, ScenarioResult]) -> dict[str, str]:
     return {scenario_id: result.status for scenario_id, result in found.items()}
 
 
-def test_a_binding_run_shares_and_a_harness_run_does_not(tmp_path):
+def test_a_binding_run_and_a_harness_run_share(tmp_path):
     assert shares_servers(binding_options(tmp_path, None))
     harness = from_arguments(build_parser("run").parse_args(["run"]))
-    assert not shares_servers(harness)
+    assert shares_servers(harness)
     bound = registry()
+    # A takes_server scenario's turn is on the shared server only through a binding.
+    assert bound["RESTART-REUSE"].lends(through_binding=True)
+    assert not bound["RESTART-REUSE"].lends(through_binding=False)
     assert all(bound[scenario_id].shares_server for scenario_id in (*SHARING, "INVALID-KEY"))
     assert not bound["A4-CONCURRENT"].shares_server  # its rounds meet a cold, then a warm server
 
@@ -390,5 +394,54 @@ def test_a_run_with_no_sharing_scenario_ends_the_handshake_server(tmp_path, monk
     finally:
         session.close()
     assert len(started) == 1
-    # A harness run keeps nothing: a harness starts in tens of milliseconds.
-    assert handshake(from_arguments(build_parser("run").parse_args(["run"])))[1] is None
+    # A harness run keeps its handshake's harness too, for its first sharing scenario.
+    harness_kept = handshake(from_arguments(build_parser("run").parse_args(["run"])))[1]
+    assert harness_kept is not None
+    harness_kept.end()
+
+
+def harness_options(fault: str | None, only: tuple[str, ...]) -> Options:
+    """A run of ``only`` against the reference (or its variant ``fault``) as a harness."""
+    command = f"{sys.executable} -m retryproof.reference_impl" + (f" --fault {fault}" if fault else "")
+    args = build_parser("run").parse_args(
+        ["run", "--harness", command, "--seed", "3", "--jobs", "1", "--start-timeout", "60", "--only", ",".join(only)]
+    )
+    return from_arguments(args)
+
+
+#: Every variant a scenario of that test must fail (its killed_by names one).
+HARNESS_VARIANTS = (
+    "no-idempotency",
+    "memory-dedup",
+    "fuzzy-subject-dedup",
+    "digest-ignored",
+    "invocation-in-digest",
+    "digest-without-nfc",
+    "legacy-says-idempotent",
+    "reuse-answers-newest",
+)
+
+
+@pytest.mark.parametrize("fault", [None, *HARNESS_VARIANTS])
+def test_a_harness_run_shares_its_harness_and_judges_as_alone(fault):
+    """A harness run gives its shares_server scenarios one harness process; the
+    takes_server ones (A2-CRASH-BEFORE-RESPONSE arms a failpoint) start their own; a
+    broken runtime fails the same scenarios either way."""
+    sharing = tuple(scenario_id for scenario_id, bound in registry().items() if bound.shares_server)
+    takes = ("RESTART-REUSE", "A2-RESPONSE-LOSS", "A2-CRASH-BEFORE-RESPONSE")
+    options = harness_options(fault, (*sharing, *takes))
+    shared, alone = results(options, share=True), results(options, share=False)
+    assert statuses(shared) == statuses(alone)
+    if fault is None:
+        assert set(statuses(shared).values()) == {"passed"}
+        assert {shared[scenario_id].evidence["shared_server"]["server"] for scenario_id in sharing} == {1}
+    assert not [scenario_id for scenario_id in takes if "shared_server" in shared[scenario_id].evidence]
+    must_fail = [scenario_id for scenario_id in killed_by(fault) if scenario_id in shared] if fault else []
+    assert must_fail or fault is None
+    # A failure ends the shared harness: the next sharing scenario starts a fresh one.
+    order = [scenario_id for scenario_id in shared if "shared_server" in shared[scenario_id].evidence]
+    for earlier, later in pairwise(order):
+        if shared[earlier].status != "passed":
+            assert shared[later].evidence["shared_server"]["started_by_this_scenario"], (earlier, later)
+    for scenario_id in must_fail:
+        assert shared[scenario_id].status == "failed", (scenario_id, shared[scenario_id].reason)

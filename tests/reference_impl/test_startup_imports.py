@@ -72,7 +72,7 @@ def test_a_harness_that_answered_hello_has_not_loaded_what_it_does_not_use(state
 
 
 def test_the_harness_started_as_the_kit_starts_it_imports_none_of_them(state_dir):
-    """The same, through ``REFERENCE_COMMAND`` itself (``-m`` runs through runpy), with
+    """The same, through ``REFERENCE_COMMAND`` itself (the launcher, ``reference_impl/launch.py``), with
     what it imported read from ``-X importtime``."""
     python, *arguments = REFERENCE_COMMAND
     done = answering_hello([python, "-X", "importtime", *arguments], state_dir)
@@ -153,3 +153,24 @@ def test_the_approval_service_is_built_once_on_the_first_approval_call(state_dir
     assert built == [runtime]
     assert len({answer["operation_id"] for answer in answers}) == 8
     assert handlers["get_operation"]({"operation_id": answers[0]["operation_id"]})["state"] == "proposed"
+
+
+def test_the_kit_starts_the_reference_without_site_and_it_answers_as_python_m_does(state_dir, tmp_path):
+    """``REFERENCE_COMMAND`` runs the launcher with ``-S`` (reference_impl/launch.py says why):
+    the same harness, so the same ``hello``, as ``python -m retryproof.reference_impl``."""
+    python, *arguments = REFERENCE_COMMAND
+    assert arguments[0] == "-S"
+    launched = answering_hello([python, "-X", "importtime", *arguments], state_dir)
+    imported = {line.rpartition("|")[2].strip() for line in launched.stderr.splitlines() if "import time:" in line}
+    assert "site" not in imported and "retryproof.reference_impl.runtime" in imported
+    (tmp_path / "other").mkdir()
+    as_module = answering_hello([python, "-m", "retryproof.reference_impl"], tmp_path / "other")
+    assert json.loads(launched.stdout) == json.loads(as_module.stdout)
+
+
+def test_reports_show_the_launcher_as_the_command_a_reader_types():
+    from retryproof.conformance.options import Options
+    from retryproof.conformance.runner import harness_command
+
+    options = Options(command=(*REFERENCE_COMMAND, "--fault", "memory-dedup"), target="", seed=1)
+    assert harness_command(options.way_in.started) == "python -m retryproof.reference_impl --fault memory-dedup"
