@@ -263,7 +263,9 @@ def test_validate_report_trusts_the_declared_hello_but_not_a_relabelled_scenario
 def test_a_report_carries_the_fingerprint_of_the_spec_files_it_ran(tmp_path):
     from retryproof.spec import SPEC_VERSION, fingerprint
 
-    done = retryproof("run", "--only", "WT-CREATE", "--seed", "1", "--out", str(tmp_path), "--format", "json,md,junit")
+    done = retryproof_here(
+        "run", "--only", "WT-CREATE", "--seed", "1", "--out", str(tmp_path), "--format", "json,md,junit"
+    )
     assert done.returncode == 0, done.stderr
     document = json.loads((tmp_path / "report.json").read_text())
     assert document["spec_version"] == SPEC_VERSION and document["spec_fingerprint"] == fingerprint()

@@ -94,6 +94,6 @@ def test_a_directory_sync_right_after_the_create_counts(tmp_path, call):
 @pytest.mark.parametrize("fault, status", [(None, "passed"), ("no-directory-fsync", "failed")])
 def test_reference_passes_and_missing_fsync_fails(tmp_path, strace, fault, status):
     harness = f"{sys.executable} -m retryproof.reference_impl" + (f" --fault {fault}" if fault else "")
-    _, report = certify(tmp_path, harness, "--only", "DURABILITY-TRACE")
+    _, report = certify(tmp_path, harness, "--only", "DURABILITY-TRACE", in_process=True)  # strace traces the harness
     result = by_id(report)["DURABILITY-TRACE"]
     assert result["status"] == status, result["reason"]

@@ -22,11 +22,10 @@ through it (``broken_runtimes.py``): before the fix each of these runs PASSED.
 
 import os
 import re
-import subprocess
 import sys
 
 import pytest
-from kit import by_id, certify
+from kit import by_id, certify, retryproof_here
 
 from retryproof.conformance.scenarios.retries import A4_IDS_PER_ROUND, A4_ROUNDS
 
@@ -104,12 +103,7 @@ def test_every_a4_race_is_judged(tmp_path):
 
 
 def test_concurrency_below_two_is_a_user_error():
-    done = subprocess.run(
-        [sys.executable, "-m", "retryproof.conformance.cli", "run", "--concurrency", "1"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = retryproof_here("run", "--concurrency", "1")
     assert done.returncode == 2 and "must be at least 2" in done.stderr
 
 

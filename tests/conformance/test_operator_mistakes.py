@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from kit import CLI, retryproof
+from kit import CLI, retryproof_here
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
 
@@ -30,7 +30,7 @@ def hanging_run(out, started=None):
 def test_a_dangling_symlink_as_out_is_named_not_file_exists(tmp_path):
     out = tmp_path / "out"
     out.symlink_to(tmp_path / "gone")
-    done = retryproof("run", "--only", "WT-CREATE", "--out", str(out))
+    done = retryproof_here("run", "--only", "WT-CREATE", "--out", str(out))
     assert done.returncode == 2, done.stderr
     assert "is a symbolic link to" in done.stderr and "which does not exist" in done.stderr
     assert "File exists" not in done.stderr and "Traceback" not in done.stderr

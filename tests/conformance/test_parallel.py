@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
+from kit import retryproof_here
 
 from retryproof.conformance.catalogue import entry
 from retryproof.conformance.context import Unjudgeable
@@ -214,16 +214,11 @@ def test_only_a_scenario_declared_alone_may_ask_to_be_alone():
 
 def _run(tmp_path, jobs: int) -> tuple[list[str], dict]:
     out = tmp_path / f"jobs-{jobs}"
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "retryproof.conformance.cli", "run"),
-            *("--harness", f"{sys.executable} -m retryproof.reference_impl --fault no-idempotency"),
-            *("--only", "WT-CREATE,A2-RESPONSE-LOSS,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST,LEGACY-NO-ID"),
-            *("--seed", "5", "--jobs", str(jobs), "--out", str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
+    done = retryproof_here(  # in this process: what it prints and reports is the same
+        "run",
+        *("--harness", f"{sys.executable} -m retryproof.reference_impl --fault no-idempotency"),
+        *("--only", "WT-CREATE,A2-RESPONSE-LOSS,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST,LEGACY-NO-ID"),
+        *("--seed", "5", "--jobs", str(jobs), "--out", str(out)),
     )
     assert done.returncode == 1, done.stdout + done.stderr  # the faulty runtime fails
     # Durations are the one thing allowed to differ.
@@ -244,11 +239,6 @@ def test_a_parallel_run_prints_and_reports_what_a_serial_run_does(tmp_path, jobs
 
 
 def test_jobs_must_be_a_positive_integer():
-    done = subprocess.run(
-        [sys.executable, "-m", "retryproof.conformance.cli", "run", "--jobs", "0"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = retryproof_here("run", "--jobs", "0")
     assert done.returncode == 2
     assert "error: argument --jobs: 0 must be at least 1" in done.stderr and "Traceback" not in done.stderr

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+from kit import retryproof_here
+
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.spec import load_spec
 
@@ -40,34 +42,13 @@ def test_reference_runtime_passes_every_scenario(tmp_path):
     crash = next(s for s in report["scenarios"] if s["id"] == "CRASH-AFTER-COMMIT")["calls"]
     faults = [(call["op"], call.get("message")) for call in crash if call["kind"] == "fault"]
     assert faults == [("start", "armed write_task.after_commit=crash"), ("kill", None), ("start", None)], faults
-    assert (
-        subprocess.run(
-            [sys.executable, "-m", "retryproof.conformance.cli", "validate-report", str(tmp_path / "report.json")]
-        ).returncode
-        == 0
-    )
+    assert retryproof_here("validate-report", str(tmp_path / "report.json")).returncode == 0
 
 
 def test_baseline_of_a_passing_scenario_is_stale(tmp_path):
     baseline = tmp_path / "baseline.yaml"
     baseline.write_text("expected_failures: [WT-CREATE]\n")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "retryproof.conformance.cli",
-            "run",
-            "--only",
-            "WT-CREATE",
-            "--baseline",
-            str(baseline),
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = retryproof_here("run", "--only", "WT-CREATE", "--baseline", str(baseline), "--out", str(tmp_path))
     assert done.returncode == 1
     assert "stale baseline entry WT-CREATE" in done.stdout
     assert json.loads((tmp_path / "report.json").read_text())["scenarios"][0]["baseline"] == "xpass"

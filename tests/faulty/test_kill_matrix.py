@@ -46,9 +46,8 @@ def test_a_reuse_naming_the_newest_task_is_caught_only_where_the_reused_task_is_
     """The teeth gap REUSE-EARLIER-ID closes: everywhere else the reused task is also
     the newest, so the variant answering reuse with the newest task passes there."""
     only = "A2-RESPONSE-LOSS,RESTART-REUSE,INVOCATION-FIELDS-IGNORED,REUSE-EARLIER-ID"
-    done, report = certify(
-        tmp_path, f"{sys.executable} -m retryproof.reference_impl --fault reuse-answers-newest", "--only", only
-    )
+    harness = f"{sys.executable} -m retryproof.reference_impl --fault reuse-answers-newest"
+    done, report = certify(tmp_path, harness, "--only", only, in_process=True)  # how it is judged, not the process
     scenarios = by_id(report)
     assert {sid: s["status"] for sid, s in scenarios.items()} == {
         "A2-RESPONSE-LOSS": "passed",
