@@ -1,6 +1,6 @@
 """The fault scenarios over a binding, seed after seed: is the verdict the same every
 time, and what does it cost? The services are the test suite's claim services
-(``tests/bindings/claim_store.py`` behind ``claim_http.py`` and ``claim_mcp.py``): the
+(``tests/bindings/claim_store.py`` behind ``claim_http.py``, ``claim_stdio.py`` and ``claim_mcp.py``): the
 fixed store must pass every scenario aimed at a defect, each broken one must fail them,
 on every seed and over every wire.
 
@@ -10,8 +10,8 @@ on every seed and over every wire.
 
 Each (wire, service, seed) is one ``retryproof run --binding`` of the scenarios aimed
 at the service's defect (for the fixed one: all of them) with ``--call-timeout 3``.
-CRASH-POINTS starts the server twice per point, which over MCP costs the SDK's import
-each time; ``--crash-points-seeds`` limits the seeds it runs on (default: all). The
+CRASH-POINTS starts the server twice per point, which over MCP streamable HTTP costs
+the SDK's import each time; ``--crash-points-seeds`` limits the seeds it runs on (default: all). The
 table gives, per wire, service and scenario, the statuses over the seeds, the median
 seconds and the crash points found (median). Exit 1 when a service's verdict is not
 the expected one on some seed.

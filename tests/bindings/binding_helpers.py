@@ -92,7 +92,7 @@ def http_binding(script: str, name: str, **extra) -> dict:
     }
 
 
-#: The wires a claim service (claim_http.py, claim_mcp.py) is served over.
+#: The wires a claim service (claim_http.py, claim_stdio.py, claim_mcp.py) is served over.
 WIRES = ("http", "mcp-stdio", "mcp-http")
 
 
@@ -105,9 +105,9 @@ def claim_binding(wire: str, defect: str = "") -> dict[str, Any]:
         document = http_binding("claim_http.py", name, recovery_s=1.0)
         document["start"]["env"] = env
         return document
-    start: dict[str, Any] = {"command": ["{python}", str(HERE / "claim_mcp.py"), wire.removeprefix("mcp-")], "env": env}
+    start: dict[str, Any] = {"command": ["{python}", str(HERE / "claim_stdio.py")], "env": env}
     if wire == "mcp-http":
-        start["url"] = "http://127.0.0.1:{port}/mcp"
+        start = {"command": ["{python}", str(HERE / "claim_mcp.py")], "env": env, "url": "http://127.0.0.1:{port}/mcp"}
     return {
         "binding": "retryproof-binding/1",
         "name": name,

@@ -1,14 +1,13 @@
-"""The claim store (``claim_store.py``) as an MCP server (official SDK), over stdio or
-streamable HTTP (``python claim_mcp.py stdio|http``): tool ``create_task(task,
-idempotency_key)``, tool ``list_effects``. The waits are awaits, so calls run side by
-side, and the one between claim and effect is where the SDK cancels a call (its caller
-gone).
+"""The claim store (``claim_store.py``) as an MCP server (official SDK) over streamable
+HTTP: tool ``create_task(task, idempotency_key)``, tool ``list_effects``. The waits are
+awaits, so calls run side by side, and the one between claim and effect is where the
+SDK cancels a call (its caller gone). Over stdio the same tools are served by
+``claim_stdio.py``, on the standard library (it says why).
 RETRYPROOF_STATE_DIR, RETRYPROOF_PORT, RETRYPROOF_DEFECT."""
 
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any, cast
 
 import anyio
@@ -48,9 +47,4 @@ def list_effects() -> dict[str, Any]:
     return {"effects": claim_store.effects()}
 
 
-if sys.argv[1:] == ["http"]:
-    server.run(
-        "streamable-http", host="127.0.0.1", port=int(os.environ["RETRYPROOF_PORT"]), streamable_http_path="/mcp"
-    )
-else:
-    server.run("stdio")
+server.run("streamable-http", host="127.0.0.1", port=int(os.environ["RETRYPROOF_PORT"]), streamable_http_path="/mcp")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from binding_helpers import HERE, run_binding, run_cli, statuses, write_binding
+from kit import once_per_session
 
 BINDINGS = ("three-fields", "never-says-replayed", "in-flight-409", "mcp-plain-text-errors")
 
@@ -45,10 +46,18 @@ SHAPED = {
 }
 
 
+def shaped(factory: pytest.TempPathFactory, name: str) -> tuple:
+    """The run of the scenarios ``name``'s shape changes: once per session, read by
+    every test about that shape."""
+    return once_per_session(
+        factory, f"shaped-{name}", lambda out: run_binding(out, HERE / f"{name}.yaml", SHAPED[name])
+    )
+
+
 @pytest.mark.parametrize("name", BINDINGS[:3])
-def test_a_tool_bound_as_it_is_passes_every_scenario_its_shape_changes(tmp_path, name):
+def test_a_tool_bound_as_it_is_passes_every_scenario_its_shape_changes(tmp_path_factory, name):
     only = SHAPED[name]
-    done, report = run_binding(tmp_path, HERE / f"{name}.yaml", only)
+    done, report = shaped(tmp_path_factory, name)
     assert statuses(report) == dict.fromkeys(only.split(","), "passed"), done.stdout
     assert report["verdict"]["blocking"] == [] and done.returncode == 0, done.stdout
     scenarios = {scenario["id"]: scenario for scenario in report["scenarios"]}
@@ -64,9 +73,9 @@ def test_a_tool_bound_as_it_is_passes_every_scenario_its_shape_changes(tmp_path,
         assert sum(a4["in_flight_retries"].values()) > 0, a4
 
 
-def test_the_three_field_service_is_sent_its_own_fields_and_its_constant(tmp_path):
-    done, report = run_binding(tmp_path, HERE / "three-fields.yaml", "WT-CREATE")
-    assert statuses(report) == {"WT-CREATE": "passed"}, done.stdout
+def test_the_three_field_service_is_sent_its_own_fields_and_its_constant(tmp_path_factory):
+    done, report = shaped(tmp_path_factory, "three-fields")
+    assert statuses(report)["WT-CREATE"] == "passed", done.stdout
     stored = next(s for s in report["scenarios"] if s["id"] == "WT-CREATE")["calls"]
     assert all("error" not in call for call in stored)
 

@@ -1,0 +1,92 @@
+"""The claim store (``claim_store.py``) as an MCP server over stdio, on the standard
+library: tool ``create_task(task, idempotency_key)``, tool ``list_effects``, as
+``claim_mcp.py`` serves them over streamable HTTP with the official SDK.
+
+Why not the SDK here: its import costs 0.5-1 CPU-s at every start, and the fault
+scenarios start this server dozens of times (every kill, every cut over a pipe). The
+kit's stdio client is proven against the SDK by the reference's server
+(test_binding_mcp.py) and the SDK servers of test_tool_shapes.py; what this one is
+for is the claim store's windows. What those need of a stdio server this does as the
+SDK's does: calls run side by side, and once its input closes (the caller went away)
+the calls still between claim and effect are cancelled, the others finish, and the
+server exits. RETRYPROOF_STATE_DIR, RETRYPROOF_DEFECT."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+import claim_store
+
+#: Set once the input closes: every call still waiting before its effect is cancelled.
+LEFT = threading.Event()
+WRITE = threading.Lock()
+
+
+def send(message: dict[str, Any]) -> None:
+    with WRITE, contextlib.suppress(BrokenPipeError):  # a caller gone: nobody to answer
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+
+def result(structured: dict[str, Any], error: bool = False) -> dict[str, Any]:
+    return {
+        "content": [{"type": "text", "text": json.dumps(structured)}],
+        "structuredContent": structured,
+        "isError": error,
+    }
+
+
+def create_task(arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """One task; a retry with the same key answers the first. None: cancelled."""
+    key = arguments["idempotency_key"]
+    answered = claim_store.begin(key)
+    if answered is None:
+        if LEFT.wait(claim_store.WORK_S):
+            claim_store.abandon(key)
+            return None
+        effect = claim_store.make(key, arguments["task"])
+        time.sleep(claim_store.SETTLE_S)  # past the effect nothing cancels the call
+        answered = claim_store.finish(key, effect)
+    status, body = answered
+    return result({**body, "replayed": status == 200}) if status < 300 else result(body, error=True)
+
+
+def call(request_id: Any, params: dict[str, Any]) -> None:
+    if params.get("name") == "list_effects":
+        answer: dict[str, Any] | None = result({"effects": claim_store.effects()})
+    else:
+        answer = create_task(params.get("arguments") or {})
+    if answer is not None:
+        send({"jsonrpc": "2.0", "id": request_id, "result": answer})
+
+
+def main() -> None:
+    calls = []
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, request_id = message.get("method"), message.get("id")
+        if method is None or request_id is None:  # a notification, or an answer to nothing we asked
+            continue
+        if method == "tools/call":
+            calls.append(threading.Thread(target=call, args=(request_id, message.get("params") or {})))
+            calls[-1].start()
+            continue
+        answer: dict[str, Any] = {"result": {}}  # ping
+        if method == "initialize":
+            version = (message.get("params") or {}).get("protocolVersion")
+            info = {"name": "claim-store", "version": "1"}
+            answer = {"result": {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}}
+        elif method != "ping":
+            answer = {"error": {"code": -32601, "message": f"no method {method}"}}
+        send({"jsonrpc": "2.0", "id": request_id, **answer})
+    LEFT.set()
+    for thread in calls:
+        thread.join()
+
+
+main()
