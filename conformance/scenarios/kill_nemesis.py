@@ -17,22 +17,24 @@ call is placed again (fresh keys, twice as many, earlier), at most ``ATTEMPTS`` 
 a round never placed leaves the scenario unjudged, never passed. The evidence says
 for each placement what triggered the kill and how many calls it interrupted.
 
-An effect -> answer round counts only when its kill landed there: after the restart
-the listing holds the effect of a call the kill interrupted
-(``interrupted_after_effect``). Otherwise it is placed again the same way, and after
-``ATTEMPTS`` placements counts by the last that interrupted a call (a runtime whose
-answer leaves with its effect has no such window to meet, and is judged, not an
-error). Why: the trigger is a listing that shows an unanswered effect, and the kill
-follows the listing's answer; Prefect's listed call had answered by then in one
-round, none of the calls the kill interrupted held its lock, and the seed
-passed whose other seed stranded a key (its lock is held from before the effect
-until after the record). Counted only when they met the window, the kills of every
-seed meet it, unless six placements in a row miss. A claim -> effect round cannot be
-checked so: what the kit cannot see is how far the runtime got with an interrupted
-call before its effect (a machine so loaded that the runtime has not read the request
-yet still counts it). Nor can an effect -> answer round tell a kill after the effect
-from one before it that the runtime's start-up completed (allowed: engines finish an
-interrupted creation under its preallocated identity); such a round counts as landed.
+An effect -> answer round counts only when its kill landed there, as proven before
+the restart: the trigger listing showed the effect of a call the kill then
+interrupted (``interrupted_after_effect``; ``effect_age_ms_at_most`` bounds how long
+after that effect the kill came, from the listing before, which did not show it).
+Otherwise it is placed again the same way, and after ``ATTEMPTS`` placements counts
+by the last that interrupted a call (a runtime whose answer leaves with its effect
+has no such window to meet, and is judged, not an error). Why: Prefect's listed call
+had answered by the time the kill landed in one round, none of the calls the kill
+interrupted held its lock, and the seed passed whose other seed stranded a key (its
+lock is held from before the effect until after the record). And the listings that
+wait for the effect follow each other at once, not ``POLL_S`` apart: DBOS records a
+step's output a few ms after the step's effect when the machine is idle (a SQLite
+commit), and a kill in between makes a second task at recovery; with 20 ms between
+listings the kill came up to tens of ms after the effect, past that record on
+some runs and not others, and one seed's verdict changed with the machine's load.
+A claim -> effect round cannot be checked so: what the kit cannot see is how far the
+runtime got with an interrupted call before its effect (a machine so loaded that the
+runtime has not read the request yet still counts it).
 
 Afterwards every key is retried until it answers with its effect, within the
 runtime's recovery bound (``Connection.recovery_s``) plus one call timeout: a key that
@@ -67,6 +69,10 @@ ATTEMPTS = 6
 WINDOWS_ENV = "RETRYPROOF_KILL_WINDOWS"
 #: How often the calibration polls the listing.
 POLL_S = 0.02
+#: The pause between two listings that wait for an effect to kill after: the kill
+#: should follow the effect as closely as the listing can show it (a listing through a
+#: process takes a few ms itself; this only keeps an in-process listing from spinning).
+TRIGGER_POLL_S = 0.002
 
 
 @scenario("KILL-NEMESIS", long=6)
@@ -153,21 +159,21 @@ def _kill_once(ctx: Context, sent: list[tuple[str, dict[str, Any]]], delay_ms: f
     woke = threading.Event()
     for _, _, future in batch.pending:
         future.add_done_callback(lambda _: woke.set())
-    listing = None
+    seen = _Seen(since=batch.began)
     if delay_ms is None:
-        listing, by = _effect_unanswered(ctx, [submission_id for submission_id, _ in sent], batch, woke)
+        by = _effect_unanswered(ctx, [submission_id for submission_id, _ in sent], batch, woke, seen)
     else:
         by = "the first answer" if woke.wait(delay_ms / 1000) else "the seeded fraction"
-    killed_ms = round((time.perf_counter() - batch.began) * 1000, 1)
+    killed = time.perf_counter()
     answered_before = _answered(batch)
     ctx.kill()
     calls = ctx.collect(batch)
-    if listing is not None:
-        ctx.collect(listing)  # recorded as it ended (answered, or lost to the kill); not judged
+    if seen.pending is not None:
+        ctx.collect(seen.pending)  # recorded as it ended (answered, or lost to the kill); not judged
     ctx.start()
     interrupted = [submission_id for (submission_id, _), call in zip(sent, calls, strict=True) if not call.answered]
     placed = {
-        "kill_after_ms": killed_ms,
+        "kill_after_ms": round((killed - batch.began) * 1000, 1),
         "killed_at": by,
         "sent": len(sent),
         "answered_before_kill": answered_before,
@@ -175,39 +181,59 @@ def _kill_once(ctx: Context, sent: list[tuple[str, dict[str, Any]]], delay_ms: f
         "answers": tally(calls),
     }
     if delay_ms is None:
-        # Where the kill landed, from durable state: an interrupted call whose effect is
-        # listed was killed between its effect and its answer.
-        state = ctx.tasks()
-        placed["interrupted_after_effect"] = sum(bool(state.for_submission(key)) for key in interrupted)
+        # Where the kill landed, proven before the restart: a call the kill interrupted
+        # whose effect the listing showed was killed between its effect and its answer,
+        # and no later after that effect than since the listing before, which did not show it.
+        placed["interrupted_after_effect"] = len(seen.keys & set(interrupted))
+        if placed["interrupted_after_effect"]:
+            placed["effect_age_ms_at_most"] = round((killed - seen.since) * 1000, 1)
     return placed
 
 
-def _effect_unanswered(ctx: Context, keys: list[str], batch: Batch, woke: threading.Event) -> tuple[Batch | None, str]:
+class _Seen:
+    """What the listings of an effect -> answer placement showed: the unanswered calls
+    whose effect the last listing held, when the listing before it was sent (their
+    effects are younger), and a listing still pending at the kill."""
+
+    def __init__(self, since: float) -> None:
+        self.keys: set[str] = set()
+        self.since = since
+        self.pending: Batch | None = None
+
+
+def _effect_unanswered(ctx: Context, keys: list[str], batch: Batch, woke: threading.Event, seen: _Seen) -> str:
     """Return once the listing holds the effect of a call of the batch not answered
     yet (that call is in its effect -> answer window as far as the kit can see), or
     half the batch is answered (the runtime is mid-batch: the rest were sent long
     before and are in its hands, however slowly the machine runs), or one call
-    timeout passed; and which of them it was. The listing is sent, not awaited, so an
-    answer arriving while it runs (a listing command takes tens of ms) is seen at
-    once; the listing still pending then is returned, for the caller to collect after
-    the kill."""
+    timeout passed; say which of them it was, and record in ``seen`` what the
+    listings showed. The listings follow each other at once (``TRIGGER_POLL_S``): a
+    runtime may record that it made an effect a few ms after making it, and a kill in
+    between is where its defect lives, so the kill follows the effect as closely as a
+    listing can show it. A listing is sent, not awaited, so an answer arriving while
+    it runs is seen at once; the listing still pending then is left in ``seen``, for
+    the caller to collect after the kill."""
     deadline = batch.began + ctx.call_timeout
     quota = (len(keys) + 1) // 2
     while (left := deadline - time.perf_counter()) > 0 and _answered(batch) < quota:
+        sent = time.perf_counter()
         listing = ctx.submit_all([("list_tasks", {})])
         listing.pending[0][2].add_done_callback(lambda _: woke.set())
         while not listing.pending[0][2].done() and _answered(batch) < quota and woke.wait(left):
             woke.clear()
             left = deadline - time.perf_counter()
         if not listing.pending[0][2].done():
-            return listing, _why(batch, quota)
+            seen.pending = listing
+            return _why(batch, quota)
         (call,) = ctx.collect(listing)
         listed = {task.get("client_submission_id") for task in ctx.expect_ok(call, "list_tasks").get("tasks", ())}
-        if any(key in listed and moment is None for key, moment in zip(keys, batch.answered, strict=True)):
-            return None, "the effect of an unanswered call listed"
-        woke.wait(POLL_S)
+        seen.keys = {key for key, moment in zip(keys, batch.answered, strict=True) if key in listed and moment is None}
+        if seen.keys:
+            return "the effect of an unanswered call listed"
+        seen.since = sent
+        woke.wait(TRIGGER_POLL_S)
         woke.clear()
-    return None, _why(batch, quota)
+    return _why(batch, quota)
 
 
 def _answered(batch: Batch) -> int:
