@@ -226,6 +226,11 @@ class Option:
         return {"type": self.type, "metavar": self.metavar, "help": self.help}
 
 
+#: The options whose values change what a scenario does: a reproduce line names each one
+#: off its default, a replay file records them, and ``retryproof replay`` takes them from
+#: the file unless its own flag says otherwise.
+REPLAYED_OPTIONS = ("concurrency", "call_timeout", "start_timeout")
+
 #: The options of a run, in the order ``--help`` lists them.
 RUN_OPTIONS = (
     Option("harness", "CMD", "run against the harness this command line starts", given, target=True),

@@ -43,7 +43,7 @@ from retryproof.conformance.events import (
     Sink,
 )
 from retryproof.conformance.machine_paths import without_machine_paths
-from retryproof.conformance.options import Options
+from retryproof.conformance.options import REPLAYED_OPTIONS, Options
 from retryproof.conformance.records import Shard, Status
 from retryproof.conformance.scenarios import Scenario, registry
 from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
@@ -330,24 +330,19 @@ def against_baseline(result: ScenarioResult, baseline: frozenset[str]) -> Scenar
     return result
 
 
-#: Options whose value changes what a scenario does, with their flags: a reproduce
-#: line names each one that differs from its default.
-BEHAVIOUR_FLAGS = {"concurrency": "--concurrency", "call_timeout": "--call-timeout", "start_timeout": "--start-timeout"}
-
-
 def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str, str] | None = None) -> str:
     """The command that runs ``scenario_id`` again the same way: its seed, every
     behaviour option off its default, the target, and the ``environment`` variables
     the scenario's behaviour depended on."""
-    defaults = {item.name: item.default for item in fields(Options) if item.name in BEHAVIOUR_FLAGS}
+    defaults = {item.name: item.default for item in fields(Options) if item.name in REPLAYED_OPTIONS}
     words = [f"{name}={shlex.quote(value)}" for name, value in sorted((environment or {}).items())]
     words += ["retryproof", "run", "--only", scenario_id, "--seed", str(options.seed)]
     if options.shard is not None and scenario_id in SPLIT_ACROSS_SHARDS:
         words += ["--shard", str(options.shard)]  # its seed and budget are the shard's
-    for name, flag in BEHAVIOUR_FLAGS.items():
+    for name in REPLAYED_OPTIONS:
         value = getattr(options, name)
         if value != defaults[name]:
-            words += [flag, format(value, "g")]
+            words += ["--" + name.replace("_", "-"), format(value, "g")]
     if options.target:
         words.append(options.target)
     return " ".join(words)
@@ -372,6 +367,11 @@ def run_one(
         if context is not None:
             context.close()  # first: what the harness left behind is evidence too
             evidence = {**context.evidence, **evidence}
+            if isinstance(evidence.get("replay"), dict):
+                # A replay re-runs the scenario as this run did: a vendor's slow start
+                # (--start-timeout) or short bound (--call-timeout) included.
+                behaviour = {name: getattr(options, name) for name in REPLAYED_OPTIONS}
+                evidence["replay"] = {**evidence["replay"], "options": behaviour}
             if status in ("failed", "error"):
                 stderr = context.stderr_text()[-STDERR_EVIDENCE_CHARS:]
         calls = tuple(event.summary() for event in context.history) if context else ()

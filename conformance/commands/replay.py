@@ -15,6 +15,7 @@ the same exit codes.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from collections.abc import Mapping
@@ -58,6 +59,7 @@ def main(args) -> int:
     if isinstance(recorded, dict) and recorded.get("format") == replay_file.SCENARIO_FORMAT:
         return _rerun_scenario(args, recorded)
     document = load_replay(args.file)
+    behaviour = _behaviour(args, document)
     from retryproof.conformance.options import harness_target, load_binding, reference_shown
 
     binding = load_binding(args.binding) if getattr(args, "binding", None) else None
@@ -66,7 +68,9 @@ def main(args) -> int:
         f"replaying {len(document['steps'])} step(s) from {args.file} (seed {document.get('seed')}); recorded violation: {document.get('violation')}"
     )
     with Scratch("retryproof-replay-") as scratch:
-        connection = target_of(command, binding, reference_shown(command)).connect(scratch)
+        connection = target_of(command, binding, reference_shown(command)).connect(
+            scratch, call_timeout=behaviour["call_timeout"], start_timeout=behaviour["start_timeout"]
+        )
         try:
             hello = connection.start()
         except HarnessStartError as exc:
@@ -77,7 +81,7 @@ def main(args) -> int:
         try:
             if args.harness is None:
                 _recorded_from_reference(args.file, document, Hello.read(hello))
-            violation, log = run_steps(connection, document["steps"])
+            violation, log = run_steps(connection, document["steps"], call_timeout=behaviour["call_timeout"])
         except StepError as exc:  # raised before any step: one this harness cannot take
             raise KitError(
                 f"replay file {args.file}: {exc}", "replay it against a harness that declares what the history uses"
@@ -113,6 +117,31 @@ def _recorded_from_reference(path: str, document: Mapping[str, Any], hello: Hell
         )
 
 
+def _behaviour(args, document: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's ``REPLAYED_OPTIONS`` as the file records them (a file from an older kit
+    records none: the defaults), each overridden by the replay's own flag when given.
+    A slow runtime's start (``--start-timeout 60``) would otherwise fail the replay."""
+    from retryproof.conformance.options import REPLAYED_OPTIONS, RUN_OPTIONS
+
+    recorded = document.get("options", {})
+    if not isinstance(recorded, dict):
+        raise KitError(f"replay file {args.file}: its options are not an object", _FILE_HINT)
+    behaviour = {}
+    for option in RUN_OPTIONS:
+        if option.dest not in REPLAYED_OPTIONS:
+            continue
+        given = getattr(args, option.dest, None)
+        if given is not None:
+            behaviour[option.dest] = given
+            continue
+        value = recorded.get(option.dest, option.default)
+        try:  # checked as its flag would be: the file may have been edited
+            behaviour[option.dest] = option.type(str(value))
+        except (TypeError, ValueError, argparse.ArgumentTypeError) as exc:
+            raise KitError(f"replay file {args.file}: options.{option.dest}: {exc}", _FILE_HINT) from None
+    return behaviour
+
+
 def _rerun_scenario(args, document: Mapping[str, Any]) -> int:
     """A scenario replay: ``retryproof run --only ID --seed N`` against the target, with
     the recorded environment (the crash point, the kill windows). Exit 1 when the
@@ -129,16 +158,32 @@ def _rerun_scenario(args, document: Mapping[str, Any]) -> int:
             _FILE_HINT,
         )
     assert isinstance(env, dict)
+    behaviour = _behaviour(args, document)
     if args.harness is None and args.binding is None:
         raise KitError(
             f"{args.file} replays a run of {json.dumps((document.get('implementation') or {}).get('name'))}",
             "name its target: retryproof replay FILE --harness CMD (or --binding FILE)",
         )
     target = ["--harness", args.harness] if args.harness is not None else ["--binding", args.binding]
-    print(f"replaying {scenario} with seed {seed} and {' '.join(f'{k}={v}' for k, v in sorted(env.items()))}")
+    flags = [word for name, value in behaviour.items() for word in ("--" + name.replace("_", "-"), f"{value:g}")]
+    print(
+        f"replaying {scenario} with seed {seed}, {' '.join(flags)} and {' '.join(f'{k}={v}' for k, v in sorted(env.items()))}"
+    )
     os.environ.update(env)
     with Scratch("retryproof-replay-") as scratch:
-        argv = ["run", "--only", scenario, "--seed", str(seed), *target, "--out", scratch.work, "--format", "json"]
+        argv = [
+            "run",
+            "--only",
+            scenario,
+            "--seed",
+            str(seed),
+            *target,
+            *flags,
+            "--out",
+            scratch.work,
+            "--format",
+            "json",
+        ]
         code = run.main(build_parser("run").parse_args(argv))
     print("REPRODUCED" if code == 1 else "not reproduced: the scenario passed on this target")
     return code

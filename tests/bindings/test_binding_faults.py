@@ -115,6 +115,8 @@ def test_a_failing_crash_point_replays_exactly(tmp_path):
     (replay,) = (tmp_path / "out" / "replays").iterdir()
     document = json.loads(replay.read_text(encoding="utf-8"))
     assert document["scenario"] == "CRASH-POINTS" and document["seed"] == 1
+    assert document["options"]["call_timeout"] == 3.0
     again = run_cli("replay", str(replay), "--binding", str(binding))
     assert again.returncode == 1 and "REPRODUCED" in again.stdout, again.stdout + again.stderr
+    assert "--call-timeout 3 " in again.stdout  # the run's bound, not the default's
     assert "1 of 1 crash points broke the write" in again.stdout  # that point alone

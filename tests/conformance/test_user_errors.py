@@ -151,6 +151,21 @@ def test_replay_refuses_a_bad_step_before_running_any(tmp_path):
     assert not started.exists()
 
 
+@pytest.mark.parametrize(
+    "options, named",
+    [({"call_timeout": 0}, "call_timeout"), ({"start_timeout": "soon"}, "start_timeout"), ([], "options")],
+)
+def test_replay_refuses_recorded_options_its_flags_would_refuse(tmp_path, options, named):
+    """A replay re-runs with the options its run recorded (a vendor's --start-timeout
+    60): an edited or corrupt value is a user error, before any harness starts."""
+    replay = tmp_path / "r.json"
+    steps = [{"step": "submit", "id": "fz-a", "task": 0}]
+    replay.write_text(json.dumps({"format": REPLAY_FORMAT, "seed": 1, "steps": steps, "options": options}))
+    harness, started = marker_harness(tmp_path)
+    assert_user_error(run_cli("replay", str(replay), "--harness", harness), "options", named)
+    assert not started.exists()
+
+
 def test_replay_refuses_steps_the_harness_cannot_take(tmp_path):
     replay = tmp_path / "r.json"
     steps = [{"step": "crash", "failpoint": "write_task.after_reserve", "id": "fz-a", "task": 0}]
