@@ -203,12 +203,15 @@ def run_to_end(
     out, err = bytearray(), StderrTail(limit)
     open_fds = {popen.stdout.fileno(): out.extend, popen.stderr.fileno(): err.append}
     deadline = time.monotonic() + timeout
+    ended = False
     try:
         while open_fds:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise subprocess.TimeoutExpired(list(command), timeout)
-            ready, _, _ = select.select(list(open_fds), [], [], min(left, 0.05))
+            # Once it has ended, only what its pipes hold is read, without waiting: a
+            # survivor may hold them open.
+            ready, _, _ = select.select(list(open_fds), [], [], 0 if ended else min(left, 0.05))
             for fd in ready:
                 chunk = os.read(fd, 1 << 16)
                 if chunk:
@@ -217,8 +220,13 @@ def run_to_end(
                     del open_fds[fd]
             if len(out) > limit:
                 raise OutputTooLong(f"more than {limit} bytes on stdout")
-            if not ready and popen.poll() is not None:
-                break  # the command ended and its pipes are drained; a survivor may hold them open
+            if not ready:
+                if ended:
+                    break  # ended, and its pipes drained
+                # It may have written its answer and ended after this select timed out:
+                # the next pass reads the pipes before anything is concluded. (Breaking
+                # here lost a listing's whole answer under load: "exited 0 but printed nothing".)
+                ended = popen.poll() is not None
         status = popen.wait(max(0.0, deadline - time.monotonic()))
         return status, bytes(out), err.text()
     finally:

@@ -1,13 +1,16 @@
-"""Scratch directories: removed off the caller's thread, registered until they are gone."""
+"""Scratch directories: removed off the caller's thread, registered until they are gone;
+short-lived commands run to their end with all they printed."""
 
 from __future__ import annotations
 
 import os
 import queue
+import select
+import sys
 import time
 
 from retryproof.adapters import process_groups
-from retryproof.adapters.process_groups import Scratch
+from retryproof.adapters.process_groups import Scratch, run_to_end
 
 
 def gone(path: str, within_s: float = 30.0) -> bool:
@@ -43,3 +46,22 @@ def test_a_directory_handed_to_the_remover_stays_registered_until_it_is_gone(mon
         monkeypatch.undo()
         scratch.remove()
     assert gone(scratch.root)
+
+
+def test_a_command_that_answers_and_ends_while_nobody_reads_keeps_its_answer(monkeypatch):
+    """The race a loaded machine meets: the wait for output times out, then the command
+    prints and ends before its exit is checked. A binding's listing command lost its
+    whole answer so ("exited 0 but printed nothing") and a scenario failed for it."""
+    real_select = select.select
+    timed_out_once: list[bool] = []
+
+    def select_that_times_out_once(readers, writers, errors, timeout):
+        if not timed_out_once:
+            timed_out_once.append(True)
+            time.sleep(1.0)  # meanwhile the command prints its answer and ends
+            return [], [], []
+        return real_select(readers, writers, errors, timeout)
+
+    monkeypatch.setattr(process_groups.select, "select", select_that_times_out_once)
+    status, stdout, _ = run_to_end([sys.executable, "-c", "print('answer')"], dict(os.environ), 30.0, 1 << 16)
+    assert timed_out_once and (status, stdout) == (0, b"answer\n")
