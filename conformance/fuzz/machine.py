@@ -132,6 +132,7 @@ def run_fuzz(
         return _failed(outcome, steps, violation, log, started)
     first_failure: dict[str, Any] = {}
     silent: list[HarnessSilent] = []
+    previous: list[Driver] = []  # the last history's driver: the next one starts from its listing
 
     class Machine(_FuzzMachine):
         def __init__(self) -> None:
@@ -140,10 +141,16 @@ def run_fuzz(
             self.replaying = bool(first_failure)
             outcome.examples += not self.replaying
             try:
-                driver = Driver(connection, f"h{outcome.examples}" + "r" * self.replaying, call_timeout)
+                driver = Driver(
+                    connection,
+                    f"h{outcome.examples}" + "r" * self.replaying,
+                    call_timeout,
+                    after=previous.pop() if previous else None,
+                )
             except HarnessSilent as error:
                 self._silent(error)
                 raise
+            previous.append(driver)
             super().__init__(driver)
 
         def _failed(self, violation: ModelViolation) -> None:

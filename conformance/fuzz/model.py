@@ -271,7 +271,13 @@ class Driver:
     Every step is logged (``log``) with what the runtime answered.
     """
 
-    def __init__(self, connection: Connection, namespace: str, call_timeout: float = CALL_TIMEOUT_S):
+    def __init__(
+        self,
+        connection: Connection,
+        namespace: str,
+        call_timeout: float = CALL_TIMEOUT_S,
+        after: Driver | None = None,
+    ):
         self.connection = connection
         self.namespace = namespace
         self.call_timeout = call_timeout
@@ -294,7 +300,22 @@ class Driver:
         #: its effect (a lost answer over a binding), so no listing is reused until a
         #: restart has ended it.
         self._in_doubt = False
+        #: The process (``_process``) that gave ``_listing``.
+        self._listed_by = -1
+        # A history run right after another on the same connection (``after``) starts
+        # from the state that one last listed, when nothing can have changed it since:
+        # one ``list_tasks`` less per history.
+        carried = after.current_listing() if after is not None and after.connection is connection else None
+        if carried is not None:
+            self._listing, self._listed_by = carried, self._process()
         self.baseline = self._tasks()
+
+    def current_listing(self) -> list[dict[str, Any]] | None:
+        """The state as this history last listed it, if no call, start or exit can have
+        changed it since; else None."""
+        if self._listing is None or not self.connection.alive or self._listed_by != self._process():
+            return None
+        return self._listing
 
     # -- what the harness offers ---------------------------------------------------
 
@@ -584,7 +605,7 @@ class Driver:
                 raise HarnessSilent(f"list_tasks, the authoritative state, gave no usable answer: {_describe(reply)}")
             raise ModelViolation(f"list_tasks was rejected: {_describe(reply)}")
         listing = sorted(reply.result["tasks"], key=lambda t: json.dumps(t, sort_keys=True))
-        self._listing = None if self._in_doubt else listing
+        self._listing, self._listed_by = (None if self._in_doubt else listing), self._process()
         return listing
 
     def _tasks_of(self, submission_id: str) -> list[dict[str, Any]]:
