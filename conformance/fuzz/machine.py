@@ -11,7 +11,7 @@ what a replay file holds.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -268,10 +268,17 @@ class _FuzzMachine(RuleBasedStateMachine):
 
     def _do(self, **step: Any) -> None:
         self.steps.append(step)
-        if self.replaying:
-            return
+        if not self.replaying:
+            self._judged(lambda: self.driver.apply(step))
+
+    def teardown(self) -> None:
+        if not self.replaying:
+            self._judged(self.driver.finish)
+
+    def _judged(self, run: Callable[[], None]) -> None:
+        """``run``, telling ``_failed`` or ``_silent`` what it raised."""
         try:
-            self.driver.apply(step)
+            run()
         except ModelViolation as violation:
             self._failed(violation)
             raise

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from retryproof.adapters.process import ProcessConnection
-from retryproof.conformance.fuzz import machine, run_fuzz
+from retryproof.conformance.fuzz import machine, model, run_fuzz
 from retryproof.conformance.fuzz.machine import ENDS_PER_HISTORY
 from retryproof.conformance.fuzz.profiles import DEV
 
@@ -59,10 +59,16 @@ def test_the_same_seed_explores_the_same_histories_within_the_restart_budget(mon
     assert histories == histories_again and len(histories) >= 6
     assert all(ends(steps) <= ENDS_PER_HISTORY for steps in histories.values())
     # Every start is the first one, or one a step caused: a crash step two (armed, then
-    # clean), a restart one; nothing else starts the runtime.
+    # clean), a restart one, which is the armed start of a crash right after it; nothing
+    # else starts the runtime.
     taken = [step["step"] for steps in histories.values() for step in steps]
+    merged = sum(
+        (first["step"], then["step"]) == ("restart", "crash")
+        for steps in histories.values()
+        for first, then in zip(steps, steps[1:], strict=False)
+    )
     assert starts["armed"] == taken.count("crash")
-    assert starts["clean"] == 1 + taken.count("crash") + taken.count("restart")
+    assert starts["clean"] == 1 + taken.count("crash") + taken.count("restart") - merged
 
 
 def test_a_failure_is_shrunk_from_its_failing_step_and_not_run_again_by_hypothesis(monkeypatch, tmp_path):
@@ -78,3 +84,45 @@ def test_a_failure_is_shrunk_from_its_failing_step_and_not_run_again_by_hypothes
     assert histories[explored[-1]][-1] == outcome.steps[0]
     again, histories_again, _ = explore(monkeypatch, tmp_path, FAULTY, seed=0, examples=10)
     assert again.steps == outcome.steps and histories_again.keys() == histories.keys()
+
+
+@pytest.mark.parametrize(
+    ("steps", "starts_seen", "checks"),
+    [
+        # The restart's start is the crash's armed one; its check runs on that process.
+        (["submit", "restart", "crash"], [{"write_task.after_task_write": "crash"}, None], 3),
+        # A restart that ends the history starts the runtime and is checked at its end.
+        (["submit", "restart"], [None], 2),
+        # Before any other step, it starts clean, as it always did.
+        (["restart", "submit"], [None], 2),
+    ],
+)
+def test_a_restart_starts_the_runtime_with_the_next_step(monkeypatch, tmp_path, steps, starts_seen, checks):
+    language = {
+        "submit": {"step": "submit", "id": "fz-a", "task": 0},
+        "restart": {"step": "restart", "graceful": False},
+        "crash": {"step": "crash", "failpoint": "write_task.after_task_write", "id": "fz-b", "task": 1},
+    }
+    started: list[Any] = []
+    checked = Counter()
+    start, check = ProcessConnection.start, machine.Driver.check
+
+    def recorded_start(connection, failpoints=None):
+        started.append(dict(failpoints) if failpoints else None)
+        return start(connection, failpoints)
+
+    def counted_check(driver):
+        checked[driver.namespace] += 1
+        return check(driver)
+
+    connection = ProcessConnection(REFERENCE, str(tmp_path), call_timeout=10, start_timeout=20)
+    connection.start()
+    monkeypatch.setattr(ProcessConnection, "start", recorded_start)
+    monkeypatch.setattr(machine.Driver, "check", counted_check)
+    try:
+        violation, log = model.run_steps(connection, [language[step] for step in steps], namespace="one")
+    finally:
+        connection.kill()
+    assert violation is None, violation
+    assert started == starts_seen and checked["one"] == checks
+    assert sum(line.startswith("restart") for line in log) == 1
