@@ -388,10 +388,6 @@ class Driver:
             args["client_submission_id"] = submission_id
         return args
 
-    def fresh(self, logical_id: str) -> bool:
-        """Whether no call of this history used the id yet."""
-        return self._sid(logical_id) not in self.model.attempted
-
     def _sid(self, logical_id: str) -> str:
         return f"{self.namespace}.{logical_id}"
 

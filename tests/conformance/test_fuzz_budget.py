@@ -4,6 +4,7 @@ step for step, and a failure is shrunk without Hypothesis's own re-run of it."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from typing import Any
@@ -57,6 +58,10 @@ def test_the_same_seed_explores_the_same_histories_within_the_restart_budget(mon
     again, histories_again, _ = explore(monkeypatch, tmp_path, REFERENCE, seed, examples=6)
     assert not first.failed and not again.failed
     assert histories == histories_again and len(histories) >= 6
+    # Each history runs once (``test_a_history_drawn_again_runs_once``).
+    explored = [json.dumps(steps) for name, steps in histories.items() if name.startswith("h")]
+    assert len(set(explored)) == len(explored) <= first.examples - first.repeated
+    assert first.repeated == again.repeated
     assert all(ends(steps) <= ENDS_PER_HISTORY for steps in histories.values())
     # Every start is the first one, or one a step caused: a crash step two (armed, then
     # clean), a restart one, which is the armed start of a crash right after it; nothing
@@ -80,7 +85,7 @@ def test_a_failure_is_shrunk_from_its_failing_step_and_not_run_again_by_hypothes
     # The failing history's last step alone reproduced it: one replay, and Hypothesis's
     # re-run of the failing history ran no step.
     assert replays == ["s1"] and histories["s1"] == outcome.steps
-    assert len(explored) == outcome.examples
+    assert len(explored) == outcome.examples - outcome.repeated
     assert histories[explored[-1]][-1] == outcome.steps[0]
     again, histories_again, _ = explore(monkeypatch, tmp_path, FAULTY, seed=0, examples=10)
     assert again.steps == outcome.steps and histories_again.keys() == histories.keys()
@@ -126,3 +131,40 @@ def test_a_restart_starts_the_runtime_with_the_next_step(monkeypatch, tmp_path, 
     assert violation is None, violation
     assert started == starts_seen and checked["one"] == checks
     assert sum(line.startswith("restart") for line in log) == 1
+
+
+class _Applied:
+    """A driver that records the steps it is given and runs nothing."""
+
+    def __init__(self) -> None:
+        self.applied: list[str] = []
+        self.finished = 0
+
+    def apply(self, step: dict[str, Any]) -> None:
+        self.applied.append(step["step"])
+
+    def finish(self) -> None:
+        self.finished += 1
+
+
+def test_a_history_drawn_again_runs_once():
+    """Hypothesis draws some histories again (its first examples are often ten legacy
+    calls each): a history that repeats one already run, whole or in part, runs nothing;
+    one that repeats the beginning of one and then goes its own way runs every step, in
+    order."""
+    ran: set[str] = set()
+
+    def history(*steps: str) -> tuple[machine._FuzzMachine, _Applied]:
+        driver = _Applied()
+        explorer = machine._FuzzMachine(driver, ran)  # type: ignore[arg-type]
+        for step in steps:
+            explorer._do(step=step)
+        explorer.teardown()
+        return explorer, driver
+
+    assert history("legacy", "legacy", "restart")[1].applied == ["legacy", "legacy", "restart"]
+    assert history("legacy", "legacy", "restart")[1].applied == []
+    assert history("legacy", "legacy")[1].applied == []
+    assert history("legacy", "restart")[1].applied == ["legacy", "restart"]
+    _, driver = history("legacy", "legacy", "restart", "legacy")
+    assert driver.applied == ["legacy", "legacy", "restart", "legacy"] and driver.finished == 1
