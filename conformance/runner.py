@@ -97,9 +97,9 @@ def probe(options: Options) -> Hello:
 
 
 def handshake(options: Options) -> tuple[Hello, Handshake | None]:
-    """``probe``, keeping the server it started running when the run shares one
-    (``shares_servers``): ``run`` lends it to the first sharing scenario, a start saved."""
-    return _handshake(options, keep=shares_servers(options))
+    """``probe``, keeping the server it started running: ``run`` lends it to the first
+    sharing scenario, a start saved."""
+    return _handshake(options, keep=True)
 
 
 def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
@@ -161,22 +161,16 @@ def harness_command(command: Sequence[str]) -> str:
     return shlex.join(shown(command))
 
 
-def shares_servers(options: Options) -> bool:
-    """Whether the run's ``shares_server`` scenarios take turns on one server
-    (``sharing.py``): yes, whatever the target. Through a binding a server's start is
-    the vendor's (an MCP SDK's import alone costs more CPU than such a scenario's
-    calls); a harness starts in a few tens of milliseconds, but a run of the reference
-    started one for each of some fifteen such scenarios, a sixth of its starts, and
-    under ``--jobs`` a start is CPU the other job waits for. (The pytest plugin and
-    the tests may still switch it off: ``Run(share=False)``.)"""
-    return True
-
-
 class Run:
     """A run emitting every event to ``sinks``: ``run`` drives it over the selection
     (``compute`` on worker threads, ``record`` in catalogue order), the pytest plugin
     item by item (``scenario``). ``share`` says whether ``shares_server`` scenarios
-    take turns on one server (None: as ``shares_servers`` decides for the target);
+    take turns on one server (``sharing.py``), whatever the target: through a binding a
+    server's start is the vendor's (an MCP SDK's import alone costs more CPU than such a
+    scenario's calls); a harness starts in tens of milliseconds, but a run of the
+    reference started one for each of its ten such scenarios, a tenth of its starts,
+    and under ``--jobs`` a start is CPU the other job waits for (the tests switch it
+    off to compare: ``share=False``);
     ``selection``, the entries the run will compute, lets the last turn on it end it
     (``sharing.py``: so its escaped processes are named in that turn's result);
     ``handshake``, the server ``handshake`` left running, is the shared server's
@@ -189,7 +183,7 @@ class Run:
         sinks: Sequence[Sink],
         total: int,
         began: float | None = None,
-        share: bool | None = None,
+        share: bool = True,
         selection: Sequence[Entry] | None = None,
         handshake: Handshake | None = None,
     ):
@@ -204,7 +198,7 @@ class Run:
         #: The scenarios the harness lost to a missed deadline, (id, that deadline); every job's.
         self.silent: list[tuple[str, str]] = []
         self.shared = None
-        if shares_servers(options) if share is None else share:
+        if share:
             users = None if selection is None else sum(1 for item in selection if self._lends(item))
             self.shared = SharedServer(
                 options.way_in,
@@ -391,10 +385,38 @@ def run_one(
     if shared is not None and bound.lends(options.binding is not None):
         lease = shared.lend(item.id)
         try:
-            return _run_bound(item, bound, options, hello, turn, finish, (shared, lease))
+            result = _run_bound(item, bound, options, hello, turn, finish, (shared, lease))
         finally:
             shared.give_back(lease)
+        if result.status != "failed" or not lease.inherits:
+            return result
+        return _failed_after_others(
+            result, lease.earlier, _run_bound(item, bound, options, hello, turn, finish), options
+        )
     return _run_bound(item, bound, options, hello, turn, finish)
+
+
+def _failed_after_others(
+    shared: ScenarioResult, earlier: tuple[str, ...], alone: ScenarioResult, options: Options
+) -> ScenarioResult:
+    """A failure on a server holding earlier scenarios' tasks, judged again on a fresh
+    server of its own (``alone``): the verdict must not hang on which scenarios a
+    selection (``--only``, ``--shard``, the pytest plugin's) put before it, and its
+    reproduce line must reproduce it. Failing alone too, the result is the one alone,
+    whose reproduce line needs nothing before it. Passing alone, the failure stands (the
+    runtime broke the contract on the state other calls of the contract left, a listing
+    that drops tasks past some count, say), said as such, and its reproduce line runs
+    the scenarios that used the server before it, in their order, then it."""
+    first = {"used_before_by": list(earlier), "reason": shared.reason}
+    if alone.status == "failed":
+        return replace(alone, evidence={**alone.evidence, "failed_first_on_shared_server": first})
+    names = ", ".join(earlier)
+    return replace(
+        shared,
+        reason=f"{shared.reason} (on a server holding the tasks of {names}; on a fresh server of its own it {alone.status})",
+        reproduce=reproduce_line(options, ",".join((*earlier, shared.entry.id))),
+        evidence={**shared.evidence, "alone": {"status": alone.status, "reason": alone.reason}},
+    )
 
 
 def _shared_only() -> Connection:

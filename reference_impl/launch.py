@@ -16,15 +16,23 @@ vendor reading the reference starts it with ``python -m retryproof.reference_imp
 import os
 import sys
 
-folder = os.path.dirname(os.path.realpath(__file__))
-# As a script, this file's folder is sys.path[0] (unless PYTHONSAFEPATH says otherwise);
-# its modules are reached as ``retryproof.reference_impl.*`` only, never as top-level names.
-if sys.path and os.path.realpath(sys.path[0]) == folder:
-    del sys.path[0]
-package = type(sys)("retryproof")
-package.__path__ = [os.path.dirname(folder)]
-sys.modules["retryproof"] = package
 
-from retryproof.reference_impl.__main__ import main  # noqa: E402 (after the package exists)
+def launch() -> None:
+    folder = os.path.dirname(os.path.realpath(__file__))
+    # As a script, this file's folder is sys.path[0] (unless PYTHONSAFEPATH says otherwise);
+    # its modules are reached as ``retryproof.reference_impl.*`` only, never as top-level names.
+    if sys.path and os.path.realpath(sys.path[0]) == folder:
+        del sys.path[0]
+    package = type(sys)("retryproof")
+    package.__path__ = [os.path.dirname(folder)]
+    sys.modules["retryproof"] = package
 
-sys.exit(main())
+    from retryproof.reference_impl.__main__ import main  # after the package exists
+
+    sys.exit(main())
+
+
+# Only as the script the kit starts: imported (a documentation tool walking the
+# package), it must not replace the package it was imported from.
+if __name__ == "__main__":
+    launch()

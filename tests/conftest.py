@@ -17,6 +17,7 @@ import site
 import subprocess
 import sys
 import tempfile
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -143,12 +144,14 @@ def _rewrite_once(config: pytest.Config) -> None:
     it. The collection's outcome is the workers' to report; this one only fills the cache,
     bounded like every wait."""
     tag = f"-pytest-{pytest.__version__}.pyc"
+    skipped = config.getini("norecursedirs")  # a virtualenv's tests (.venv) pytest never collects
     tests = [
         path
         for argument in config.args
         for given in [Path(argument.split("::")[0]).resolve()]
         for path in ([given] if given.is_file() else given.rglob("*.py"))
         if path.name.startswith("test_") or path.name == "conftest.py"
+        if not any(fnmatch(part, pattern) for part in path.relative_to(given).parts[:-1] for pattern in skipped)
     ]
     if all(any(_cache_of(path).glob(f"{path.stem}.*{tag}")) for path in tests):
         return

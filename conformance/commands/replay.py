@@ -169,21 +169,17 @@ def _rerun_scenario(args, document: Mapping[str, Any]) -> int:
     print(
         f"replaying {scenario} with seed {seed}, {' '.join(flags)} and {' '.join(f'{k}={v}' for k, v in sorted(env.items()))}"
     )
+    before = {name: os.environ.get(name) for name in env}
     os.environ.update(env)
-    with Scratch("retryproof-replay-") as scratch:
-        argv = [
-            "run",
-            "--only",
-            scenario,
-            "--seed",
-            str(seed),
-            *target,
-            *flags,
-            "--out",
-            scratch.work,
-            "--format",
-            "json",
-        ]
-        code = run.main(build_parser("run").parse_args(argv))
+    try:
+        with Scratch("retryproof-replay-") as scratch:
+            argv = ["run", "--only", scenario, "--seed", str(seed), *target, *flags, "--out", scratch.work]
+            code = run.main(build_parser("run").parse_args([*argv, "--format", "json"]))
+    finally:  # a caller going on in this process (a test, the pytest plugin) gets its environment back
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     print("REPRODUCED" if code == 1 else "not reproduced: the scenario passed on this target")
     return code

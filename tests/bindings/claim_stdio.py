@@ -57,10 +57,14 @@ def create_task(arguments: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def call(request_id: Any, params: dict[str, Any]) -> None:
-    if params.get("name") == "list_effects":
+    name = params.get("name")
+    if name == "list_effects":
         answer: dict[str, Any] | None = result({"effects": claim_store.effects()})
-    else:
+    elif name == "create_task":
         answer = create_task(params.get("arguments") or {})
+    else:  # as the SDK answers a tool it does not have: at once, never a silent call
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"Unknown tool: {name}"}})
+        return
     if answer is not None:
         send({"jsonrpc": "2.0", "id": request_id, "result": answer})
 

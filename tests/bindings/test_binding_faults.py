@@ -1,8 +1,9 @@
 """Faults over a binding that do not depend on luck, proved on the claim services
 (claim_store.py served by claim_http.py, by claim_stdio.py over MCP stdio and by
-claim_mcp.py, the official SDK, over MCP streamable HTTP): the fixed store passes
-every fault scenario, and each broken one is caught by every scenario aimed at its
-defect.
+claim_mcp.py, the official SDK, over MCP streamable HTTP): the fixed store passes the
+fault scenarios each wire runs (over HTTP all of them; over MCP, A2-RESPONSE-LOSS and
+KILL-NEMESIS, see ``MCP_FAULTS``), and each broken one is caught by every scenario aimed
+at its defect.
 
 The suite proves each of those once, on seed 1, and each wire's own code once:
 ``benchmarks/bench_faults.py`` runs every defect over every wire on seeds 1-20, and

@@ -20,12 +20,13 @@ from typing import Any
 
 import pytest
 import yaml
+from kit import by_id, certify
 
 from retryproof.conformance.cli import build_parser
 from retryproof.conformance.context import CatalogueViolation, Context
 from retryproof.conformance.events import ScenarioResult
 from retryproof.conformance.options import Options, from_arguments
-from retryproof.conformance.runner import Run, handshake, probe, run, select, shares_servers
+from retryproof.conformance.runner import Run, handshake, probe, run, select
 from retryproof.conformance.scenarios import registry
 from retryproof.conformance.sharing import Handshake, SharedServer
 from retryproof.reference_impl.faulty import killed_by
@@ -89,10 +90,7 @@ def statuses(found: dict[str, ScenarioResult]) -> dict[str, str]:
     return {scenario_id: result.status for scenario_id, result in found.items()}
 
 
-def test_a_binding_run_and_a_harness_run_share(tmp_path):
-    assert shares_servers(binding_options(tmp_path, None))
-    harness = from_arguments(build_parser("run").parse_args(["run"]))
-    assert shares_servers(harness)
+def test_a_takes_server_scenario_takes_its_turn_only_through_a_binding():
     bound = registry()
     # A takes_server scenario's turn is on the shared server only through a binding.
     assert bound["RESTART-REUSE"].lends(through_binding=True)
@@ -449,3 +447,29 @@ def test_a_harness_run_shares_its_harness_and_judges_as_alone(fault):
             assert shared[later].evidence["shared_server"]["started_by_this_scenario"], (earlier, later)
     for scenario_id in must_fail:
         assert shared[scenario_id].status == "failed", (scenario_id, shared[scenario_id].reason)
+
+
+def test_a_failure_only_after_earlier_turns_says_so_and_reproduces_with_them(tmp_path):
+    """A listing that drops tasks past a page fails DISTINCT-IDS-DISTINCT-TASKS only on a
+    server that earlier turns filled: the failure stands (the contract broke on state the
+    contract made), is judged again on a fresh server (``alone``), and its reproduce line
+    runs the earlier turns first, so the same failure comes back, where the scenario's
+    own ``--only`` would pass."""
+    harness = f"{sys.executable} {Path(__file__).with_name('paging_harness.py')} 12"
+    earlier = (
+        "REUSE-EARLIER-ID",
+        "CONFLICT-DIGEST",
+        "CONFLICT-SCHEMA",
+        "NORMALIZED-EQUAL",
+        "INVOCATION-FIELDS-IGNORED",
+    )
+    only = ",".join((*earlier, "DISTINCT-IDS-DISTINCT-TASKS"))
+    done, report = certify(tmp_path / "shared", harness, "--only", only, seed=3, in_process=True)
+    scenario = by_id(report)["DISTINCT-IDS-DISTINCT-TASKS"]
+    assert scenario["status"] == "failed", done.stdout
+    assert scenario["evidence"]["shared_server"]["used_before_by"] == list(earlier)
+    assert scenario["evidence"]["alone"] == {"status": "passed", "reason": None}
+    assert "on a fresh server of its own it passed" in scenario["reason"]
+    assert scenario["reproduce"].startswith(f"retryproof run --only {only} --seed 3 ")
+    _, alone = certify(tmp_path / "alone", harness, "--only", "DISTINCT-IDS-DISTINCT-TASKS", seed=3, in_process=True)
+    assert by_id(alone)["DISTINCT-IDS-DISTINCT-TASKS"]["status"] == "passed"
