@@ -375,6 +375,8 @@ class Driver:
             self.check()
         except ModelViolation as violation:
             violation.questions = violation.questions or step_questions({"step": "restart"})
+            if failpoints:
+                self._restart()  # no history is ever left on an armed harness
             raise
 
     def _write_args(self, submission_id: str | None, task: Mapping[str, Any]) -> dict[str, Any]:

@@ -168,3 +168,36 @@ def test_a_history_drawn_again_runs_once():
     assert history("legacy", "restart")[1].applied == ["legacy", "restart"]
     _, driver = history("legacy", "legacy", "restart", "legacy")
     assert driver.applied == ["legacy", "legacy", "restart", "legacy"] and driver.finished == 1
+
+
+def test_a_restart_whose_check_fails_on_the_armed_start_leaves_the_harness_clean(monkeypatch, tmp_path):
+    steps = [
+        {"step": "submit", "id": "fz-a", "task": 0},
+        {"step": "restart", "graceful": True},
+        {"step": "crash", "failpoint": "write_task.after_task_write", "id": "fz-b", "task": 1},
+    ]
+    started: list[Any] = []
+    checks = Counter()
+    start, check = ProcessConnection.start, machine.Driver.check
+
+    def recorded_start(connection, failpoints=None):
+        started.append(dict(failpoints) if failpoints else None)
+        return start(connection, failpoints)
+
+    def failing_second_check(driver):
+        checks["n"] += 1
+        if checks["n"] == 2:  # the restart's, on the start armed for the crash
+            raise model.ModelViolation("a task went missing at the restart")
+        return check(driver)
+
+    connection = ProcessConnection(REFERENCE, str(tmp_path), call_timeout=10, start_timeout=20)
+    connection.start()
+    monkeypatch.setattr(ProcessConnection, "start", recorded_start)
+    monkeypatch.setattr(machine.Driver, "check", failing_second_check)
+    try:
+        violation, log = model.run_steps(connection, steps, namespace="one")
+        assert violation is not None and violation.questions == ("Q1",)
+        assert started == [{"write_task.after_task_write": "crash"}, None]  # then restarted clean
+        assert log == ["submit one.fz-a (same): created " + log[0].split()[-1], "restart (graceful)"]
+    finally:
+        connection.kill()
