@@ -10,9 +10,11 @@ what a replay file holds.
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from hypothesis import Phase
@@ -62,6 +64,8 @@ class FuzzOutcome:
     seed: int
     profile: str
     examples: int = 0
+    #: Examples whose history repeated one already run (or a part of one): not run again.
+    repeated: int = 0
     seconds: float = 0.0
     #: Seconds from the start until the first violation was seen (before shrinking).
     seconds_to_first_failure: float | None = None
@@ -132,6 +136,8 @@ def run_fuzz(
         return _failed(outcome, steps, violation, log, started)
     first_failure: dict[str, Any] = {}
     silent: list[HarnessSilent] = []
+    previous: list[Driver] = []  # the last history's driver: the next one starts from its listing
+    ran: set[str] = set()  # every history run so far, and each of its beginnings (``_FuzzMachine._key``)
 
     class Machine(_FuzzMachine):
         def __init__(self) -> None:
@@ -140,11 +146,17 @@ def run_fuzz(
             self.replaying = bool(first_failure)
             outcome.examples += not self.replaying
             try:
-                driver = Driver(connection, f"h{outcome.examples}" + "r" * self.replaying, call_timeout)
+                driver = Driver(
+                    connection,
+                    f"h{outcome.examples}" + "r" * self.replaying,
+                    call_timeout,
+                    after=previous.pop() if previous else None,
+                )
             except HarnessSilent as error:
                 self._silent(error)
                 raise
-            super().__init__(driver)
+            previous.append(driver)
+            super().__init__(driver, ran)
 
         def _failed(self, violation: ModelViolation) -> None:
             if not first_failure:
@@ -153,6 +165,9 @@ def run_fuzz(
 
         def _silent(self, error: HarnessSilent) -> None:
             silent.append(error)
+
+        def _repeated(self) -> None:
+            outcome.repeated += 1
 
     overrides: dict[str, Any] = {"phases": (Phase.explicit, Phase.reuse, Phase.generate), "report_multiple_bugs": False}
     if max_examples is not None:
@@ -245,10 +260,15 @@ class _FuzzMachine(RuleBasedStateMachine):
     #: are recorded, not run.
     replaying = False
 
-    def __init__(self, driver: Driver):
+    def __init__(self, driver: Driver, ran: set[str] | None = None):
         super().__init__()
         self.driver = driver
         self.steps: list[dict[str, Any]] = []
+        #: The histories run before this one, and their beginnings (``_key``).
+        self.ran = set() if ran is None else ran
+        #: How many of ``steps`` ran: the rest, while they repeat the beginning of a
+        #: history already run, wait (``_do``).
+        self.applied = 0
 
     def _failed(self, violation: ModelViolation) -> None:
         """Called when a step breaks an invariant."""
@@ -256,15 +276,50 @@ class _FuzzMachine(RuleBasedStateMachine):
     def _silent(self, error: HarnessSilent) -> None:
         """Called when a step got no answer it could be judged by."""
 
+    def _repeated(self) -> None:
+        """Called when a whole history repeated (the beginning of) one already run."""
+
     def _ends_left(self) -> bool:
         return sum(step["step"] in _ENDS for step in self.steps) < ENDS_PER_HISTORY
 
+    def _used(self) -> set[str]:
+        """The ids this history's steps sent a call for (where ``Driver`` adds them to
+        ``model.attempted``), read from the steps alone: a history whose steps wait
+        (``_do``) draws as one whose steps ran, and so does Hypothesis's re-run."""
+        return {step["id"] for step in self.steps if step["step"] in ("submit", "crash", "kill")}
+
+    @staticmethod
+    def _key(steps: list[dict[str, Any]]) -> str:
+        return json.dumps(steps, sort_keys=True)
+
     def _do(self, **step: Any) -> None:
+        """Take a step. Hypothesis draws some histories more than once (its first
+        examples are often the same: ten legacy calls); the steps run once each. While
+        the history so far repeats the beginning of one already run, its steps wait;
+        once it goes its own way, they run, in order, before the new step. A history
+        that repeats one whole (or part of one) runs nothing: on a fresh namespace of
+        the same runtime, it would make the same calls to the same checks."""
         self.steps.append(step)
+        if self.replaying or self._key(self.steps) in self.ran:
+            return
+        while self.applied < len(self.steps):
+            waiting = self.steps[self.applied]
+            self.applied += 1
+            self._judged(partial(self.driver.apply, waiting))
+
+    def teardown(self) -> None:
         if self.replaying:
             return
+        if self.steps and self.applied == 0:
+            self._repeated()
+        for end in range(1, len(self.steps) + 1):
+            self.ran.add(self._key(self.steps[:end]))
+        self._judged(self.driver.finish)
+
+    def _judged(self, run: Callable[[], None]) -> None:
+        """``run``, telling ``_failed`` or ``_silent`` what it raised."""
         try:
-            self.driver.apply(step)
+            run()
         except ModelViolation as violation:
             self._failed(violation)
             raise
@@ -283,10 +338,10 @@ class _FuzzMachine(RuleBasedStateMachine):
     # Preconditions and draws depend only on the steps taken, never on what the
     # runtime answered: a SIGKILL's timing varies, and Hypothesis needs the same
     # choices to mean the same history.
-    @precondition(lambda self: any(not self.driver.fresh(i) for i in SUBMISSION_IDS))
+    @precondition(lambda self: bool(self._used()))
     @rule(data=st.data())
     def conflict(self, data: st.DataObject) -> None:
-        used = [i for i in SUBMISSION_IDS if not self.driver.fresh(i)]
+        used = [i for i in SUBMISSION_IDS if i in self._used()]
         self._do(step="conflict", id=data.draw(st.sampled_from(used), label="id"))
 
     @precondition(lambda self: "legacy" in self.driver.hello.capabilities)
@@ -300,7 +355,7 @@ class _FuzzMachine(RuleBasedStateMachine):
         failpoint = data.draw(st.sampled_from(self.driver.crash_failpoints), label="failpoint")
         # A write_task failpoint lies on the path of a first creation; on an id already
         # committed it is never reached, so fresh ids come first while any are left.
-        fresh = [i for i in SUBMISSION_IDS if self.driver.fresh(i)]
+        fresh = [i for i in SUBMISSION_IDS if i not in self._used()]
         self._do(
             step="crash",
             failpoint=failpoint,

@@ -271,7 +271,13 @@ class Driver:
     Every step is logged (``log``) with what the runtime answered.
     """
 
-    def __init__(self, connection: Connection, namespace: str, call_timeout: float = CALL_TIMEOUT_S):
+    def __init__(
+        self,
+        connection: Connection,
+        namespace: str,
+        call_timeout: float = CALL_TIMEOUT_S,
+        after: Driver | None = None,
+    ):
         self.connection = connection
         self.namespace = namespace
         self.call_timeout = call_timeout
@@ -294,7 +300,27 @@ class Driver:
         #: its effect (a lost answer over a binding), so no listing is reused until a
         #: restart has ended it.
         self._in_doubt = False
+        #: A restart step ended the process; the next step (or ``finish``) starts it.
+        self._start_owed = False
+        #: The failpoints the current process was started with for the step being
+        #: applied, when a restart's start was armed for it.
+        self._armed_for: Mapping[str, str] | None = None
+        #: The process (``_process``) that gave ``_listing``.
+        self._listed_by = -1
+        # A history run right after another on the same connection (``after``) starts
+        # from the state that one last listed, when nothing can have changed it since:
+        # one ``list_tasks`` less per history.
+        carried = after.current_listing() if after is not None and after.connection is connection else None
+        if carried is not None:
+            self._listing, self._listed_by = carried, self._process()
         self.baseline = self._tasks()
+
+    def current_listing(self) -> list[dict[str, Any]] | None:
+        """The state as this history last listed it, if no call, start or exit can have
+        changed it since; else None."""
+        if self._listing is None or not self.connection.alive or self._listed_by != self._process():
+            return None
+        return self._listing
 
     # -- what the harness offers ---------------------------------------------------
 
@@ -312,13 +338,45 @@ class Driver:
 
     def apply(self, step: Mapping[str, Any]) -> None:
         """Run one step (a JSON object of the step language) and check every
-        invariant afterwards."""
+        invariant afterwards (a restart's check comes with its start: ``_start_owed``)."""
+        self._start_after_restart(step)
         try:
             getattr(self, f"_step_{step['step']}")(**{k: v for k, v in step.items() if k != "step"})
-            self.check()
+            if not self._start_owed:
+                self.check()
         except ModelViolation as violation:
             if not violation.questions:
                 violation.questions = step_questions(step)
+            raise
+        finally:
+            self._armed_for = None
+
+    def finish(self) -> None:
+        """End the history: a restart that was its last step starts the runtime again
+        and is checked now."""
+        self._start_after_restart(None)
+
+    def _start_after_restart(self, next_step: Mapping[str, Any] | None) -> None:
+        """Start the process a restart step ended, and check the state it starts on.
+        When the next step is a crash, this one start is armed for it: a clean start
+        in between would only answer that check, which the armed process answers as
+        well (``list_tasks`` passes no ``write_task`` failpoint). One start fewer per
+        restart followed by a crash; the steps and every check are the same."""
+        if not self._start_owed:
+            return
+        self._start_owed = False
+        crash = next_step is not None and next_step.get("step") == "crash"
+        failpoints = {next_step["failpoint"]: "crash"} if next_step is not None and crash else None
+        began = time.perf_counter()
+        _restart(self.connection, failpoints, ended=True)
+        self._fault("start", failpoints, began)
+        self._armed_for = failpoints
+        try:
+            self.check()
+        except ModelViolation as violation:
+            violation.questions = violation.questions or step_questions({"step": "restart"})
+            if failpoints:
+                self._restart()  # no history is ever left on an armed harness
             raise
 
     def _write_args(self, submission_id: str | None, task: Mapping[str, Any]) -> dict[str, Any]:
@@ -331,10 +389,6 @@ class Driver:
         if submission_id is not None:
             args["client_submission_id"] = submission_id
         return args
-
-    def fresh(self, logical_id: str) -> bool:
-        """Whether no call of this history used the id yet."""
-        return self._sid(logical_id) not in self.model.attempted
 
     def _sid(self, logical_id: str) -> str:
         return f"{self.namespace}.{logical_id}"
@@ -525,7 +579,8 @@ class Driver:
 
     def _step_crash(self, failpoint: str, id: str, task: int) -> None:
         """Start with ``failpoint=crash``, call, restart clean, retry the same call."""
-        self._restart({failpoint: "crash"})
+        if self._armed_for != {failpoint: "crash"}:
+            self._restart({failpoint: "crash"})
         self._interrupted(self._sid(id), task, f"crash at {failpoint}", delay_s=None)
 
     def _step_kill(self, id: str, task: int, delay_ms: int) -> None:
@@ -561,7 +616,11 @@ class Driver:
             )
 
     def _step_restart(self, graceful: bool) -> None:
-        self._restart(graceful=graceful)
+        """End the process (shutdown, or SIGKILL); it starts with the next step."""
+        self._fault("shutdown" if graceful else "kill")
+        self._listing, self._in_doubt = None, False
+        self.connection.stop() if graceful else self.connection.kill()
+        self._start_owed = True
         self.log.append(f"restart ({'graceful' if graceful else 'SIGKILL'})")
 
     def _valid(self, op: str, reply: Reply, what: str) -> Reply:
@@ -584,7 +643,7 @@ class Driver:
                 raise HarnessSilent(f"list_tasks, the authoritative state, gave no usable answer: {_describe(reply)}")
             raise ModelViolation(f"list_tasks was rejected: {_describe(reply)}")
         listing = sorted(reply.result["tasks"], key=lambda t: json.dumps(t, sort_keys=True))
-        self._listing = None if self._in_doubt else listing
+        self._listing, self._listed_by = (None if self._in_doubt else listing), self._process()
         return listing
 
     def _tasks_of(self, submission_id: str) -> list[dict[str, Any]]:
@@ -612,10 +671,13 @@ class Driver:
                 raise ModelViolation(f"{submission_id} was answered created {count} times")
 
 
-def _restart(connection: Connection, failpoints: Mapping[str, str] | None = None, graceful: bool = False) -> None:
-    """Restart the harness; one that does not start again leaves nothing to explore."""
+def _restart(
+    connection: Connection, failpoints: Mapping[str, str] | None = None, graceful: bool = False, ended: bool = False
+) -> None:
+    """Restart the harness (only start it, when ``ended``); one that does not start
+    again leaves nothing to explore."""
     try:
-        connection.restart(failpoints, graceful=graceful)
+        connection.start(failpoints) if ended else connection.restart(failpoints, graceful=graceful)
     except HarnessStartError as exc:
         raise HarnessSilent(f"the harness did not start again: {exc.message}") from None
 
@@ -639,6 +701,7 @@ def run_steps(
     try:
         for step in steps:
             driver.apply(step)
+        driver.finish()
     except ModelViolation as exc:
         exc.history, exc.began = tuple(driver.history), driver.began
         return exc, driver.log

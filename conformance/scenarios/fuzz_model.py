@@ -56,6 +56,8 @@ def fuzz_model(ctx: Context) -> None:
             "shard": None if ctx.shard is None else str(ctx.shard),
             "probe": outcome.probe,
             "examples": outcome.examples,
+            # of which this many drew a history already run, and were not run again
+            "repeated": outcome.repeated,
             "seconds": round(outcome.seconds, 2),
             "seconds_to_first_failure": None
             if outcome.seconds_to_first_failure is None
