@@ -91,6 +91,19 @@ def test_a_failure_is_shrunk_from_its_failing_step_and_not_run_again_by_hypothes
     assert again.steps == outcome.steps and histories_again.keys() == histories.keys()
 
 
+def _recorded_starts(monkeypatch) -> list[Any]:
+    """The failpoints of every harness start from now on (None: a clean start)."""
+    started: list[Any] = []
+    start = ProcessConnection.start
+
+    def recorded_start(connection, failpoints=None):
+        started.append(dict(failpoints) if failpoints else None)
+        return start(connection, failpoints)
+
+    monkeypatch.setattr(ProcessConnection, "start", recorded_start)
+    return started
+
+
 @pytest.mark.parametrize(
     ("steps", "starts_seen", "checks"),
     [
@@ -108,13 +121,8 @@ def test_a_restart_starts_the_runtime_with_the_next_step(monkeypatch, tmp_path, 
         "restart": {"step": "restart", "graceful": False},
         "crash": {"step": "crash", "failpoint": "write_task.after_task_write", "id": "fz-b", "task": 1},
     }
-    started: list[Any] = []
     checked = Counter()
-    start, check = ProcessConnection.start, machine.Driver.check
-
-    def recorded_start(connection, failpoints=None):
-        started.append(dict(failpoints) if failpoints else None)
-        return start(connection, failpoints)
+    check = machine.Driver.check
 
     def counted_check(driver):
         checked[driver.namespace] += 1
@@ -122,7 +130,7 @@ def test_a_restart_starts_the_runtime_with_the_next_step(monkeypatch, tmp_path, 
 
     connection = ProcessConnection(REFERENCE, str(tmp_path), call_timeout=10, start_timeout=20)
     connection.start()
-    monkeypatch.setattr(ProcessConnection, "start", recorded_start)
+    started = _recorded_starts(monkeypatch)
     monkeypatch.setattr(machine.Driver, "check", counted_check)
     try:
         violation, log = model.run_steps(connection, [language[step] for step in steps], namespace="one")
@@ -176,13 +184,8 @@ def test_a_restart_whose_check_fails_on_the_armed_start_leaves_the_harness_clean
         {"step": "restart", "graceful": True},
         {"step": "crash", "failpoint": "write_task.after_task_write", "id": "fz-b", "task": 1},
     ]
-    started: list[Any] = []
     checks = Counter()
-    start, check = ProcessConnection.start, machine.Driver.check
-
-    def recorded_start(connection, failpoints=None):
-        started.append(dict(failpoints) if failpoints else None)
-        return start(connection, failpoints)
+    check = machine.Driver.check
 
     def failing_second_check(driver):
         checks["n"] += 1
@@ -192,7 +195,7 @@ def test_a_restart_whose_check_fails_on_the_armed_start_leaves_the_harness_clean
 
     connection = ProcessConnection(REFERENCE, str(tmp_path), call_timeout=10, start_timeout=20)
     connection.start()
-    monkeypatch.setattr(ProcessConnection, "start", recorded_start)
+    started = _recorded_starts(monkeypatch)
     monkeypatch.setattr(machine.Driver, "check", failing_second_check)
     try:
         violation, log = model.run_steps(connection, steps, namespace="one")
