@@ -1,13 +1,18 @@
-"""The reference, except that its first start under strace fails (the runtime's start
-that strace 6.1 now and then loses): argv[1] is a marker file, made by that failed start."""
+"""The reference, except that some of its starts under strace fail (the runtime's start
+that strace 6.1 now and then loses). argv[1]: a file counting the starts under strace;
+argv[2]: which of them fail, by number from 1, comma-separated."""
 
 import os
 import sys
 
-marker = sys.argv[1]
+counter, lost = sys.argv[1], {int(number) for number in sys.argv[2].split(",")}
 with open(f"/proc/{os.getppid()}/comm", encoding="utf-8") as parent:
     under_strace = parent.read().strip() == "strace"
-if under_strace and not os.path.exists(marker):
-    open(marker, "w").close()
-    sys.exit("lost under strace")
+if under_strace:
+    with open(counter, "a+", encoding="utf-8") as starts:  # one start at a time: the scenario's own order
+        starts.write("x")
+        starts.seek(0)
+        number = len(starts.read())
+    if number in lost:
+        sys.exit("lost under strace")
 os.execv(sys.executable, [sys.executable, "-m", "retryproof.reference_impl"])

@@ -280,14 +280,31 @@ def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
     assert killer.landed_on(str(tmp_path), None) == "data"
 
 
+def _strace_shy(tmp_path, lost: str) -> str:
+    return f"{sys.executable} {Path(__file__).with_name('strace_shy_harness.py')} {tmp_path / 'starts'} {lost}"
+
+
 def test_a_start_lost_under_strace_is_tried_once_more_not_skipped(tmp_path, strace):
     """A runtime whose first start under strace fails (as strace 6.1 loses a
     multithreaded one's now and then) is still judged: that recording or point is run
     again on a fresh scratch, and the evidence says so. Skipping at once made the same
     seed's CRASH-POINTS pass in one matrix run and skip in the next."""
-    harness = f"{sys.executable} {Path(__file__).with_name('strace_shy_harness.py')} {tmp_path / 'lost-once'}"
-    done, report = certify(tmp_path / "out", harness, "--only", "CRASH-POINTS", in_process=True)
+    done, report = certify(tmp_path / "out", _strace_shy(tmp_path, "1"), "--only", "CRASH-POINTS", in_process=True)
     scenario = by_id(report)["CRASH-POINTS"]
     assert scenario["status"] == "passed", done.stdout
     (failed_once,) = scenario["evidence"]["traced_starts_failed_once"]
     assert failed_once.endswith("lost under strace")
+    assert scenario["evidence"]["points_not_started"] == []
+
+
+def test_a_point_lost_twice_under_strace_is_named_and_the_others_judged(tmp_path, strace):
+    """Starts 2 and 3 under strace are the first point's, tried twice: that point is
+    named as not started, and the points that ran decide the verdict. Before, the whole
+    scenario was skipped (Restate-binding: 24 points judged, one lost twice)."""
+    done, report = certify(tmp_path / "out", _strace_shy(tmp_path, "2,3"), "--only", "CRASH-POINTS", in_process=True)
+    scenario = by_id(report)["CRASH-POINTS"]
+    assert scenario["status"] == "passed", done.stdout
+    evidence = scenario["evidence"]
+    (lost,) = evidence["points_not_started"]
+    assert lost["point"] not in {outcome["point"] for outcome in evidence["points"]}
+    assert len(evidence["points"]) == evidence["points_run"] - 1
