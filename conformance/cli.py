@@ -76,12 +76,11 @@ def _selftest_arguments(selftest: argparse.ArgumentParser) -> None:
 
 
 def _replay_arguments(replay: argparse.ArgumentParser) -> None:
-    from retryproof.conformance.options import REPLAYED_OPTIONS, RUN_OPTIONS, given
+    from retryproof.conformance.options import REPLAYED_OPTIONS, given
 
     replay.add_argument("file")
-    for option in RUN_OPTIONS:
-        if option.dest in REPLAYED_OPTIONS:  # left out: what the run that wrote the file used
-            replay.add_argument(f"--{option.name}", default=None, **option.parser_arguments())
+    for option in REPLAYED_OPTIONS:  # left out: what the run that wrote the file used
+        replay.add_argument(f"--{option.name}", default=None, **option.parser_arguments())
     replay_target = replay.add_mutually_exclusive_group()
     replay_target.add_argument(
         "--harness",

@@ -15,7 +15,7 @@ import math
 import os
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -226,11 +226,6 @@ class Option:
         return {"type": self.type, "metavar": self.metavar, "help": self.help}
 
 
-#: The options whose values change what a scenario does: a reproduce line names each one
-#: off its default, a replay file records them, and ``retryproof replay`` takes them from
-#: the file unless its own flag says otherwise.
-REPLAYED_OPTIONS = ("concurrency", "call_timeout", "start_timeout")
-
 #: The options of a run, in the order ``--help`` lists them.
 RUN_OPTIONS = (
     Option("harness", "CMD", "run against the harness this command line starts", given, target=True),
@@ -304,6 +299,24 @@ RUN_OPTIONS = (
         pytest=False,
     ),
 )
+
+#: The options whose values change what a scenario does: a reproduce line names each one
+#: off its default, a replay file records them, and ``retryproof replay`` takes them from
+#: the file unless its own flag says otherwise.
+REPLAYED_OPTIONS = tuple(
+    option for option in RUN_OPTIONS if option.dest in ("concurrency", "call_timeout", "start_timeout")
+)
+
+
+def replayed_flags(values: Mapping[str, Any]) -> list[str]:
+    """``--NAME VALUE`` for each of ``REPLAYED_OPTIONS`` in ``values`` (by ``dest``), as a
+    reproduce line and a replay pass them."""
+    return [
+        word
+        for option in REPLAYED_OPTIONS
+        if option.dest in values
+        for word in (f"--{option.name}", format(values[option.dest], "g"))
+    ]
 
 
 def harness_target(harness: str | None, python: str | None) -> tuple[tuple[str, ...], str]:

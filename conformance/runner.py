@@ -14,7 +14,7 @@ import shutil
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,7 @@ from retryproof.conformance.events import (
     Sink,
 )
 from retryproof.conformance.machine_paths import without_machine_paths
-from retryproof.conformance.options import REPLAYED_OPTIONS, Options
+from retryproof.conformance.options import REPLAYED_OPTIONS, Options, replayed_flags
 from retryproof.conformance.records import Shard, Status
 from retryproof.conformance.scenarios import Scenario, registry
 from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
@@ -328,15 +328,12 @@ def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str,
     """The command that runs ``scenario_id`` again the same way: its seed, every
     behaviour option off its default, the target, and the ``environment`` variables
     the scenario's behaviour depended on."""
-    defaults = {item.name: item.default for item in fields(Options) if item.name in REPLAYED_OPTIONS}
     words = [f"{name}={shlex.quote(value)}" for name, value in sorted((environment or {}).items())]
     words += ["retryproof", "run", "--only", scenario_id, "--seed", str(options.seed)]
     if options.shard is not None and scenario_id in SPLIT_ACROSS_SHARDS:
         words += ["--shard", str(options.shard)]  # its seed and budget are the shard's
-    for name in REPLAYED_OPTIONS:
-        value = getattr(options, name)
-        if value != defaults[name]:
-            words += ["--" + name.replace("_", "-"), format(value, "g")]
+    values = {option.dest: getattr(options, option.dest) for option in REPLAYED_OPTIONS}
+    words += replayed_flags({o.dest: values[o.dest] for o in REPLAYED_OPTIONS if values[o.dest] != o.default})
     if options.target:
         words.append(options.target)
     return " ".join(words)
@@ -364,7 +361,7 @@ def run_one(
             if isinstance(evidence.get("replay"), dict):
                 # A replay re-runs the scenario as this run did: a vendor's slow start
                 # (--start-timeout) or short bound (--call-timeout) included.
-                behaviour = {name: getattr(options, name) for name in REPLAYED_OPTIONS}
+                behaviour = {option.dest: getattr(options, option.dest) for option in REPLAYED_OPTIONS}
                 evidence["replay"] = {**evidence["replay"], "options": behaviour}
             if status in ("failed", "error"):
                 stderr = context.stderr_text()[-STDERR_EVIDENCE_CHARS:]

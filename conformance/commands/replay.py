@@ -121,15 +121,13 @@ def _behaviour(args, document: Mapping[str, Any]) -> dict[str, Any]:
     """The run's ``REPLAYED_OPTIONS`` as the file records them (a file from an older kit
     records none: the defaults), each overridden by the replay's own flag when given.
     A slow runtime's start (``--start-timeout 60``) would otherwise fail the replay."""
-    from retryproof.conformance.options import REPLAYED_OPTIONS, RUN_OPTIONS
+    from retryproof.conformance.options import REPLAYED_OPTIONS
 
     recorded = document.get("options", {})
     if not isinstance(recorded, dict):
         raise KitError(f"replay file {args.file}: its options are not an object", _FILE_HINT)
     behaviour = {}
-    for option in RUN_OPTIONS:
-        if option.dest not in REPLAYED_OPTIONS:
-            continue
+    for option in REPLAYED_OPTIONS:
         given = getattr(args, option.dest, None)
         if given is not None:
             behaviour[option.dest] = given
@@ -165,7 +163,9 @@ def _rerun_scenario(args, document: Mapping[str, Any]) -> int:
             "name its target: retryproof replay FILE --harness CMD (or --binding FILE)",
         )
     target = ["--harness", args.harness] if args.harness is not None else ["--binding", args.binding]
-    flags = [word for name, value in behaviour.items() for word in ("--" + name.replace("_", "-"), f"{value:g}")]
+    from retryproof.conformance.options import replayed_flags
+
+    flags = replayed_flags(behaviour)
     print(
         f"replaying {scenario} with seed {seed}, {' '.join(flags)} and {' '.join(f'{k}={v}' for k, v in sorted(env.items()))}"
     )
