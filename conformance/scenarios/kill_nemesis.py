@@ -264,20 +264,20 @@ def _why(batch: Batch, quota: int, late: str) -> str:
 
 def _ahead_of_answers(attempts: list[dict[str, Any]]) -> float | None:
     """When an effect -> answer placement also kills by the clock, in ms after sending
-    (None: only as the runtime's listing and answers say). Right after placements that
-    interrupted no call, the runtime answered each batch before the kit could act on a
-    listing or on half its answers (a fast runtime finishing a whole batch at once on a
-    loaded machine: the Node harness answered 16 calls within 0.5 ms of each other,
-    125-510 ms after sending). So the kill comes at the latest at half the time the last
-    of them took to its first answer, halved again for each one before it in a row:
-    ahead of the answers, where the effects may already be made. Only right after such a
-    placement: the next is placed by the listing alone again, so a runtime whose
-    effect -> answer window the listing shows is met there however the clock falls."""
-    missed = 0
-    while missed < len(attempts) and not attempts[-1 - missed]["interrupted"]:
-        missed += 1
+    (None: only as the runtime's listing and answers say). While no placement of the
+    round has interrupted a call, the runtime answered each batch before the kit could
+    act on a listing or on half its answers (a fast runtime finishing a whole batch at
+    once on a loaded machine: the Node harness answered 16 calls within 0.5 ms of each
+    other, 125-510 ms after sending). So the kill comes at the latest at half the time
+    the last of them took to its first answer, halved again for each one before it:
+    ahead of the answers, where the effects may already be made. Once a placement
+    interrupted a call the round cannot end unplaced, and the rest are placed by the
+    listing alone, where a runtime's effect -> answer window is met if the listing
+    shows it."""
+    if not attempts or any(placed["interrupted"] for placed in attempts):
+        return None
     # A placement that interrupted no call had every call answered: its first answer is known.
-    return attempts[-1]["first_answer_ms"] / 2**missed if missed else None
+    return attempts[-1]["first_answer_ms"] / 2 ** len(attempts)
 
 
 def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]]) -> tuple[float, float]:
