@@ -14,8 +14,13 @@ again on the same state. A kill counts only when it interrupted a call (sent bef
 it, never answered): on a loaded machine a kill placed by the clock alone came after
 every answer and probed nothing, and the scenario passed. A kill that interrupted no
 call is placed again (fresh keys, twice as many, earlier), at most ``ATTEMPTS`` times;
-a round never placed leaves the scenario unjudged, never passed. The evidence says
-for each placement what triggered the kill and how many calls it interrupted.
+a round never placed leaves the scenario unjudged, never passed. An effect -> answer
+round is placed earlier by the clock while none of its placements interrupted a call
+(``_ahead_of_answers``): a fast runtime on a loaded machine answers a whole batch at
+once, before the kit can act on a listing or on half the answers, and the Node harness
+ended the scenario in error so in 15 of 24 runs at load 12-16. The evidence says for
+each placement what triggered the kill, how many calls it interrupted and when the
+first answer came.
 
 An effect -> answer round counts only when its kill landed there, as proven before
 the restart: the trigger listing showed the effect of a call the kill then
@@ -63,7 +68,9 @@ ROUNDS = 5
 #: was answered before it) proved nothing, so the round is placed again, earlier.
 #: Six, not four: a fast runtime (the Node harness in the kit's own tests) beside a
 #: loaded test worker answered every call before the kill in four placements, and an
-#: unplaced round is an error, so a clean runtime's verdict depended on the load.
+#: unplaced round is an error, so a clean runtime's verdict depended on the load (six
+#: were not enough either for effect -> answer rounds placed by the listing and the
+#: answers alone: ``_ahead_of_answers``).
 ATTEMPTS = 6
 #: ``EFFECT_MS,ANSWER_MS``: the windows to use instead of measuring them (a replay).
 WINDOWS_ENV = "RETRYPROOF_KILL_WINDOWS"
