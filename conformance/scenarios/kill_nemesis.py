@@ -111,7 +111,7 @@ def kill_nemesis(ctx: Context) -> None:
         # (see the module's docstring): its trigger fires on a listing, and the listed
         # call may answer before the kill lands, with the others not at their effects.
         before_effect = round_number % 2 == 0
-        attempts = []
+        attempts: list[dict[str, Any]] = []
         for attempt in range(ATTEMPTS):
             if before_effect and attempt == 0:
                 sent = [work[index] for index in chosen[round_number]]
@@ -189,7 +189,8 @@ def _kill_once(
         ctx.collect(seen.pending)  # recorded as it ended (answered, or lost to the kill); not judged
     ctx.start()
     interrupted = [submission_id for (submission_id, _), call in zip(sent, calls, strict=True) if not call.answered]
-    first = min((moment for moment, call in zip(batch.answered, calls, strict=True) if call.answered), default=None)
+    answers = [moment for moment, call in zip(batch.answered, calls, strict=True) if call.answered and moment is not None]
+    first = min(answers, default=None)
     placed = {
         "kill_after_ms": round((killed - batch.began) * 1000, 1),
         "killed_at": by,
