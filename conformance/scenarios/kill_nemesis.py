@@ -189,7 +189,9 @@ def _kill_once(
         ctx.collect(seen.pending)  # recorded as it ended (answered, or lost to the kill); not judged
     ctx.start()
     interrupted = [submission_id for (submission_id, _), call in zip(sent, calls, strict=True) if not call.answered]
-    answers = [moment for moment, call in zip(batch.answered, calls, strict=True) if call.answered and moment is not None]
+    answers = [
+        moment for moment, call in zip(batch.answered, calls, strict=True) if call.answered and moment is not None
+    ]
     first = min(answers, default=None)
     placed = {
         "kill_after_ms": round((killed - batch.began) * 1000, 1),
