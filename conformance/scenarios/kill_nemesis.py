@@ -233,15 +233,16 @@ def _effect_unanswered(
     half the batch is answered (the runtime is mid-batch: the rest were sent long
     before and are in its hands, however slowly the machine runs), or ``by_ms`` (when
     given) or one call timeout passed; say which of them it was, and record in
-    ``seen`` what the listings showed. The listings follow each other at once (``TRIGGER_POLL_S``): a
-    runtime may record that it made an effect a few ms after making it, and a kill in
-    between is where its defect lives, so the kill follows the effect as closely as a
-    listing can show it. A listing is sent, not awaited, so an answer arriving while
+    ``seen`` what the listings showed. The listings follow each other at once
+    (``TRIGGER_POLL_S``): a runtime may record that it made an effect a few ms after
+    making it, and a kill in between is where its defect lives, so the kill follows the
+    effect as closely as a listing can show it. A listing is sent, not awaited, so an answer arriving while
     it runs is seen at once; the listing still pending then is left in ``seen``, for
     the caller to collect after the kill."""
-    timeout = ctx.call_timeout if by_ms is None else min(ctx.call_timeout, by_ms / 1000)
+    late, timeout = "one call timeout", ctx.call_timeout
+    if by_ms is not None and by_ms / 1000 < timeout:
+        late, timeout = AHEAD_OF_ANSWERS, by_ms / 1000
     deadline = batch.began + timeout
-    late = "one call timeout" if by_ms is None or timeout == ctx.call_timeout else AHEAD_OF_ANSWERS
     quota = (len(keys) + 1) // 2
     while (left := deadline - time.perf_counter()) > 0 and _answered(batch) < quota:
         sent = time.perf_counter()
