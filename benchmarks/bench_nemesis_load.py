@@ -7,9 +7,10 @@ Starts ``--busy`` busy loops, then runs ``retryproof run --only KILL-NEMESIS`` o
 seed, ``--jobs`` at once, against the reference or the independent Node.js runtime
 (``tests/independent/node_harness``), and prints the statuses, the load before and
 after, and what counted each effect -> answer round (the trigger of its counted
-placement and whether it landed after an effect). Everything runs at nice 19, so the
-load is the benchmark's own and other work on the machine keeps its share. The busy
-loops are ended however the benchmark ends.
+placement and whether it landed after an effect). Everything runs at nice 19 in the
+benchmark's session, so the busy loops compete with the runs (as CI's parallel runs
+do) and other work on the machine keeps its share. The busy loops are ended however
+the benchmark ends.
 
 A correct runtime must pass on every seed: an error means a round's kill interrupted no
 call in any placement (the runtime answered every call first), which made a clean
@@ -60,10 +61,10 @@ def main() -> int:
     parser.add_argument("--seeds", default="1-24")
     args = parser.parse_args()
     harness = ["--harness", f"node {NODE}"] if args.harness == "node" else []
-    loops = [
-        subprocess.Popen([*NICE, sys.executable, "-c", "while 1: pass"], start_new_session=True)
-        for _ in range(args.busy)
-    ]
+    # In this session, as the runs are: where the kernel groups CPU time by session
+    # (autogroup), busy loops in sessions of their own competed with the whole machine
+    # rather than with the runs, and the old placement's errors did not show.
+    loops = [subprocess.Popen([*NICE, sys.executable, "-c", "while 1: pass"]) for _ in range(args.busy)]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # ends through the finally below
     try:
         before = load()
