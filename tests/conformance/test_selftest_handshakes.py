@@ -25,14 +25,14 @@ def test_each_runtime_shakes_hands_once_and_a_failed_handshake_costs_only_its_ru
     monkeypatch.setattr(runner, "handshake", counted)
     runtimes = [
         # Two killers, started on two jobs at once: one handshake between them.
-        Runtime("digest-ignored", "conflicts go unnoticed", ("CONFLICT-DIGEST", "WT-CREATE")),
+        Runtime("digest-ignored", "conflicts go unnoticed", ("CONFLICT-DIGEST", "INVALID-INPUT")),
         Runtime("no-such-variant", "the harness exits at its start", ("CONFLICT-DIGEST", "NORMALIZED-EQUAL")),
     ]
     outcomes = run_all(runtimes, seed=0, jobs=2)
 
     assert shaken == {"digest-ignored": 1, "no-such-variant": 1}
     assert outcomes["digest-ignored"]["results"]["CONFLICT-DIGEST"]["status"] == "failed"
-    assert outcomes["digest-ignored"]["results"]["WT-CREATE"]["status"] == "passed"
+    assert outcomes["digest-ignored"]["results"]["INVALID-INPUT"]["status"] == "passed"
     broken = outcomes["no-such-variant"]
     assert broken["results"] == {} and "failed its handshake" in broken["error"]
     assert judge(runtimes[1], broken) == [f"no-such-variant: the kit could not run it: {broken['error']}"]
