@@ -584,8 +584,9 @@ def _kill_at(
             outcome["landed_on"] = landed[0] if outcome["killed"] and landed else None
             # The same target reached by the same path: a thread whose earlier calls
             # acted on other things is not the recorded one (its crash state is not the point's).
-            outcome["thread_as_recorded"] = landed is not None and _same_targets(point.before, landed[1])
-            outcome["landed_as_recorded"] = (
+            # (None: no parked entry to compare, the write completed.)
+            outcome["thread_as_recorded"] = None if landed is None else _same_targets(point.before, landed[1])
+            outcome["landed_as_recorded"] = bool(
                 outcome["killed"] and _same_target(point.target, outcome["landed_on"]) and outcome["thread_as_recorded"]
             )
         plain = sibling(scratch.state, scratch.work, (), 1)
