@@ -444,7 +444,7 @@ def failure_reason(failed: list[dict[str, Any]], run: int) -> str:
         reason += f" ({unlanded} of them where the kill did not land: the write completed, then its retry broke)"
     where = f"{first['syscall']} #{first['when']} on {first['target']}"
     if first["killed"] and not first["landed_as_recorded"] and first.get("landed_on"):
-        by = "" if first.get("thread_as_recorded", True) else ", in a thread whose earlier calls differ"
+        by = ", in a thread whose earlier calls differ" if first.get("thread_as_recorded") is False else ""
         where += f" (it landed on {first['landed_on']}{by})"
     if first["killed"]:
         return f"{reason}; first, a SIGKILL entering {where}: {first['outcome']}"
