@@ -41,9 +41,9 @@ and its thread's earlier calls of the count: a kill on another target than the r
 one, or on the same target in a thread whose earlier calls acted on other things
 (``thread_as_recorded``: another thread's path, say a background flush that reached the
 count first), is listed (``points_landed_elsewhere``), so the evidence never passes it
-off as the point's, and a run where no kill landed on its recorded call is an error. Between the park and the kill the runtime's other
-threads run for a few milliseconds, where ``signal=KILL`` stopped them at once; the parked thread has not
-made the call, and whatever the others did meanwhile is what they could have done
+off as the point's, and a run where no kill landed on its recorded call is an error.
+Between the park and the kill the runtime's other threads run for a few milliseconds,
+where ``signal=KILL`` stopped them at once; the parked thread has not made the call, and whatever the others did meanwhile is what they could have done
 before any SIGKILL: a state a crash may leave, which the contract must survive all the
 same. An strace without the filter injects the kill itself (``signal=KILL``), as before.
 
@@ -53,8 +53,9 @@ can reach either (the path is named after the recording process), is not reachab
 this way and is only counted (``unreachable``). Past ``MAX_POINTS`` the points are sampled
 evenly. The points run two at a time, each on its own state directory, while no other
 scenario of the run has a process running (``_in_turn``), and are listed in their order:
-the same crash states, in about half the time where a start waits. ``RETRYPROOF_CRASH_POINT=SYSCALL:N`` (in the reproduce line of a failure, and
-in its replay file) runs that one point, a redundant one too.
+the same crash states, in about half the time where a start waits.
+``RETRYPROOF_CRASH_POINT=SYSCALL:N`` (in the reproduce line of a failure, and in its
+replay file) runs that one point, a redundant one too.
 """
 
 from __future__ import annotations
@@ -88,8 +89,6 @@ MAX_POINTS = 24
 POINTS_AT_ONCE = 2
 #: How often a point's end is checked for, to start the next while one runs.
 TURN_POLL_S = 0.1
-
-T = TypeVar("T")
 #: Names a reproduction's point: ``SYSCALL:N``.
 POINT_ENV = "RETRYPROOF_CRASH_POINT"
 #: A traced start and call get this many times their usual bound (every traced call
@@ -111,6 +110,8 @@ _ARGUMENT = re.compile(
 )
 _TCP = re.compile(r"^TCP(?:v6)?:\[(?P<local>.*)->(?P<peer>.*)\]$")
 _UNIX = re.compile(r'^UNIX(?:-STREAM)?:\[\d+(?:->\d+)?,"(?P<path>[^"]+)"\]$')
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -582,9 +583,9 @@ def _kill_at(
             outcome["killed_by"] = "the parked entry" if killer.killed else "the write's timeout"
             landed = killer.landed(scratch.state, traced.port if isinstance(traced, BindingConnection) else None)
             outcome["landed_on"] = landed[0] if outcome["killed"] and landed else None
-            # The same target reached by the same path: a thread whose earlier calls
-            # acted on other things is not the recorded one (its crash state is not the point's).
-            # (None: no parked entry to compare, the write completed.)
+            # The same target reached by the same path: a thread whose earlier calls acted
+            # on other things is not the recorded one (its crash state is not the point's).
+            # None: no parked entry to compare (the write completed).
             outcome["thread_as_recorded"] = None if landed is None else _same_targets(point.before, landed[1])
             outcome["landed_as_recorded"] = bool(
                 outcome["killed"] and _same_target(point.target, outcome["landed_on"]) and outcome["thread_as_recorded"]
