@@ -13,8 +13,8 @@ the comparison still covers every target that has a report in ``--out``.
 luck: the first seed's reports are the matrix's (``<out>/<report>/``, compared side by
 side); every further seed runs every target again, on servers started afresh, into
 ``<out>/seed-N/<report>/``. The README then says per target and further seed whether
-the same scenarios failed or ended in error, each with the same status, under the same
-verdict (``reproduction``), or names each scenario that differs; the exit status is 1
+every scenario ended with the same status (skips included) under the same verdict
+(``reproduction``), or names each scenario that differs; the exit status is 1
 when any differs, as when a target has no report. ``--seed N`` is ``--seeds N``.
 
 ``matrix.json``::
@@ -46,7 +46,6 @@ from typing import Any
 from retryproof.adapters import implementations as bundled
 from retryproof.conformance import __version__
 from retryproof.conformance.commands.compare import Column, columns_of, write_comparison
-from retryproof.conformance.commands.diff import BROKEN
 from retryproof.conformance.commands.validate_report import load_report
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.writers.escape import md_inline
@@ -249,22 +248,21 @@ def _differs(first: dict[str, Any], again: dict[str, Any] | None) -> bool:
     return again is not None and reproduction(first, again) is not None
 
 
-def _broken(document: dict[str, Any]) -> dict[str, str]:
-    return {scenario["id"]: scenario["status"] for scenario in document["scenarios"] if scenario["status"] in BROKEN}
-
-
 def reproduction(first: dict[str, Any], again: dict[str, Any]) -> str | None:
-    """How the run ``again`` (another seed) differs from ``first`` in what decides a
-    target's row: the scenarios that fail or end in error, each with its status, and
-    the verdict. None when they are the same; else the differences, e.g.
-    ``FUZZ-MODEL failed → passed; verdict NOT CONFORMANT → CONFORMANT``."""
-    before, after = _broken(first), _broken(again)
+    """How the run ``again`` (another seed) differs from ``first``: every scenario whose
+    status changed, and the verdict. None when they are the same; else the differences,
+    e.g. ``FUZZ-MODEL failed → passed; verdict NOT CONFORMANT → CONFORMANT``.
+
+    Every status counts, not only failures and errors: a MUST scenario that passed on
+    one seed and was skipped on the other was verified once and not once, and that is
+    luck the column exists to show (Restate-binding's CRASH-POINTS once passed on seed 1
+    and was skipped on seed 2 under a column that said "same")."""
     statuses = [{s["id"]: s["status"] for s in document["scenarios"]} for document in (first, again)]
     order = [*statuses[0], *(sid for sid in statuses[1] if sid not in statuses[0])]
     changes = [
         f"{sid} {statuses[0].get(sid, 'not run')} → {statuses[1].get(sid, 'not run')}"
         for sid in order
-        if (sid in before or sid in after) and before.get(sid) != after.get(sid)
+        if statuses[0].get(sid) != statuses[1].get(sid)
     ]
     headlines = first["verdict"]["headline"], again["verdict"]["headline"]
     if headlines[0] != headlines[1]:
@@ -279,8 +277,8 @@ def _reproduced(first: dict[str, Any], again: dict[str, Any] | None) -> str:
     difference = reproduction(first, again)
     if difference is not None:
         return f"**differs**: {md_inline(difference)}"
-    counts = Counter(_broken(first).values())
-    return f"same ({counts['failed']} failed, {counts['error']} error)"
+    counts = Counter(scenario["status"] for scenario in first["scenarios"])
+    return f"same ({counts['failed']} failed, {counts['error']} error, {counts['skipped']} skipped)"
 
 
 def _summary(
@@ -304,8 +302,9 @@ def _summary(
         lines += [
             f"Every target also ran on {', '.join(further)}, its reports written to `seed-N/` beside "
             f"seed {seeds[0]}'s (a repository may keep seed {seeds[0]}'s alone; the command above writes "
-            "them all again): that column says `same` when the same scenarios failed or ended in error, each with the same status, "
-            "under the same verdict, and otherwise names each scenario that differs.",
+            "them all again): that column says `same` when every scenario ended with the same status (a skip included: "
+            "a scenario verified on one seed and skipped on the other is not the same result) under the same verdict, "
+            "and otherwise names each scenario that differs.",
             "",
         ]
     lines += [

@@ -63,7 +63,7 @@ def test_a_target_whose_failures_change_on_the_second_seed_is_named(tmp_path, mo
     assert "`retryproof matrix --seeds 1,2`" in readme
     assert _row(readme, "report")[-1] == "seed 2"
     assert _row(readme, "flaky")[-1].startswith("**differs**: WT-CREATE failed → passed")
-    assert _row(readme, "steady")[-1] == "same (1 failed, 0 error)"
+    assert _row(readme, "steady")[-1] == "same (1 failed, 0 error, 0 skipped)"
 
 
 def test_one_seed_gives_no_reproduction_column(tmp_path, monkeypatch):
@@ -88,14 +88,15 @@ def _document(statuses: dict[str, str], headline: str = "NOT CONFORMANT") -> dic
     ("first", "again", "difference"),
     [
         ({"A": "failed", "B": "passed"}, {"A": "failed", "B": "passed"}, None),
-        ({"A": "failed", "B": "skipped"}, {"A": "failed", "B": "passed"}, None),  # neither broken
+        ({"A": "failed", "B": "skipped"}, {"A": "failed", "B": "passed"}, "B skipped → passed"),  # verified once
+        ({"A": "passed"}, {"A": "not_applicable"}, "A passed → not_applicable"),
         ({"A": "failed"}, {"A": "error"}, "A failed → error"),
         ({"A": "failed", "B": "passed"}, {"A": "failed", "B": "failed"}, "B passed → failed"),
         ({"A": "error"}, {}, "A error → not run"),
         ({}, {"C": "failed"}, "C not run → failed"),
     ],
 )
-def test_reproduction_compares_the_broken_scenarios_with_their_status(first, again, difference):
+def test_reproduction_compares_every_scenario_status(first, again, difference):
     assert reproduction(_document(first), _document(again)) == difference
 
 
