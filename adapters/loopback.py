@@ -3,6 +3,7 @@ accepts. A binding's server and a bundled implementation's service start this wa
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import threading
@@ -11,7 +12,9 @@ import time
 # Ports this process has handed out. Between the probe's close and the server's bind
 # the kernel may offer a port again; two scenarios of one ``--jobs`` run holding the
 # same port would talk to each other's server, since a server that failed to bind
-# looks, from the client, exactly like the one that did.
+# looks, from the client, exactly like the one that did. Another process (another kit
+# run, a test worker) may take the port all the same: ``await_accepting`` checks who
+# listens (``PortTaken``).
 _handed_out: set[int] = set()
 _handed_out_lock = threading.Lock()
 
@@ -34,17 +37,100 @@ def free_port() -> int:
 ACCEPT_POLL_S = 0.01
 
 
+class PortTaken(Exception):
+    """The port handed to a server accepts, but another program listens on it: it bound
+    the port between ``free_port``'s probe and the server's own bind. Start again on
+    another port; talking to that program would judge a runtime the kit never started
+    (a reference run over HTTP once listed 51 tasks on its fresh state directory)."""
+
+    def __init__(self, port: int):
+        super().__init__(f"port {port} accepted, but another program listens on it, not the server the kit started")
+        self.port = port
+
+
 def await_accepting(popen: subprocess.Popen, port: int, deadline: float) -> str | None:
     """Wait until ``port`` accepts a connection, by the ``time.monotonic`` ``deadline``;
-    None once it does, else why not (the process ended first, or time ran out)."""
+    None once it does, else why not (the process ended first, or time ran out). Raises
+    ``PortTaken`` when what accepts is provably another program's socket."""
     while True:
         status = popen.poll()
         if status is not None:
             return f"it exited with status {status} before accepting on port {port}"
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return None
         except OSError:
             if time.monotonic() > deadline:
                 return f"nothing accepted on port {port} in time"
             time.sleep(ACCEPT_POLL_S)
+            continue
+        if _held_by_another(popen.pid, port):
+            raise PortTaken(port)
+        return None
+
+
+def _held_by_another(pid: int, port: int) -> bool:
+    """Whether the socket listening on ``port`` is held by processes the kit can see
+    and none of them is ``pid`` or its family (its process group, its descendants).
+    Only positive evidence counts: without ``/proc``, or when the holder cannot be
+    seen (another user's process), the listener is taken to be the server."""
+    listening = _listening_sockets(port)
+    if not listening:
+        return False
+    if _holds(pid, listening):  # the common case: the started process listens itself
+        return False
+    processes = _processes()
+    family = {pid}
+    while True:  # its process group, and its descendants in any group
+        grown = family | {p for p, (parent, group) in processes.items() if group == pid or parent in family}
+        if grown == family:
+            break
+        family = grown
+    if any(_holds(member, listening) for member in family):
+        return False
+    return any(_holds(other, listening) for other in processes if other not in family)
+
+
+def _listening_sockets(port: int) -> set[str]:
+    """The inodes of the loopback or wildcard TCP sockets in LISTEN state on ``port``."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as rows:
+                next(rows)  # the header
+                for row in rows:
+                    fields = row.split()
+                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                        inodes.add(fields[9])
+        except (OSError, StopIteration, IndexError, ValueError):
+            continue
+    return inodes
+
+
+def _processes() -> dict[int, tuple[int, int]]:
+    """Every visible process: pid -> (parent pid, process group)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
+                    text = stat.read()
+                fields = text[text.rindex(")") + 2 :].split()  # the name may hold spaces
+                found[int(entry)] = (int(fields[1]), int(fields[2]))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def _holds(pid: int, inodes: set[str]) -> bool:
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for descriptor in descriptors:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            return True
+    return False

@@ -9,6 +9,9 @@ file, ``-n 2``, ``-k``). Wall seconds summed over tests are worker-seconds: on a
 machine they grow with the load, while CPU seconds (the test's process and every
 process it started and reaped: kit runs, harnesses, servers) grow much less, so read
 both (``--by cpu`` ranks files and tests by CPU, the figure to compare across loads).
+A process a worker keeps for several tests is counted in no test, only in the
+command's total once the worker has reaped it: the headless Chromium that renders
+every page of a worker's tests (tests/conformance/headless_chromium.py).
 The wall time of the whole command is printed too; it is the goal's figure only on a
 quiet machine. Exit: pytest's.
 """

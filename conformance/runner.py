@@ -161,6 +161,32 @@ def harness_command(command: Sequence[str]) -> str:
     return shlex.join(shown(command))
 
 
+class Marks:
+    """How ``schedule.in_order`` starts a run's scenarios: which ask for an alone part,
+    how long each is, which take turns on the shared server. They depend on the
+    scenarios alone (and on whether the run goes through a binding and shares a
+    server), not on the runtime's ``hello``: the selftest orders the scenarios of
+    runtimes whose handshakes have not happened yet."""
+
+    def __init__(self, scenarios: Mapping[str, Scenario], through_binding: bool, share: bool = True):
+        self.scenarios = scenarios
+        self.through_binding = through_binding
+        self.share = share
+
+    def alone(self, item: Entry) -> bool:
+        bound = self.scenarios.get(item.id)
+        return bound is not None and bound.alone
+
+    def long(self, item: Entry) -> int:
+        bound = self.scenarios.get(item.id)
+        return 0 if bound is None else bound.long
+
+    def shared(self, item: Entry) -> bool:
+        """Whether ``item`` takes its turn on the shared server (so never beside another that does)."""
+        bound = self.scenarios.get(item.id)
+        return self.share and bound is not None and bound.lends(self.through_binding)
+
+
 class Run:
     """A run emitting every event to ``sinks``: ``run`` drives it over the selection
     (``compute`` on worker threads, ``record`` in catalogue order), the pytest plugin
@@ -194,6 +220,7 @@ class Run:
         self.info = run_info(options, hello)
         self.results: list[ScenarioResult] = []
         self.scenarios = registry()
+        self.marks = Marks(self.scenarios, options.binding is not None, share)
         self.began = time.perf_counter() if began is None else began  # a perf_counter reading
         #: The scenarios the harness lost to a missed deadline, (id, that deadline); every job's.
         self.silent: list[tuple[str, str]] = []
@@ -244,28 +271,10 @@ class Run:
         self._emit(ScenarioStarted(result.entry, len(self.results) + 1, self.total))
         return self._finished(result)
 
-    def runs_alone(self, item: Entry) -> bool:
-        bound = self.scenarios.get(item.id)
-        return bound is not None and bound.alone
-
-    def runs_long(self, item: Entry) -> int:
-        bound = self.scenarios.get(item.id)
-        return 0 if bound is None else bound.long
-
-    def runs_shared(self, item: Entry) -> bool:
-        """Whether ``item`` takes its turn on the shared server (so never beside another that does)."""
-        bound = self.scenarios.get(item.id)
-        return self.shared is not None and bound is not None and bound.lends(self.options.binding is not None)
-
     def _lends(self, item: Entry) -> bool:
         """Whether ``item`` will take a turn on the shared server (``run_one``: a sharing
         scenario whose needs the runtime meets)."""
-        bound = self.scenarios.get(item.id)
-        return (
-            bound is not None
-            and bound.lends(self.options.binding is not None)
-            and not missing_needs(item, self.hello, self.options.binding)
-        )
+        return self.marks.shared(item) and not missing_needs(item, self.hello, self.options.binding)
 
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         self.results.append(result)
@@ -308,7 +317,7 @@ def run(options: Options, hello: Hello, sinks: Sequence[Sink], handshake: Handsh
                 session.scenario(item)
         else:
             for _, result in in_order(
-                entries, session.compute, options.jobs, session.runs_alone, session.runs_long, session.runs_shared
+                entries, session.compute, options.jobs, session.marks.alone, session.marks.long, session.marks.shared
             ):
                 session.record(result)
     finally:

@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 #: strace's first release with ``--seccomp-bpf``.
 SECCOMP_SINCE = (5, 3)
@@ -77,24 +77,40 @@ def entered(lines: Iterable[str]) -> list[Syscall]:
     return _numbered(_read(lines)[0])
 
 
-def nth_entry(text: str, name: str, when: int) -> tuple[Syscall, bool] | None:
+class Entry(NamedTuple):
+    """A thread's ``when``-th entry of a call in a trace as far as it is written."""
+
+    call: Syscall
+    #: Whether the trace shows that call finished.
+    finished: bool
+    #: The same thread's earlier entries of that call, in order (``when - 1`` of them).
+    earlier: tuple[Syscall, ...]
+
+
+def nth_entry(text: str, name: str, when: int) -> Entry | None:
     """The first ``when``-th entry of ``name`` by one thread in the output ``text`` of
-    an ``strace -f -e trace=NAME`` as far as it is written, and whether the trace shows
-    that call finished. The last line may still be unterminated: strace writes a call's
-    entry when the thread enters it and its result when it returns, so a call parked
-    at entry (``inject=NAME:delay_enter=...``) is an unterminated last line, or one that
-    another thread's line cut (``<unfinished ...>``)."""
+    an ``strace -f -e trace=NAME`` as far as it is written. The last line may still be
+    unterminated: strace writes a call's entry when the thread enters it and its result
+    when it returns, so a call parked at entry (``inject=NAME:delay_enter=...``) is an
+    unterminated last line, or one that another thread's line cut (``<unfinished ...>``)."""
     *lines, tail = text.split("\n")
-    counted: dict[int, int] = {}
+    threads: dict[int, list[Syscall]] = {}
+
+    def entry(match: re.Match[str]) -> Entry | None:
+        mine = threads.setdefault(int(match["pid"]), [])
+        call = Syscall(len(mine), **_record(match, "?"))
+        if len(mine) + 1 == when:
+            return Entry(call, match.re is _COMPLETE, tuple(mine))
+        mine.append(call)
+        return None
+
     for line in lines:
         match = _COMPLETE.match(line) or _UNFINISHED.match(line)
-        if match and match["name"] == name:
-            counted[int(match["pid"])] = nth = counted.get(int(match["pid"]), 0) + 1
-            if nth == when:
-                return _numbered([_record(match, "?")])[0], match.re is _COMPLETE
+        if match and match["name"] == name and (found := entry(match)):
+            return found
     match = _COMPLETE.match(tail) or _ENTERING.match(tail)
-    if match and match["name"] == name and counted.get(int(match["pid"]), 0) + 1 == when:
-        return _numbered([_record(match, "?")])[0], match.re is _COMPLETE
+    if match and match["name"] == name:
+        return entry(match)
     return None
 
 

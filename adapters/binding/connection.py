@@ -36,7 +36,7 @@ from retryproof.adapters.binding.proxy import Proxy
 from retryproof.adapters.binding.transports import Gone, Server, Transport, parse_json
 from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES
 from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection, HarnessStartError, Lost, Reply
-from retryproof.adapters.loopback import free_port
+from retryproof.adapters.loopback import PortTaken, free_port
 from retryproof.adapters.loss import WITHHELD, Loss
 from retryproof.adapters.process_groups import (
     PIPE_GRACE_S,
@@ -52,6 +52,8 @@ from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request
 from retryproof.spec.protocol import Failure, Success, greeting
 
 PORT_ENV = "RETRYPROOF_PORT"
+#: Starts on a fresh port when another program took the last one (``PortTaken``).
+PORT_TRIES = 3
 #: Ops a binding translates; every other op is answered unknown_op.
 OPS = ("write_task", "list_tasks", "read_task")
 #: The share of the call timeout a listing command gets: the rest is for the op's own
@@ -120,7 +122,29 @@ class BindingConnection(Connection):
         if self.alive:
             raise RuntimeError("the server is already running; kill or stop it first")
         binding = self.binding
-        port = free_port() if binding.wire.listens else None
+        for _ in range(PORT_TRIES):
+            try:
+                self._start_server(free_port() if binding.wire.listens else None)
+                break
+            except PortTaken as exc:
+                self.kill()
+                self._servers.pop()  # never this runtime's start: another program's port
+                self._stderr.append(f"[retryproof: {exc}; starting again on another port]\n".encode())
+            except Gone as exc:
+                self.kill()
+                raise HarnessStartError(f"the server was not ready: {exc.reason}", self.stderr_text()) from None
+        else:
+            raise HarnessStartError(
+                f"the server's port was taken by another program {PORT_TRIES} times in a row",
+                self.stderr_text(),
+            )
+        implementation = {"name": binding.name, "version": binding.version, "language": binding.target}
+        self.hello = greeting(implementation, list(binding.capabilities), [])
+        return self.hello
+
+    def _start_server(self, port: int | None) -> None:
+        """One start of the server on ``port``, waited for until ready."""
+        binding = self.binding
         env = dict(os.environ)
         env[STATE_DIR_ENV] = self.state_dir
         env.pop(PORT_ENV, None)
@@ -143,14 +167,7 @@ class BindingConnection(Connection):
         for stream in streams:
             server.pipes.spawn(self._stderr.follow, server.pipes, stream, name="binding-output")
         server.wire = binding.wire(binding, server)
-        try:
-            server.wire.ready(time.monotonic() + self.start_timeout)
-        except Gone as exc:
-            self.kill()
-            raise HarnessStartError(f"the server was not ready: {exc.reason}", self.stderr_text()) from None
-        implementation = {"name": binding.name, "version": binding.version, "language": binding.target}
-        self.hello = greeting(implementation, list(binding.capabilities), [])
-        return self.hello
+        server.wire.ready(time.monotonic() + self.start_timeout)
 
     def kill(self) -> None:
         server = self._current

@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
-from retryproof.adapters.loopback import await_accepting, free_port
+from retryproof.adapters.loopback import PortTaken, await_accepting, free_port
 from retryproof.adapters.python_host import HostedRuntime
 from retryproof.spec.digest import check_submission_id
 from retryproof.spec.protocol import ProtocolError, crash_now
@@ -76,17 +76,26 @@ class HttpServiceRuntime(StoreListing, HostedRuntime):
     ):
         super().__init__(state_dir, failpoints)
         self.store = TaskStore(state_dir)
-        self.port = port or free_port()
-        environment = dict(os.environ, **(environment or {}), PORT=str(self.port))
-        self.service = subprocess.Popen(
-            list(command),
-            cwd=cwd,
-            env=environment,
-            stdin=subprocess.DEVNULL,
-            stdout=sys.stderr,
-            preexec_fn=_die_with_parent,
-        )
-        self._await_service()
+        # A port another program took before the service bound it is picked again, once.
+        for last in (port is not None, True):
+            self.port = port or free_port()
+            environment = dict(os.environ, **(environment or {}), PORT=str(self.port))
+            self.service = subprocess.Popen(
+                list(command),
+                cwd=cwd,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+                stdout=sys.stderr,
+                preexec_fn=_die_with_parent,
+            )
+            try:
+                self._await_service()
+                break
+            except PortTaken as exc:
+                self.service.kill()
+                self.service.wait()
+                if last:
+                    raise RuntimeError(f"the service did not start: {exc}") from None
 
     def _await_service(self) -> None:
         problem = await_accepting(self.service, self.port, time.monotonic() + START_TIMEOUT_S)

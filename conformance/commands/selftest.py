@@ -27,6 +27,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,15 +37,14 @@ from tabulate import tabulate
 
 from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.errors import KitError
-from retryproof.conformance.events import RunFinished
+from retryproof.conformance.events import RunFinished, ScenarioResult
 from retryproof.conformance.file_names import file_stem
 from retryproof.conformance.options import REFERENCE_COMMAND, Options, available_cpus
-from retryproof.conformance.schedule import in_order
+from retryproof.conformance.schedule import Turn, in_order
 from retryproof.conformance.writers.content import STATUS_CELLS
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
 from retryproof.conformance.writers.grid import STATUS_TONES, GridCell, render_grid
 from retryproof.conformance.writers.html import evidence_anchor, render_html
-from retryproof.spec.protocol import Hello
 
 REFERENCE = "reference"
 
@@ -251,43 +251,51 @@ def run_all(
     those of the next, and the *alone* scenarios keep the machine to themselves here
     too. Each runtime's ``shares_server`` scenarios take turns on one harness of its
     own (``sharing.py``; never two sharing scenarios together), the last one ending it.
-    The runtimes' handshakes (``handshake``) share the same threads. ``runs``, when
-    given, receives each runtime's finished run (for its report.html)."""
-    from retryproof.conformance.runner import Run, handshake, select
-    from retryproof.conformance.sharing import Handshake
+    A runtime's handshake (``handshake``) is made by the first of its scenarios to
+    start, on that scenario's thread, so the handshakes of the next runtimes overlap
+    the scenarios of the first (made all before the scenarios, eighteen starts kept
+    the other job waiting). ``runs``, when given, receives each runtime's finished
+    run (for its report.html)."""
+    from retryproof.conformance.runner import Marks, Run, handshake, select
+    from retryproof.conformance.scenarios import registry
 
     jobs = jobs or available_cpus()
-
-    def shake(runtime: Runtime) -> tuple[Options, tuple[Hello, Handshake | None] | str]:
-        options = runtime_options(runtime, seed, runtime.killed_by)
-        try:
-            return options, handshake(options)
-        except KitError as exc:
-            return options, exc.message
-
     sessions: dict[str, Run] = {}
     errors: dict[str, str] = {}
-    pairs: list[tuple[Run, Entry]] = []
-    for runtime, (options, shaken) in in_order(runtimes, lambda runtime, _: shake(runtime), jobs):
-        if isinstance(shaken, str):
-            errors[runtime.name] = shaken
-            continue
-        hello, kept = shaken
-        entries = select(options.only, options.skip)
-        # The harness its handshake started is its first sharing scenario's (ended at once when none is).
-        session = Run(options, hello, [], len(entries), selection=entries, handshake=kept)
-        sessions[runtime.name] = session
-        pairs += [(session, entry) for entry in entries]
+    shaking = {runtime.name: threading.Lock() for runtime in runtimes}
+
+    def session_of(runtime: Runtime) -> Run | None:
+        """The runtime's run, after its handshake (made here once); None when it failed."""
+        with shaking[runtime.name]:
+            if runtime.name not in sessions and runtime.name not in errors:
+                options = runtime_options(runtime, seed, runtime.killed_by)
+                try:
+                    hello, kept = handshake(options)
+                except KitError as exc:
+                    errors[runtime.name] = exc.message
+                else:
+                    entries = select(options.only, options.skip)
+                    # The harness its handshake started is its first sharing scenario's (ended at once when none is).
+                    sessions[runtime.name] = Run(options, hello, [], len(entries), selection=entries, handshake=kept)
+            return sessions.get(runtime.name)
+
+    def compute(pair: tuple[Runtime, Entry], turn: Turn) -> ScenarioResult | None:
+        session = session_of(pair[0])
+        return None if session is None else session.compute(pair[1], turn)
+
+    pairs = [(runtime, entry) for runtime in runtimes for entry in select(runtime.killed_by, ())]
+    marks = Marks(registry(), through_binding=False)  # the marks of every runtime's run (``Run.marks``)
     try:
-        for (session, _), result in in_order(
+        for (runtime, _), result in in_order(
             pairs,
-            lambda pair, turn: pair[0].compute(pair[1], turn),
+            compute,
             jobs,
-            alone=lambda pair: pair[0].runs_alone(pair[1]),
-            long=lambda pair: pair[0].runs_long(pair[1]),
-            shared=lambda pair: pair[0].runs_shared(pair[1]),
+            alone=lambda pair: marks.alone(pair[1]),
+            long=lambda pair: marks.long(pair[1]),
+            shared=lambda pair: marks.shared(pair[1]),
         ):
-            session.record(result)
+            if result is not None:
+                sessions[runtime.name].record(result)
     finally:
         for session in sessions.values():
             session.close()  # a shared harness its last turn did not end (an interrupt)

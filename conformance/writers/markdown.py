@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tabulate import tabulate
-
 from retryproof.conformance.events import RunFinished, ScenarioResult
 from retryproof.conformance.writers import content
 from retryproof.conformance.writers.content import Code, Fact, IdList, Table
@@ -27,6 +25,10 @@ def md_cell(value: Any, limit: int | None = 300) -> str:
 def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], limit: int | None = 300) -> str:
     """A GitHub table whose every cell is escaped (cells may hold harness text) and
     cut at ``limit`` characters; ``None`` for evidence a reviewer must see whole."""
+    # Imported here: every run imports this module (the step summary's lines), and
+    # tabulate costs its start about 20 ms of CPU; only a markdown report draws tables.
+    from tabulate import tabulate
+
     cells = [[md_cell(cell, limit) for cell in row] for row in rows]
     return tabulate(cells, headers=[md_inline(h) for h in headers], tablefmt="github", disable_numparse=True)
 

@@ -32,6 +32,7 @@ class Handler(JsonHandler):
         with store.LOCK:
             effect = store.add(key, task)
             PENDING.discard(key or "")
+        time.sleep(store.SETTLE_S)
         self.answer(201, effect)
 
     def do_GET(self) -> None:  # noqa: N802

@@ -1,7 +1,8 @@
 """What the tool-shape test services share: effects kept durably under their caller's
 key, one JSON file each (written to a temporary file, fsynced, renamed, the folder
 fsynced), so a SIGKILL leaves an effect whole or absent. Each service decides itself
-what it answers; this only stores."""
+what it answers; this only stores (and says how long an answer follows its effect,
+``SETTLE_S``, for every test service that answers after an effect)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ from typing import Any
 
 STATE = os.environ["RETRYPROOF_STATE_DIR"]
 LOCK = threading.Lock()
+#: How long a test service answers after making its effect: the work a real service
+#: does past its write (an audit line, a notification). KILL-NEMESIS's effect -> answer
+#: rounds kill in that window, seen through the listing, at their first placement; a
+#: service whose answer left as its effect was made met none, so each such round was
+#: placed six times, each a restart (mcp_memory_dedup.py: 15 server starts and 12.7
+#: CPU-s, 5 and 5.5 with it). A runtime without that window is test_kill_nemesis.py's.
+SETTLE_S = 0.1
 
 
 def effects() -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ RETRYPROOF_STATE_DIR, RETRYPROOF_PORT."""
 from __future__ import annotations
 
 import sys
+import time
 
 import keyed_store as store
 from json_service import JsonHandler, serve
@@ -23,9 +24,12 @@ class Handler(JsonHandler):
         task, key = posted
         with store.LOCK:
             first = SEEN.get(key or "") if FORGETS else store.find(key)
-            if first is None:
+            made = first is None
+            if made:
                 first = store.add(key, task)
                 SEEN.update({key: first} if key else {})
+        if made:
+            time.sleep(store.SETTLE_S)
         if first["fields"] != task:
             return self.answer(422, {"error": "key reused with another payload"})
         self.answer(200, first)

@@ -12,6 +12,7 @@ import threading
 import time
 
 from json_service import JsonHandler, serve
+from keyed_store import SETTLE_S
 
 STATE = os.environ["RETRYPROOF_STATE_DIR"]
 LOCK = threading.Lock()
@@ -47,6 +48,7 @@ class Handler(JsonHandler):
             json.dump(effect, handle)
         os.replace(path("effect", key) + ".tmp", path("effect", key))
         os.remove(path("pending", key))
+        time.sleep(SETTLE_S)
         self.answer(201, effect)
 
     def do_GET(self) -> None:  # noqa: N802

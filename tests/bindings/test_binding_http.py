@@ -102,7 +102,7 @@ def test_fuzz_model_over_http_finds_a_defect_and_its_shrunk_history_replays(tmp_
     (replay,) = (tmp_path / "out" / "replays").glob("fuzz-model-*")
     recorded = json.loads(replay.read_text(encoding="utf-8"))
     assert "answered reused instead of conflict digest_mismatch" in recorded["violation"], recorded
-    again = run_cli("replay", str(replay), "--binding", str(binding))
+    again = run_cli("replay", str(replay), "--binding", str(binding), process=True)  # FUZZ-MODEL again
     assert again.returncode == 1 and "REPRODUCED" in again.stdout, again.stdout + again.stderr
 
 

@@ -5,6 +5,7 @@ the park-then-kill on a real traced process."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from retryproof.conformance.scenarios.crash_points import (
     Point,
     _Killer,
     _same_target,
+    _same_targets,
     failure_reason,
     find_points,
     sample,
@@ -223,12 +225,45 @@ def test_a_file_created_before_the_write_makes_its_re_open_redundant_until_renam
 def test_the_parked_entry_is_the_threads_nth_call_still_unfinished():
     done = '7 pwrite64(3</s/j>, "1", 1, 0) = 1\n'
     assert nth_entry(done + '9 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2) is None  # thread 9's first
-    call, finished = nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2)
+    call, finished, earlier = nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2)
     assert (call.pid, call.args, finished) == (7, '3</s/j>, "2", 1, 1', False)
+    assert [(e.pid, e.args) for e in earlier] == [(7, '3</s/j>, "1", 1, 0')]
     cut = done + '7 pwrite64(3</s/j>, "2", 1, 1 <unfinished ...>\n9 write(1, "x", 1) = 1\n'
-    assert nth_entry(cut, "pwrite64", 2)[1] is False
-    assert nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = 1\n', "pwrite64", 2)[1] is True
+    assert nth_entry(cut, "pwrite64", 2).finished is False
+    assert nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = 1\n', "pwrite64", 2).finished is True
     assert nth_entry(done + "7 pwri", "pwrite64", 2) is None
+
+
+def test_a_point_remembers_what_its_threads_earlier_calls_acted_on():
+    """Thread 9's second write is the point: its first went to the log pipe. Counted on
+    a path (thread 7 pre-empts the count), only the earlier calls on that path count."""
+    points, _ = _points(
+        [
+            '9 11.0 write(2<pipe:[77]>, "log", 3) = 3',
+            '9 11.1 write(3</state/a>, "1", 1) = 1',
+            '7 11.2 openat(AT_FDCWD</w>, "/state/b", O_WRONLY|O_CREAT, 0644) = 4</state/b>',
+            '7 11.3 openat(AT_FDCWD</w>, "/state/c", O_WRONLY|O_CREAT, 0644) = 5</state/c>',
+            '9 11.4 openat(AT_FDCWD</w>, "/state/d", O_WRONLY|O_CREAT, 0644) = 6</state/d>',
+            '9 11.5 openat(AT_FDCWD</w>, "/state/d", O_WRONLY|O_CREAT|O_TRUNC, 0644) = 6</state/d>',
+        ]
+    )
+    assert [(p.name, p.before) for p in points] == [
+        ("write:2", ("pipe:[77]",)),
+        ("openat:1", ()),
+        ("openat:2", ("b",)),
+        ("openat:1:d", ()),
+        ("openat:2:d", ("d",)),
+    ]
+
+
+def test_a_kill_on_the_recorded_target_by_another_threads_path_is_not_the_point():
+    """The same target reached after other calls is another thread's path (a background
+    flush reaching the count first, say): its crash state is not the point's."""
+    assert _same_targets(("pipe:[77]", "tasks/.tmp-41"), ("pipe:[12]", "tasks/.tmp-97"))
+    assert not _same_targets(("pipe:[77]",), ("journal",))
+    assert not _same_targets(("journal",), ("journal", "journal"))
+    outcome = broken(2, killed=True) | {"landed_as_recorded": False, "thread_as_recorded": False}
+    assert "(it landed on tasks/x, in a thread whose earlier calls differ)" in failure_reason([outcome], 3)
 
 
 def test_a_kill_landed_on_the_recorded_call_up_to_the_names_that_differ_from_run_to_run():
@@ -277,11 +312,12 @@ def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
             process.wait(10)
     assert killer.killed and process.returncode == -9
     assert target.read_bytes() == b"0"
-    assert killer.landed_on(str(tmp_path), None) == "data"
+    assert killer.landed(str(tmp_path), None) == ("data", ("data",))  # the first write's file too
 
 
-def _strace_shy(tmp_path, lost: str) -> str:
-    return f"{sys.executable} {Path(__file__).with_name('strace_shy_harness.py')} {tmp_path / 'starts'} {lost}"
+def _strace_shy(tmp_path, lose: str, times: int) -> str:
+    harness = Path(__file__).with_name("strace_shy_harness.py")
+    return f"{sys.executable} {harness} {tmp_path / 'lost'} {shlex.quote(lose)} {times}"
 
 
 def test_a_start_lost_under_strace_is_tried_once_more_not_skipped(tmp_path, strace):
@@ -289,7 +325,8 @@ def test_a_start_lost_under_strace_is_tried_once_more_not_skipped(tmp_path, stra
     multithreaded one's now and then) is still judged: that recording or point is run
     again on a fresh scratch, and the evidence says so. Skipping at once made the same
     seed's CRASH-POINTS pass in one matrix run and skip in the next."""
-    done, report = certify(tmp_path / "out", _strace_shy(tmp_path, "1"), "--only", "CRASH-POINTS", in_process=True)
+    shy = _strace_shy(tmp_path, " -ttt ", 1)  # the recording's first start
+    done, report = certify(tmp_path / "out", shy, "--only", "CRASH-POINTS", in_process=True)
     scenario = by_id(report)["CRASH-POINTS"]
     assert scenario["status"] == "passed", done.stdout
     (failed_once,) = scenario["evidence"]["traced_starts_failed_once"]
@@ -298,13 +335,17 @@ def test_a_start_lost_under_strace_is_tried_once_more_not_skipped(tmp_path, stra
 
 
 def test_a_point_lost_twice_under_strace_is_named_and_the_others_judged(tmp_path, strace):
-    """Starts 2 and 3 under strace are the first point's, tried twice: that point is
-    named as not started, and the points that ran decide the verdict. Before, the whole
-    scenario was skipped (Restate-binding: 24 points judged, one lost twice)."""
-    done, report = certify(tmp_path / "out", _strace_shy(tmp_path, "2,3"), "--only", "CRASH-POINTS", in_process=True)
+    """Both starts of the point at the journal's first write are lost: that point is
+    named as not started, and the points that ran (two at a time) decide the verdict.
+    Before, the whole scenario was skipped (Restate-binding: 24 points judged, one lost
+    twice)."""
+    shy = _strace_shy(tmp_path, r"inject=pwrite64:\S*:when=1 ", 2)
+    done, report = certify(tmp_path / "out", shy, "--only", "CRASH-POINTS", in_process=True)
     scenario = by_id(report)["CRASH-POINTS"]
     assert scenario["status"] == "passed", done.stdout
     evidence = scenario["evidence"]
     (lost,) = evidence["points_not_started"]
+    assert lost["point"] == "pwrite64:1"
     assert lost["point"] not in {outcome["point"] for outcome in evidence["points"]}
     assert len(evidence["points"]) == evidence["points_run"] - 1
+    assert all(outcome["landed_as_recorded"] and outcome["thread_as_recorded"] for outcome in evidence["points"])

@@ -164,6 +164,8 @@ def test_a_huge_implementation_name_still_gives_a_report_and_a_bounded_replay_na
 
 
 def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, extra=(), **env):
+    """``run_kit`` with ``env`` added; in this process unless it needs a working directory
+    of its own or runs FUZZ-MODEL (its Hypothesis settings would be this session's)."""
     done, report = certify(
         tmp_path / "out",
         f"{sys.executable} {FAKE} {mode}",
@@ -173,8 +175,9 @@ def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, extra=(), **env):
         "2",
         *extra,
         seed=7,
-        cwd=cwd,
+        in_process=cwd is None and "FUZZ-MODEL" not in only,
         env={**os.environ, **env, "PYTHONPATH": REPO},
+        **({"cwd": cwd} if cwd else {}),
     )
     return done, by_id(report)
 

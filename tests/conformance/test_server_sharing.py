@@ -76,14 +76,23 @@ def binding_options(
     return from_arguments(args)
 
 
-def results(options: Options, share: bool, leave_out: tuple[str, ...] = ()) -> dict[str, ScenarioResult]:
-    """Each selected scenario's result but ``leave_out``'s, one after another, sharing or not."""
-    entries = [entry for entry in select(options.only, options.skip) if entry.id not in leave_out]
-    session = Run(options, probe(options), [], len(entries), share=share)
-    try:
-        return {item.id: session.scenario(item) for item in entries}
-    finally:
-        session.close()
+def shared_and_alone(
+    options: Options, leave_out: tuple[str, ...] = ()
+) -> tuple[dict[str, ScenarioResult], dict[str, ScenarioResult]]:
+    """Each selected scenario's result, one after another, sharing and then not
+    (``leave_out``'s not), both under one hello: a probe starts a server of its own,
+    and its hello is the same for both runs."""
+    hello = probe(options)
+
+    def each(share: bool, left_out: tuple[str, ...]) -> dict[str, ScenarioResult]:
+        entries = [entry for entry in select(options.only, options.skip) if entry.id not in left_out]
+        session = Run(options, hello, [], len(entries), share=share)
+        try:
+            return {item.id: session.scenario(item) for item in entries}
+        finally:
+            session.close()
+
+    return each(True, ()), each(False, leave_out)
 
 
 def statuses(found: dict[str, ScenarioResult]) -> dict[str, str]:
@@ -101,7 +110,7 @@ def test_a_takes_server_scenario_takes_its_turn_only_through_a_binding():
 
 def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
     options = binding_options(tmp_path, None)
-    shared, alone = results(options, share=True), results(options, share=False)
+    shared, alone = shared_and_alone(options)
     assert statuses(shared) == statuses(alone) == dict.fromkeys(SELECTION, "passed")
     used = [shared[scenario_id].evidence["shared_server"] for scenario_id in (*SHARING, "INVALID-KEY")]
     assert {item["server"] for item in used} == {1}, used  # one server for all of them
@@ -133,7 +142,7 @@ def test_a_broken_runtime_fails_the_same_scenarios_shared_or_not(tmp_path, fault
     options = binding_options(tmp_path, fault)
     # A4-CONCURRENT keeps a server of its own either way (its calls are the same shared or
     # not: the reference's test above); the shared run keeps it between the sharing turns.
-    shared, alone = results(options, share=True), results(options, share=False, leave_out=("A4-CONCURRENT",))
+    shared, alone = shared_and_alone(options, leave_out=("A4-CONCURRENT",))
     assert {scenario_id: status for scenario_id, status in statuses(shared).items() if scenario_id in alone} == (
         statuses(alone)
     )
@@ -294,7 +303,7 @@ def test_a_scenario_that_takes_the_server_is_judged_as_on_its_own(tmp_path, faul
     why), and a turn that did not hands it on."""
     only = ("WT-CREATE", *TAKING, "INVALID-KEY")
     options = binding_options(tmp_path, fault, only)
-    shared, alone = results(options, share=True), results(options, share=False)
+    shared, alone = shared_and_alone(options)
     assert statuses(shared) == statuses(alone)
     assert all(registry()[scenario_id].takes_server for scenario_id in TAKING)
     for scenario_id in killed_by(fault) if fault else ():
@@ -428,12 +437,18 @@ HARNESS_VARIANTS = (
 def test_a_harness_run_shares_its_harness_and_judges_as_alone(fault):
     """A harness run gives its shares_server scenarios one harness process; the
     takes_server ones (A2-CRASH-BEFORE-RESPONSE arms a failpoint) start their own; a
-    broken runtime fails the same scenarios either way."""
+    broken runtime fails the same scenarios either way. The takes_server ones run as
+    they would alone (no shared_server in their evidence), so only the shared run has
+    them, between the sharing turns: running them again alone repeated the same
+    scenarios on the same path, a third of each alone run's harness starts."""
     sharing = tuple(scenario_id for scenario_id, bound in registry().items() if bound.shares_server)
     takes = ("RESTART-REUSE", "A2-RESPONSE-LOSS", "A2-CRASH-BEFORE-RESPONSE")
     options = harness_options(fault, (*sharing, *takes))
-    shared, alone = results(options, share=True), results(options, share=False)
-    assert statuses(shared) == statuses(alone)
+    shared, alone = shared_and_alone(options, leave_out=takes)
+    assert {scenario_id: status for scenario_id, status in statuses(shared).items() if scenario_id in alone} == (
+        statuses(alone)
+    )
+    assert set(shared) - set(alone) == set(takes)
     if fault is None:
         assert set(statuses(shared).values()) == {"passed"}
         assert {shared[scenario_id].evidence["shared_server"]["server"] for scenario_id in sharing} == {1}

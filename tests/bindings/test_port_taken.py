@@ -1,0 +1,106 @@
+"""A port the kit hands a server may be taken by another program (another kit run, a
+test worker) before the server binds it. What accepts then is that program, and a run
+that talked to it judged a runtime the kit never started: a reference run over HTTP
+once listed 51 tasks on its fresh state directory. The kit checks who listens, and
+starts the server again on another port."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from binding_helpers import shipped
+
+from retryproof.adapters import loopback
+from retryproof.adapters.binding import connection as binding_connection
+from retryproof.adapters.binding import parse
+from retryproof.adapters.binding.connection import BindingConnection
+from retryproof.adapters.connection import HarnessStartError
+
+LISTEN = (
+    "import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(); time.sleep(60)"
+)
+
+
+def _foreign_listener() -> socket.socket:
+    """A socket listening on a loopback port, held by this test's process: another program."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    return taken
+
+
+def test_a_server_listening_itself_is_accepted():
+    port = loopback.free_port()
+    server = subprocess.Popen([sys.executable, "-c", LISTEN, str(port)])
+    try:
+        assert loopback.await_accepting(server, port, time.monotonic() + 30) is None
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_a_server_listening_in_a_child_is_accepted():
+    """Wrappers (``npm start``, a shell) leave the socket to a child of the started process."""
+    port = loopback.free_port()
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {LISTEN!r}, '{port}'])"
+    server = subprocess.Popen([sys.executable, "-c", child], start_new_session=True)
+    try:
+        assert loopback.await_accepting(server, port, time.monotonic() + 30) is None
+    finally:
+        subprocess.run(["pkill", "-KILL", "-g", str(server.pid)], check=False)
+        server.wait()
+
+
+def test_a_port_another_program_listens_on_is_named():
+    taken = _foreign_listener()
+    port = taken.getsockname()[1]
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with pytest.raises(loopback.PortTaken, match=f"port {port} accepted, but another program listens on it"):
+            loopback.await_accepting(idle, port, time.monotonic() + 30)
+    finally:
+        idle.kill()
+        idle.wait()
+        taken.close()
+
+
+def _connection(tmp_path, monkeypatch, ports: list[int]) -> BindingConnection:
+    """The reference over HTTP, handed ``ports`` first, then free ones."""
+    handed = iter(ports)
+    monkeypatch.setattr(binding_connection, "free_port", lambda: next(handed, None) or loopback.free_port())
+    state = tmp_path / "state"
+    state.mkdir()
+    return BindingConnection(parse(shipped("reference-http"), "reference-http.yaml"), str(state), start_timeout=60)
+
+
+def test_a_binding_server_whose_port_was_taken_starts_again_on_another(tmp_path, monkeypatch):
+    taken = _foreign_listener()
+    port = taken.getsockname()[1]
+    connection = _connection(tmp_path, monkeypatch, [port])
+    try:
+        connection.start()
+        listed = connection.call("list_tasks", {})
+        assert connection.port != port
+        assert listed.result["tasks"] == [], listed
+        assert f"port {port} accepted, but another program listens on it" in connection.stderr_text()
+        assert len(connection.exit_statuses()) == 1, "the start on the taken port is not the runtime's"
+    finally:
+        connection.kill()
+        taken.close()
+
+
+def test_a_port_taken_every_time_is_a_start_error(tmp_path, monkeypatch):
+    taken = _foreign_listener()
+    port = taken.getsockname()[1]
+    connection = _connection(tmp_path, monkeypatch, [port] * binding_connection.PORT_TRIES)
+    try:
+        with pytest.raises(HarnessStartError, match=f"taken by another program {binding_connection.PORT_TRIES} times"):
+            connection.start()
+        assert not connection.alive
+    finally:
+        connection.kill()
+        taken.close()

@@ -1,0 +1,50 @@
+"""The selftest makes a runtime's handshake when the first of its scenarios starts
+(``selftest.run_all``), on the scenarios' threads: once per runtime, however many of
+its scenarios start together, and a runtime whose handshake fails costs only itself."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+from retryproof.conformance import runner
+from retryproof.conformance.commands.selftest import Runtime, judge, run_all
+from retryproof.conformance.scenarios import registry
+
+
+def test_each_runtime_shakes_hands_once_and_a_failed_handshake_costs_only_its_runtime(monkeypatch):
+    shaken: Counter[str] = Counter()
+    lock = threading.Lock()
+    original = runner.handshake
+
+    def counted(options):
+        with lock:
+            shaken[options.command[-1]] += 1
+        return original(options)
+
+    monkeypatch.setattr(runner, "handshake", counted)
+    runtimes = [
+        # Two killers, started on two jobs at once: one handshake between them.
+        Runtime("digest-ignored", "conflicts go unnoticed", ("CONFLICT-DIGEST", "INVALID-INPUT")),
+        Runtime("no-such-variant", "the harness exits at its start", ("CONFLICT-DIGEST", "NORMALIZED-EQUAL")),
+    ]
+    outcomes = run_all(runtimes, seed=0, jobs=2)
+
+    assert shaken == {"digest-ignored": 1, "no-such-variant": 1}
+    assert outcomes["digest-ignored"]["results"]["CONFLICT-DIGEST"]["status"] == "failed"
+    assert outcomes["digest-ignored"]["results"]["INVALID-INPUT"]["status"] == "passed"
+    broken = outcomes["no-such-variant"]
+    assert broken["results"] == {} and "failed its handshake" in broken["error"]
+    assert judge(runtimes[1], broken) == [f"no-such-variant: the kit could not run it: {broken['error']}"]
+
+
+def test_the_marks_come_from_the_scenarios_not_from_a_runtime():
+    """The selftest orders the scenarios of runtimes whose handshakes have not
+    happened yet by ``runner.Marks``, which ``Run`` itself schedules by."""
+    ids = {item.id: item for item in runner.select((), ())}
+    marks = runner.Marks(registry(), through_binding=False)
+    assert marks.alone(ids["A4-CONCURRENT"]) and not marks.alone(ids["WT-CREATE"])
+    assert marks.long(ids["FUZZ-MODEL"]) > marks.long(ids["STALE-RESERVATION-DIAGNOSTICS"]) > 0
+    assert marks.shared(ids["WT-CREATE"]) and not marks.shared(ids["A2-RESPONSE-LOSS"])  # takes_server: bindings only
+    assert runner.Marks(registry(), through_binding=True).shared(ids["A2-RESPONSE-LOSS"])
+    assert not runner.Marks(registry(), through_binding=False, share=False).shared(ids["WT-CREATE"])
