@@ -1,0 +1,96 @@
+"""KILL-NEMESIS on a loaded machine: does a correct runtime's verdict stay the same?
+
+    python benchmarks/bench_nemesis_load.py [--harness node] [--busy 6] [--jobs 6]
+        [--seeds 1-24]
+
+Starts ``--busy`` busy loops, then runs ``retryproof run --only KILL-NEMESIS`` once per
+seed, ``--jobs`` at once, against the reference or the independent Node.js runtime
+(``tests/independent/node_harness``), and prints the statuses, the load before and
+after, and what counted each effect -> answer round (the trigger of its counted
+placement and whether it landed after an effect). Everything runs at nice 19 in the
+benchmark's session, so the busy loops compete with the runs (as CI's parallel runs
+do) and other work on the machine keeps its share. The busy loops are ended however
+the benchmark ends.
+
+A correct runtime must pass on every seed: an error means a round's kill interrupted no
+call in any placement (the runtime answered every call first), which made a clean
+runtime's verdict depend on the machine's load. Exit 1 on any status but passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NODE = REPO / "tests" / "independent" / "node_harness" / "harness.js"
+NICE = ["nice", "-n", "19"]
+
+
+def seeds(text: str) -> list[int]:
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+def one_run(harness: list[str], seed: int, scratch: Path) -> dict:
+    out = scratch / f"seed{seed}"
+    command = [*NICE, sys.executable, "-m", "retryproof.conformance.cli", "run", *harness]
+    command += ["--only", "KILL-NEMESIS", "--seed", str(seed), "--out", str(out), "--format", "json"]
+    subprocess.run(command, capture_output=True, timeout=600, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
+    (scenario,) = json.loads((out / "report.json").read_text(encoding="utf-8"))["scenarios"]
+    return scenario
+
+
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--harness", choices=("reference", "node"), default="node")
+    parser.add_argument("--busy", type=int, default=6, help="busy loops beside the runs")
+    parser.add_argument("--jobs", type=int, default=6, help="runs at once")
+    parser.add_argument("--seeds", default="1-24")
+    args = parser.parse_args()
+    harness = ["--harness", f"node {NODE}"] if args.harness == "node" else []
+    # In this session, as the runs are: where the kernel groups CPU time by session
+    # (autogroup), busy loops in sessions of their own competed with the whole machine
+    # rather than with the runs, and the old placement's errors did not show.
+    loops = [subprocess.Popen([*NICE, sys.executable, "-c", "while 1: pass"]) for _ in range(args.busy)]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # ends through the finally below
+    try:
+        before = load()
+        with tempfile.TemporaryDirectory(prefix="bench-nemesis-") as scratch, ThreadPoolExecutor(args.jobs) as pool:
+            runs = list(pool.map(lambda seed: (seed, one_run(harness, seed, Path(scratch))), seeds(args.seeds)))
+        after = load()
+    finally:
+        for loop in loops:
+            loop.kill()
+            loop.wait()
+    statuses = Counter(scenario["status"] for _, scenario in runs)
+    counted: Counter[str] = Counter()
+    for seed, scenario in runs:
+        if scenario["status"] != "passed":
+            print(f"seed {seed}: {scenario['status']}: {scenario.get('reason', '')}")
+        for number, round_ in enumerate(scenario["evidence"].get("schedule", {}).get("rounds", ()), 1):
+            if number % 2 == 0:
+                landed = "landed" if round_.get("interrupted_after_effect") else "not shown landed"
+                counted[f"{round_['killed_at']} ({landed})"] += 1
+    print(f"{args.harness}, {len(runs)} runs, {args.jobs} at once, {args.busy} busy loops, load {before} -> {after}")
+    print("statuses: " + ", ".join(f"{status} {count}" for status, count in statuses.most_common()))
+    print("effect -> answer rounds counted by:")
+    for what, count in counted.most_common():
+        print(f"  {count:3d}  {what}")
+    return 0 if set(statuses) == {"passed"} else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
