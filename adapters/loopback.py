@@ -43,8 +43,10 @@ class PortTaken(Exception):
     another port; talking to that program would judge a runtime the kit never started
     (a reference run over HTTP once listed 51 tasks on its fresh state directory)."""
 
-    def __init__(self, port: int):
-        super().__init__(f"port {port} accepted, but another program listens on it, not the server the kit started")
+    def __init__(self, port: int, holder: str):
+        super().__init__(
+            f"port {port} accepted, but another program listens on it ({holder}), not the server the kit started"
+        )
         self.port = port
 
 
@@ -63,21 +65,21 @@ def await_accepting(popen: subprocess.Popen, port: int, deadline: float) -> str 
                 return f"nothing accepted on port {port} in time"
             time.sleep(ACCEPT_POLL_S)
             continue
-        if _held_by_another(popen.pid, port):
-            raise PortTaken(port)
+        holder = _another_holder(popen.pid, port)
+        if holder:
+            raise PortTaken(port, holder)
         return None
 
 
-def _held_by_another(pid: int, port: int) -> bool:
-    """Whether the socket listening on ``port`` is held by processes the kit can see
-    and none of them is ``pid`` or its family (its process group, its descendants).
-    Only positive evidence counts: without ``/proc``, or when the holder cannot be
-    seen (another user's process), the listener is taken to be the server."""
+def _another_holder(pid: int, port: int) -> str | None:
+    """Who holds the socket that accepts on ``127.0.0.1:port`` when it is provably not
+    ``pid`` nor its family (its process group, its descendants): a visible process
+    outside them whose parent is alive and not init, as another kit run's server is.
+    A server that daemonized (its parent is init) is taken to be the one started, and
+    so is a listener whose holder cannot be seen (another user's, or no ``/proc``)."""
     listening = _listening_sockets(port)
-    if not listening:
-        return False
-    if _holds(pid, listening):  # the common case: the started process listens itself
-        return False
+    if not listening or _holds(pid, listening):  # the common case: the started process listens
+        return None
     processes = _processes()
     family = {pid}
     while True:  # its process group, and its descendants in any group
@@ -86,12 +88,22 @@ def _held_by_another(pid: int, port: int) -> bool:
             break
         family = grown
     if any(_holds(member, listening) for member in family):
-        return False
-    return any(_holds(other, listening) for other in processes if other not in family)
+        return None
+    for other, (parent, _) in processes.items():
+        if other not in family and parent > 1 and parent in processes and _holds(other, listening):
+            return f"pid {other}, {_name(other)}"
+    return None
+
+
+#: Local addresses a connection to 127.0.0.1 reaches, as /proc/net/tcp{,6} print them:
+#: 127.0.0.1 and 0.0.0.0; :: (unless the socket is IPv6-only, which the table does not
+#: say) and ::ffff:127.0.0.1.
+_REACHED = {"0100007F", "00000000", "0" * 32, "0000000000000000FFFF00000100007F"}
 
 
 def _listening_sockets(port: int) -> set[str]:
-    """The inodes of the loopback or wildcard TCP sockets in LISTEN state on ``port``."""
+    """The inodes of the TCP sockets in LISTEN state that a connection to
+    ``127.0.0.1:port`` reaches (a server's ``[::1]`` listener on the same number does not)."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -99,7 +111,8 @@ def _listening_sockets(port: int) -> set[str]:
                 next(rows)  # the header
                 for row in rows:
                     fields = row.split()
-                    if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    address, _, number = fields[1].rpartition(":")
+                    if fields[3] == "0A" and int(number, 16) == port and address in _REACHED:
                         inodes.add(fields[9])
         except (OSError, StopIteration, IndexError, ValueError):
             continue
@@ -119,6 +132,14 @@ def _processes() -> dict[int, tuple[int, int]]:
             except (OSError, ValueError, IndexError):
                 continue
     return found
+
+
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as comm:
+            return comm.read().strip()
+    except OSError:
+        return "ended"
 
 
 def _holds(pid: int, inodes: set[str]) -> bool:

@@ -170,14 +170,6 @@ def start_group(command: Sequence[str], **options: Any) -> subprocess.Popen:
     return popen
 
 
-def live_groups() -> int:
-    """How many process groups the kit runs now (harnesses, servers, listing commands,
-    every scenario's): CRASH-POINTS runs a second point only while no other scenario
-    runs a process."""
-    with _registry_lock:
-        return len(_live_groups)
-
-
 def forget_group(popen: subprocess.Popen) -> None:
     """A reaped group leaves the registry."""
     with _registry_lock:

@@ -137,34 +137,40 @@ _DATA_KEYWORDS = frozenset(("const", "enum", "default", "examples"))
 _NAMED_SCHEMAS = frozenset(("properties", "patternProperties", "dependentSchemas"))
 
 
-def _inlined(node: Any, document: str, within: tuple[str, ...] = ()) -> Any:
+def _inlined(node: Any, document: str, within: tuple[str, ...] = (), root: bool = True) -> Any:
     """``node``, a part of the shipped schema ``document``, with each ``$ref`` replaced by
     the schema it names (beside other keywords, both apply: an ``allOf``). A reference
     back into one being inlined (a recursive schema) stays a reference, made absolute so
     that the registry finds it in its own document; so ``$defs`` and ``$id`` are dropped:
-    nothing refers to them in the copy."""
+    nothing refers to them in the copy. Only what the shipped schemas use is inlined: a
+    fragment that is no JSON Pointer (an ``$anchor``'s name) stays an absolute reference,
+    and a schema whose keywords change how references resolve (a nested ``$id``,
+    ``$dynamicRef``) is refused rather than resolved wrongly."""
     if isinstance(node, list):
-        return [_inlined(item, document, within) for item in node]
+        return [_inlined(item, document, within, False) for item in node]
     if not isinstance(node, dict):
         return node
     inlined: dict[str, Any] = {}
+    changes_resolution = {"$dynamicRef", "$dynamicAnchor", "$recursiveRef"} & node.keys()
+    if changes_resolution or ("$id" in node and not root):
+        raise ValueError(f"{document}: {sorted(changes_resolution) or ['a nested $id']} would resolve otherwise inlined")
     for keyword, value in node.items():
         if keyword in ("$defs", "$id"):
             continue
         if keyword in _DATA_KEYWORDS:
             inlined[keyword] = value
         elif keyword in _NAMED_SCHEMAS and isinstance(value, dict):
-            inlined[keyword] = {key: _inlined(item, document, within) for key, item in value.items()}
+            inlined[keyword] = {key: _inlined(item, document, within, False) for key, item in value.items()}
         elif keyword != "$ref":
-            inlined[keyword] = _inlined(value, document, within)
+            inlined[keyword] = _inlined(value, document, within, False)
     reference = node.get("$ref")
     if not isinstance(reference, str):
         return inlined
     target = SCHEMA_URN + document + reference if reference.startswith("#") else reference
-    if target in within or not target.startswith(SCHEMA_URN):
-        return {**inlined, "$ref": target}
     stem, _, pointer = target[len(SCHEMA_URN) :].partition("#")
-    resolved = _inlined(_pointed(schema(stem), pointer), stem, (*within, target))
+    if target in within or not target.startswith(SCHEMA_URN) or (pointer and not pointer.startswith("/")):
+        return {**inlined, "$ref": target}
+    resolved = _inlined(_pointed(schema(stem), pointer), stem, (*within, target), not pointer)
     return {**inlined, "allOf": [resolved, *inlined.get("allOf", [])]} if inlined else resolved
 
 

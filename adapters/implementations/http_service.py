@@ -77,13 +77,13 @@ class HttpServiceRuntime(StoreListing, HostedRuntime):
         super().__init__(state_dir, failpoints)
         self.store = TaskStore(state_dir)
         # A port another program took before the service bound it is picked again, once.
+        base = dict(os.environ, **(environment or {}))
         for last in (port is not None, True):
             self.port = port or free_port()
-            environment = dict(os.environ, **(environment or {}), PORT=str(self.port))
             self.service = subprocess.Popen(
                 list(command),
                 cwd=cwd,
-                env=environment,
+                env={**base, "PORT": str(self.port)},
                 stdin=subprocess.DEVNULL,
                 stdout=sys.stderr,
                 preexec_fn=_die_with_parent,

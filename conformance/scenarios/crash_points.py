@@ -51,10 +51,9 @@ strace counts per thread, and any thread's N-th call of SYSCALL triggers the kil
 point another thread reaches first under the same count, and that no count on its path
 can reach either (the path is named after the recording process), is not reachable
 this way and is only counted (``unreachable``). Past ``MAX_POINTS`` the points are sampled
-evenly. The points run two at a time, each on its own state directory, while no other
-scenario of the run has a process running (``_in_turn``), and are listed in their order:
-the same crash states, in about half the time where a start waits.
-``RETRYPROOF_CRASH_POINT=SYSCALL:N`` (in the reproduce line of a failure, and in its
+evenly. The points run one after another: two at once (tried, 0.74x for DBOS's 24
+points) let each point's checks mark, and its retries overwrite, the other's calls and
+evidence, so a report's details would follow the timing. ``RETRYPROOF_CRASH_POINT=SYSCALL:N`` (in the reproduce line of a failure, and in its
 replay file) runs that one point, a redundant one too.
 """
 
@@ -67,7 +66,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent import futures
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
@@ -75,7 +73,7 @@ from typing import Any, TypeVar
 from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.adapters.connection import Connection, HarnessStartError
 from retryproof.adapters.process import ProcessConnection
-from retryproof.adapters.process_groups import Scratch, live_groups
+from retryproof.adapters.process_groups import Scratch
 from retryproof.conformance import replay_file
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
@@ -84,11 +82,6 @@ from retryproof.conformance.strace import Syscall, entered, nth_entry, tracing_o
 
 #: The most points one run kills at; past it they are sampled evenly.
 MAX_POINTS = 24
-#: Points run at most this many at a time, each on a scratch of its own (``_in_turn``);
-#: the recording runs first, alone.
-POINTS_AT_ONCE = 2
-#: How often a point's end is checked for, to start the next while one runs.
-TURN_POLL_S = 0.1
 #: Names a reproduction's point: ``SYSCALL:N``.
 POINT_ENV = "RETRYPROOF_CRASH_POINT"
 #: A traced start and call get this many times their usual bound (every traced call
@@ -368,15 +361,11 @@ def crash_points(ctx: Context) -> None:
     # not skip the points that ran (Restate-binding: 24 judged, one lost, all skipped).
     not_started: list[dict[str, str]] = []
     ctx.note("points_not_started", not_started)
-
-    def one(point: Point) -> dict[str, Any] | dict[str, str]:
+    for point in run:
         try:
-            return _traced(ctx, partial(_kill_at, ctx, sibling, strace, point, submission_id, task, park))
+            outcomes.append(_traced(ctx, partial(_kill_at, ctx, sibling, strace, point, submission_id, task, park)))
         except _TracedStartFailed as exc:
-            return {"point": point.name, "strace": str(exc)}
-
-    for ran in _in_turn(ctx, one, run):
-        (outcomes if "outcome" in ran else not_started).append(ran)
+            not_started.append({"point": point.name, "strace": str(exc)})
     # A point whose kill did not land while the write ran (a file name that differs from
     # run to run, under -P) is still judged, and counted here; so is a kill that landed
     # on another call than the recorded one (its crash state is real, but not the point's).
@@ -400,29 +389,6 @@ def crash_points(ctx: Context) -> None:
             "writes completed, the rest landed elsewhere): "
             "no crash point was tested"
         )
-
-
-def _in_turn(ctx: Context, one: Callable[[Point], T], run: list[Point]) -> list[T]:
-    """``one`` of every point, in the points' order: two at a time while no other
-    scenario of the run has a process running, else one. A point is two starts of the
-    runtime, and a vendor's start mostly waits (on its store, its server) or takes one
-    CPU: a point beside another scenario's processes only slows both (beside FUZZ-MODEL
-    over MCP, the reference's run took 1.17x as long), and a point beside another point
-    while the rest of the run is done halves the wait (DBOS's harness, 24 points: 0.74x)."""
-    results: list[T | None] = [None] * len(run)
-    waiting = list(enumerate(run))
-    running: dict[futures.Future[T], int] = {}
-    with futures.ThreadPoolExecutor(POINTS_AT_ONCE, thread_name_prefix="crash-point") as pool:
-        while waiting or running:
-            mine = sum(connection.alive for connection in ctx.connections)
-            room = POINTS_AT_ONCE if live_groups() <= mine else 1
-            while waiting and len(running) < room:
-                index, point = waiting.pop(0)
-                running[pool.submit(one, point)] = index
-            done, _ = futures.wait(running, timeout=TURN_POLL_S, return_when=futures.FIRST_COMPLETED)
-            for future in done:
-                results[running.pop(future)] = future.result()
-    return [result for result in results if result is not None]
 
 
 def _first(failed: list[dict[str, Any]]) -> dict[str, Any]:

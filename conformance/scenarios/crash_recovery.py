@@ -112,10 +112,12 @@ def crash_after_commit(ctx: Context) -> None:
 
 
 #: How long STALE-RESERVATION-DIAGNOSTICS waits between two readings of one receipt:
-#: long enough beside the millisecond clocks runtimes read an age from (a second
-#: reading must show it 90% of this older), short because the scenario waits it twice,
-#: and the selftest runs the scenario three times.
+#: short because the scenario waits it twice and the selftest runs the scenario three
+#: times. A second reading must show the reservation at least half of it older
+#: (``AGE_GROWTH``): a runtime whose clock ticks every 15 ms passes every time, and one
+#: that refreshes the age at each read shows about none.
 AGE_STEP_S = 0.1
+AGE_GROWTH = 0.5 * AGE_STEP_S
 
 
 @scenario("STALE-RESERVATION-DIAGNOSTICS", long=2)
@@ -145,9 +147,7 @@ def stale_reservation(ctx: Context) -> None:
     _still_reserved(ctx, second, stalled, f"the reading {AGE_STEP_S}s later")
     ages = (first.get("age_s"), second.get("age_s"))
     ctx.check(
-        isinstance(ages[0], (int, float))
-        and isinstance(ages[1], (int, float))
-        and ages[1] - ages[0] >= AGE_STEP_S * 0.9,
+        isinstance(ages[0], (int, float)) and isinstance(ages[1], (int, float)) and ages[1] - ages[0] >= AGE_GROWTH,
         f"age_s went from {ages[0]} to {ages[1]} over {AGE_STEP_S}s: diagnostics must measure the reservation's age, and reading them must not refresh it",
     )
     ctx.check(

@@ -3,11 +3,13 @@ against a stand-in service: what the library answered is what the kit is told.""
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 
+from retryproof.adapters import loopback
 from retryproof.adapters.implementations import http_service
 from retryproof.spec.digest import ContractError
 from retryproof.spec.protocol import ProtocolError
@@ -67,3 +69,21 @@ def test_free_port_never_hands_one_port_out_twice_in_a_process():
     with ThreadPoolExecutor(8) as pool:
         ports = list(pool.map(lambda _: free_port(), range(400)))
     assert len(set(ports)) == len(ports)
+
+
+def test_a_service_port_another_program_took_is_picked_again(tmp_path, monkeypatch):
+    """The kit's pick and the service's bind are two moments: a port taken between them
+    is picked again, and what the harness talks to is its own service."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    handed = iter([taken.getsockname()[1]])
+    monkeypatch.setattr(http_service, "free_port", lambda: next(handed, None) or loopback.free_port())
+    environment = {"RETRYPROOF_STATE_DIR": str(tmp_path)}
+    runtime = Stand(str(tmp_path), {}, [sys.executable, str(FAKE)], str(tmp_path), environment)
+    try:
+        assert runtime.port != taken.getsockname()[1]
+        assert runtime.write_task({"subject": "a"}, "order-1")["disposition"] == "created"
+    finally:
+        runtime.close()
+        taken.close()

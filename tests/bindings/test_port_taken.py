@@ -6,6 +6,8 @@ starts the server again on another port."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -104,3 +106,49 @@ def test_a_port_taken_every_time_is_a_start_error(tmp_path, monkeypatch):
     finally:
         connection.kill()
         taken.close()
+
+
+def test_a_server_on_another_address_of_the_port_number_is_not_the_listener(tmp_path):
+    """A server listening on [::1]:P alone is not what a connection to 127.0.0.1:P
+    reaches: a program listening there is another program's."""
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    taken = _foreign_listener()
+    port = taken.getsockname()[1]
+    v6 = "import socket, sys, time; s = socket.socket(socket.AF_INET6); s.bind(('::1', int(sys.argv[1]))); s.listen(); time.sleep(60)"
+    server = subprocess.Popen([sys.executable, "-c", v6, str(port)])
+    try:
+        time.sleep(0.5)  # its [::1] listener is up (or it could not bind one: then it is not there at all)
+        with pytest.raises(loopback.PortTaken):
+            loopback.await_accepting(server, port, time.monotonic() + 30)
+    finally:
+        server.kill()
+        server.wait()
+        taken.close()
+
+
+def test_a_server_that_daemonized_is_taken_for_the_one_started():
+    """A server that daemonizes (forks twice into a session of its own, so init adopts
+    it) while the started command keeps running still holds the socket the kit asked
+    for: it is outside the started process's group and descendants, and not another
+    program's."""
+    port = loopback.free_port()
+    daemon = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        os.execv(sys.executable, [sys.executable, '-c', {LISTEN!r}, '{port}'])\n"
+        "    os._exit(0)\n"
+        "time.sleep(60)\n"
+    )
+    server = subprocess.Popen([sys.executable, "-c", daemon])
+    try:
+        assert loopback.await_accepting(server, port, time.monotonic() + 30) is None
+    finally:
+        listener = loopback._listening_sockets(port)
+        for pid in loopback._processes():
+            if loopback._holds(pid, listener):
+                os.kill(pid, signal.SIGKILL)
+        server.kill()
+        server.wait()

@@ -79,6 +79,7 @@ class _Browser:
         os.close(commands)
         os.close(answers)
         self._sent = 0
+        self._closed = False
         self._buffer = b""
         self._events: list[dict[str, Any]] = []
 
@@ -138,7 +139,13 @@ class _Browser:
         return tab, session
 
     def close(self) -> None:
+        """Once: a second close would close descriptor numbers and signal a process
+        group that may belong to someone else by then."""
         global _BROWSER
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
         _BROWSER = None if _BROWSER is self else _BROWSER
         for descriptor in (self._commands, self._answers):
             try:

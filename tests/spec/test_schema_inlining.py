@@ -121,3 +121,23 @@ def test_a_recursive_reference_stays_a_reference_that_names_its_own_document(mon
     inlined = spec._inlined({"$ref": spec.SCHEMA_URN + "tree"}, "")
     children = inlined["properties"]["children"]["items"]
     assert children == {"$ref": spec.SCHEMA_URN + "tree#/$defs/node"}
+
+
+def test_an_anchor_reference_stays_a_reference_the_registry_resolves(monkeypatch):
+    """A fragment that is no JSON Pointer names an ``$anchor``: inlining it as a pointer
+    would validate against the whole document instead."""
+    anchored = {
+        "$id": spec.SCHEMA_URN + "anchored.json",
+        "type": "object",
+        "properties": {"x": {"$ref": "#number"}},
+        "$defs": {"n": {"$anchor": "number", "type": "number"}},
+    }
+    inlined = spec._inlined(anchored, "anchored.json")
+    assert inlined["properties"]["x"] == {"$ref": spec.SCHEMA_URN + "anchored.json#number"}
+
+
+@pytest.mark.parametrize("keyword", ["$dynamicRef", "$id"])
+def test_a_schema_that_resolves_references_otherwise_is_refused(keyword):
+    nested = {"type": "object", "properties": {"x": {keyword: "elsewhere.json", "type": "number"}}}
+    with pytest.raises(ValueError, match="would resolve otherwise"):
+        spec._inlined(nested, "nested.json")
