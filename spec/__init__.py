@@ -153,7 +153,9 @@ def _inlined(node: Any, document: str, within: tuple[str, ...] = (), root: bool 
     inlined: dict[str, Any] = {}
     changes_resolution = {"$dynamicRef", "$dynamicAnchor", "$recursiveRef"} & node.keys()
     if changes_resolution or ("$id" in node and not root):
-        raise ValueError(f"{document}: {sorted(changes_resolution) or ['a nested $id']} would resolve otherwise inlined")
+        raise ValueError(
+            f"{document}: {sorted(changes_resolution) or ['a nested $id']} would resolve otherwise inlined"
+        )
     for keyword, value in node.items():
         if keyword in ("$defs", "$id"):
             continue
