@@ -341,8 +341,9 @@ def reproduce_line(options: Options, scenario_id: str, environment: Mapping[str,
     words += ["retryproof", "run", "--only", scenario_id, "--seed", str(options.seed)]
     if options.shard is not None and scenario_id in SPLIT_ACROSS_SHARDS:
         words += ["--shard", str(options.shard)]  # its seed and budget are the shard's
-    values = {option.dest: getattr(options, option.dest) for option in REPLAYED_OPTIONS}
-    words += replayed_flags({o.dest: values[o.dest] for o in REPLAYED_OPTIONS if values[o.dest] != o.default})
+    words += replayed_flags(
+        {o.dest: value for o in REPLAYED_OPTIONS if (value := getattr(options, o.dest)) != o.default}
+    )
     if options.target:
         words.append(options.target)
     return " ".join(words)

@@ -9,6 +9,7 @@ mix their files; each file is replaced atomically through a temporary name of it
 from __future__ import annotations
 
 import fcntl
+import importlib
 import json
 import os
 import secrets
@@ -22,37 +23,27 @@ from retryproof.conformance.writers.badge import render_badge
 from retryproof.conformance.writers.document import report_document
 from retryproof.conformance.writers.markdown import render_markdown
 
-# The HTML, SVG and JUnit renderers are imported when their format is written: a run
-# writes one or a few formats, and their modules (the timelines, the SVG drawing,
-# xml.etree) cost every run's start about 20 ms of CPU before its harness starts.
 
+def _imported_when_written(module: str, renderer: str) -> Callable[[RunFinished], str]:
+    """``renderer`` of ``writers.<module>``, imported when its format is first written:
+    a run writes one or a few formats, and the HTML, SVG and JUnit modules (the
+    timelines, the SVG drawing, xml.etree) cost every run's start about 20 ms of CPU
+    before its harness starts."""
 
-def _render_junit(run: RunFinished) -> str:
-    from retryproof.conformance.writers.junit import render_junit
+    def render(run: RunFinished) -> str:
+        return getattr(importlib.import_module(f"retryproof.conformance.writers.{module}"), renderer)(run)
 
-    return render_junit(run)
-
-
-def _render_html(run: RunFinished) -> str:
-    from retryproof.conformance.writers.html import render_html
-
-    return render_html(run)
-
-
-def _render_checklist_badge(run: RunFinished) -> str:
-    from retryproof.conformance.writers.svg import render_checklist_badge
-
-    return render_checklist_badge(run)
+    return render
 
 
 #: --format name -> (file name, renderer)
 FORMATS: dict[str, tuple[str, Callable[[RunFinished], str]]] = {
     "json": ("report.json", lambda run: json.dumps(report_document(run), indent=2, ensure_ascii=False) + "\n"),
     "md": ("report.md", render_markdown),
-    "junit": ("junit.xml", _render_junit),
-    "html": ("report.html", _render_html),
+    "junit": ("junit.xml", _imported_when_written("junit", "render_junit")),
+    "html": ("report.html", _imported_when_written("html", "render_html")),
     "badge": ("badge.json", render_badge),
-    "svg": ("badge.svg", _render_checklist_badge),
+    "svg": ("badge.svg", _imported_when_written("svg", "render_checklist_badge")),
 }
 
 
