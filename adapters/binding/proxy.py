@@ -182,10 +182,13 @@ class _Relay:
                 self._head += data
                 claimed = self.proxy._claim(self._head)
                 if claimed is not None:
-                    if not _send(self.upstream, data):
-                        return
+                    # Held before the request goes on: the server may answer before this
+                    # thread runs again (a loaded machine), and an answer that found no
+                    # hold passed through to the caller, so the loss never happened.
                     self.held = claimed
                     claimed._attach(self.client, self.upstream)
+                    if not _send(self.upstream, data):
+                        return
                     continue
             if not _send(self.upstream, data):
                 return

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from retryproof.adapters.binding import proxy as proxy_module
 from retryproof.adapters.binding.proxy import Proxy, _AnswerEnd
 
 
@@ -117,3 +118,31 @@ def _catch(call):
 def test_the_end_of_an_answer_is_read_from_its_framing(chunks, complete):
     ending = _AnswerEnd()
     assert [ending.feed(chunk) for chunk in chunks] == complete
+
+
+def test_an_answer_that_comes_back_at_once_is_held_all_the_same(server, monkeypatch):
+    """The server may answer before the relay thread that forwarded the request runs
+    again (a loaded machine, the GIL): the answer must find the call held already. It
+    once did not and passed on to the caller: the loss a scenario asked for never
+    happened (its evidence said "the kit could not interpose on the call")."""
+    forwarded = threading.Event()
+    real_send = proxy_module._send
+
+    def send_then_stall(sock, data: bytes) -> bool:
+        sent = real_send(sock, data)
+        if b"key-fast" in data and not forwarded.is_set():
+            forwarded.set()
+            time.sleep(0.5)  # the answer arrives meanwhile
+        return sent
+
+    monkeypatch.setattr(proxy_module, "_send", send_then_stall)
+    with Proxy(server) as proxy:
+        held = proxy.arm(b"key-fast")
+        outcome: list[object] = []
+        caller = threading.Thread(target=lambda: outcome.append(_catch(lambda: _post(proxy.port, "task key-fast"))))
+        caller.start()
+        assert held.request_seen.wait(5) and held.answered.wait(5)
+        held.close()
+        caller.join(5)
+    assert forwarded.is_set() and _Slow.seen == ["task key-fast"]
+    assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome  # no answer reached the caller
