@@ -37,6 +37,7 @@ from retryproof.adapters.process_groups import (
     forget_group,
     kill_group,
     start_group,
+    wait_exit,
 )
 from retryproof.spec.protocol import (
     PROTOCOL,
@@ -208,7 +209,7 @@ class ProcessConnection(Connection):
             self.call("shutdown", {}, timeout=self.stop_timeout)
             process.outbox.put(None)  # the writer thread closes the harness's input
             try:
-                process.popen.wait(self.stop_timeout)
+                wait_exit(process.popen, self.stop_timeout)
             except subprocess.TimeoutExpired:
                 process.killed_by_kit = True
         # Whatever the harness left behind in its group goes too.
@@ -231,7 +232,7 @@ class ProcessConnection(Connection):
 
     def _reap_once(self, process: _Process) -> None:
         try:
-            process.popen.wait(self.stop_timeout)
+            wait_exit(process.popen, self.stop_timeout)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
         process.outbox.put(None)
@@ -379,7 +380,7 @@ class ProcessConnection(Connection):
 
     def _close(self, process: _Process, reason: str | None) -> None:
         try:
-            status = process.popen.wait(self.stop_timeout)
+            status = wait_exit(process.popen, self.stop_timeout)
         except subprocess.TimeoutExpired:
             status = None
         if reason is None:
@@ -406,7 +407,7 @@ def _exited_before_hello(process: _Process, reply: Reply) -> str | None:
     if not isinstance(reply, Lost):
         return None
     try:
-        status = process.popen.wait(0.5)
+        status = wait_exit(process.popen, 0.5)
     except subprocess.TimeoutExpired:
         return None  # still running: the hello timed out, and the reply says so
     return f"the harness exited with status {status} before answering hello" if status >= 0 else None

@@ -45,6 +45,7 @@ import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import bytecode
 from cpu import cpu_seconds
 from tabulate import tabulate
 
@@ -188,6 +189,10 @@ def main() -> int:
         f"\n{args.rounds} interleaved rounds, seed 1; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; "
         f"interpreter {sys.executable}" + (f", against {args.against}" if args.against else "")
     )
+    # Without bytecode every harness start compiles the reference: about half its CPU again.
+    stale = bytecode.warning()
+    if stale:
+        print(stale)
     return 0
 
 

@@ -1,16 +1,21 @@
 """Scratch directories: removed off the caller's thread, registered until they are gone;
-short-lived commands run to their end with all they printed."""
+short-lived commands run to their end with all they printed; a child's end is waited
+for within a bound."""
 
 from __future__ import annotations
 
 import os
 import queue
 import select
+import signal
+import subprocess
 import sys
 import time
 
+import pytest
+
 from retryproof.adapters import process_groups
-from retryproof.adapters.process_groups import Scratch, run_to_end
+from retryproof.adapters.process_groups import Scratch, run_to_end, wait_exit
 
 
 def gone(path: str, within_s: float = 30.0) -> bool:
@@ -65,3 +70,21 @@ def test_a_command_that_answers_and_ends_while_nobody_reads_keeps_its_answer(mon
     monkeypatch.setattr(process_groups.select, "select", select_that_times_out_once)
     status, stdout, _ = run_to_end([sys.executable, "-c", "print('answer')"], dict(os.environ), 30.0, 1 << 16)
     assert timed_out_once and (status, stdout) == (0, b"answer\n")
+
+
+def test_wait_exit_meets_a_killed_process_at_its_end_and_bounds_a_running_one():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        began = time.monotonic()
+        with pytest.raises(subprocess.TimeoutExpired):
+            wait_exit(child, 0.2)
+        assert time.monotonic() - began >= 0.2  # its bound, not less
+        os.kill(child.pid, signal.SIGKILL)
+        assert wait_exit(child, 30.0) == -signal.SIGKILL
+        assert wait_exit(child, 0.0) == -signal.SIGKILL  # reaped already: its status again
+    finally:
+        child.kill()
+        child.wait()
+    ended = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    ended.wait()  # reaped by another wait first: its status stands
+    assert wait_exit(ended, 1.0) == 3

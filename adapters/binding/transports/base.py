@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 from retryproof.adapters.loopback import await_accepting
 from retryproof.adapters.pipes import ChildPipes
+from retryproof.adapters.process_groups import wait_exit
 
 #: The longest answer the kit reads; a longer one is garbage, not an answer.
 MAX_ANSWER_BYTES = 4 << 20
@@ -66,7 +67,7 @@ class Server:
         if self.killed_by_kit:
             return "the kit killed the server"
         try:
-            status = self.popen.wait(1.0)
+            status = wait_exit(self.popen, 1.0)
         except subprocess.TimeoutExpired:
             return "the server closed its output"
         return f"the server exited with status {status}"

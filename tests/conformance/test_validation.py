@@ -1,0 +1,42 @@
+"""Run-time validation of harness results: an answer found valid is not validated again,
+an invalid one is judged every time it comes."""
+
+from __future__ import annotations
+
+from retryproof.conformance import validation
+from retryproof.conformance.validation import result_problem
+
+
+def test_a_result_found_valid_is_not_validated_again_and_an_invalid_one_always_is(monkeypatch):
+    created = {
+        "disposition": "created",
+        "action_taken": True,
+        "task_id": "T-memo",
+        "task_path": "tasks/T-memo.json",
+        "client_submission_id": "rp-memo",
+        "request_digest": "sha256:" + "0" * 64,
+        "digest_schema_version": "write-task-v1",
+        "idempotent": True,
+    }
+    real = validation._validator
+    checked: list[object] = []
+
+    class Counting:
+        def __init__(self, op: str):
+            self.validator = real(op)
+
+        def iter_errors(self, instance):
+            checked.append(instance)
+            return self.validator.iter_errors(instance)
+
+    monkeypatch.setattr(validation, "_validator", Counting)
+    monkeypatch.setattr(validation, "_valid_records", set())
+    assert result_problem("write_task", created) is None
+    assert result_problem("write_task", dict(reversed(created.items()))) is None  # the same JSON
+    assert checked == [created]
+    broken = {**created, "action_taken": False}  # created holds exactly when action_taken is true
+    for _ in range(2):
+        problem = result_problem("write_task", broken)
+        assert problem is not None and problem.startswith("write_task result violates its schema"), problem
+    assert checked.count(broken) == 2
+    assert result_problem("diagnose", created) is not None  # known valid as a write_task result only
