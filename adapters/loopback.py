@@ -9,6 +9,10 @@ import struct
 import subprocess
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
+
+Started = TypeVar("Started")
 
 # Ports this process has handed out. Between the probe's close and the server's bind
 # the kernel may offer a port again; two scenarios of one ``--jobs`` run holding the
@@ -31,6 +35,33 @@ def free_port() -> int:
             if port not in _handed_out:
                 _handed_out.add(port)
                 return port
+
+
+#: How many ports a server is started on before its start fails because another program
+#: kept taking the port (``start_on_free_port``). Each taking is a race lost in the
+#: moment between ``free_port``'s probe and the server's bind, so a start rarely meets
+#: one and almost never three in a row; a start again costs one start, a failed one a
+#: scenario (a binding's server) or a whole harness (a library's service). One count for
+#: every server the kit or a bundled harness starts.
+PORT_TRIES = 3
+
+
+def start_on_free_port(
+    start: Callable[[int], Started], taken: Callable[[PortTaken], None], port: int | None = None
+) -> Started:
+    """``start(port)`` on a port ``free_port`` hands out. When it raises ``PortTaken``,
+    ``taken`` ends what it started and it starts again on another port, up to
+    ``PORT_TRIES`` ports; the last ``PortTaken`` is raised. A ``port`` the caller chose
+    is tried alone: another would not be the one asked for."""
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return start(free_port() if port is None else port)
+        except PortTaken as exc:
+            taken(exc)
+            if port is not None or tries >= PORT_TRIES:
+                raise
 
 
 #: How often ``await_accepting`` asks: a refused loopback connection costs microseconds,

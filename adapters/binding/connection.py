@@ -36,7 +36,7 @@ from retryproof.adapters.binding.proxy import Proxy
 from retryproof.adapters.binding.transports import Gone, Server, Transport, parse_json
 from retryproof.adapters.binding.transports.base import MAX_ANSWER_BYTES
 from retryproof.adapters.connection import CALL_TIMEOUT_S, START_TIMEOUT_S, Connection, HarnessStartError, Lost, Reply
-from retryproof.adapters.loopback import PortTaken, free_port
+from retryproof.adapters.loopback import PORT_TRIES, PortTaken, start_on_free_port
 from retryproof.adapters.loss import WITHHELD, Loss
 from retryproof.adapters.process_groups import (
     PIPE_GRACE_S,
@@ -47,13 +47,12 @@ from retryproof.adapters.process_groups import (
     kill_group,
     run_to_end,
     start_group,
+    wait_exit,
 )
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
 from retryproof.spec.protocol import Failure, Success, greeting
 
 PORT_ENV = "RETRYPROOF_PORT"
-#: Starts on a fresh port when another program took the last one (``PortTaken``).
-PORT_TRIES = 3
 #: Ops a binding translates; every other op is answered unknown_op.
 OPS = ("write_task", "list_tasks", "read_task")
 #: The share of the call timeout a listing command gets: the rest is for the op's own
@@ -122,25 +121,28 @@ class BindingConnection(Connection):
         if self.alive:
             raise RuntimeError("the server is already running; kill or stop it first")
         binding = self.binding
-        for _ in range(PORT_TRIES):
-            try:
-                self._start_server(free_port() if binding.wire.listens else None)
-                break
-            except PortTaken as exc:
-                self.kill()
-                self._servers.pop()  # never this runtime's start: another program's port
-                self._stderr.append(f"[retryproof: {exc}; starting again on another port]\n".encode())
-            except Gone as exc:
-                self.kill()
-                raise HarnessStartError(f"the server was not ready: {exc.reason}", self.stderr_text()) from None
-        else:
+        try:
+            if binding.wire.listens:
+                start_on_free_port(self._start_server, self._port_taken)
+            else:
+                self._start_server(None)
+        except PortTaken:
             raise HarnessStartError(
                 f"the server's port was taken by another program {PORT_TRIES} times in a row",
                 self.stderr_text(),
-            )
+            ) from None
+        except Gone as exc:
+            self.kill()
+            raise HarnessStartError(f"the server was not ready: {exc.reason}", self.stderr_text()) from None
         implementation = {"name": binding.name, "version": binding.version, "language": binding.target}
         self.hello = greeting(implementation, list(binding.capabilities), [])
         return self.hello
+
+    def _port_taken(self, taken: PortTaken) -> None:
+        """End a start on a port another program took: never this runtime's start."""
+        self.kill()
+        self._servers.pop()
+        self._stderr.append(f"[retryproof: {taken}; starting again on another port]\n".encode())
 
     def _start_server(self, port: int | None) -> None:
         """One start of the server on ``port``, waited for until ready."""
@@ -187,7 +189,7 @@ class BindingConnection(Connection):
             assert server.wire is not None  # a live server got its wire when it started
             server.wire.stop()
             try:
-                server.popen.wait(self.stop_timeout)
+                wait_exit(server.popen, self.stop_timeout)
             except subprocess.TimeoutExpired:
                 server.killed_by_kit = True
         kill_group(server.popen)
@@ -195,7 +197,7 @@ class BindingConnection(Connection):
 
     def _reap(self, server: Server) -> None:
         try:
-            server.popen.wait(self.stop_timeout)
+            wait_exit(server.popen, self.stop_timeout)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
             pass
         self._survivors += server.pipes.stop(PIPE_GRACE_S, self.stop_timeout)
@@ -313,7 +315,7 @@ class BindingConnection(Connection):
         server.wire.stop()
         closed_after = time.monotonic() - began
         try:
-            server.popen.wait(self.stop_timeout)
+            wait_exit(server.popen, self.stop_timeout)
         except subprocess.TimeoutExpired:
             self.kill()  # a server that outlives its caller's input is ended like a hung one
         what = "the answer had arrived" if arrived else "no answer yet"

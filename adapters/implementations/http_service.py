@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from retryproof.adapters.implementations.task_store import StoreListing, TaskStore, creation_result
-from retryproof.adapters.loopback import PortTaken, await_accepting, free_port
+from retryproof.adapters.loopback import PortTaken, await_accepting, start_on_free_port
 from retryproof.adapters.python_host import HostedRuntime
 from retryproof.spec.digest import check_submission_id
 from retryproof.spec.protocol import ProtocolError, crash_now
@@ -76,32 +76,35 @@ class HttpServiceRuntime(StoreListing, HostedRuntime):
     ):
         super().__init__(state_dir, failpoints)
         self.store = TaskStore(state_dir)
-        # A port another program took before the service bound it is picked again, once.
-        base = dict(os.environ, **(environment or {}))
-        for last in (port is not None, True):
-            self.port = port or free_port()
-            self.service = subprocess.Popen(
-                list(command),
-                cwd=cwd,
-                env={**base, "PORT": str(self.port)},
-                stdin=subprocess.DEVNULL,
-                stdout=sys.stderr,
-                preexec_fn=_die_with_parent,
-            )
-            try:
-                self._await_service()
-                break
-            except PortTaken as exc:
-                self.service.kill()
-                self.service.wait()
-                if last:
-                    raise RuntimeError(f"the service did not start: {exc}") from None
+        self._command, self._cwd = list(command), cwd
+        self._environment = dict(os.environ, **(environment or {}))
+        try:
+            start_on_free_port(self._start_service, self._port_taken, port)
+        except PortTaken as exc:
+            raise RuntimeError(f"the service did not start: {exc}") from None
+
+    def _start_service(self, port: int) -> None:
+        """One start of the service on ``port``, waited for until it is ready (``_await_service``)."""
+        self.port = port
+        self.service = subprocess.Popen(
+            self._command,
+            cwd=self._cwd,
+            env={**self._environment, "PORT": str(port)},
+            stdin=subprocess.DEVNULL,
+            stdout=sys.stderr,
+            preexec_fn=_die_with_parent,
+        )
+        self._await_service()
 
     def _await_service(self) -> None:
         problem = await_accepting(self.service, self.port, time.monotonic() + START_TIMEOUT_S)
         if problem:
             self.service.kill()
             raise RuntimeError(f"the service did not start: {problem}")
+
+    def _port_taken(self, _: PortTaken) -> None:
+        self.service.kill()
+        self.service.wait()
 
     def close(self) -> None:
         self.service.terminate()

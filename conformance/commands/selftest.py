@@ -108,10 +108,11 @@ def judge(runtime: Runtime, outcome: dict[str, Any]) -> list[str]:
             for scenario_id, result in results.items()
             if result["status"] not in ("passed", "skipped")
         ]
+    # A killer with no result (its run ended before it) killed nothing: it counts as survived.
     return [
         f"{runtime.name} survived {scenario_id} ({results.get(scenario_id, {}).get('status', 'not run')}), the scenario aimed at its defect"
         for scenario_id in runtime.killed_by
-        if scenario_id in results and results[scenario_id]["status"] != "failed"
+        if results.get(scenario_id, {}).get("status") != "failed"
     ]
 
 
@@ -260,6 +261,8 @@ def run_all(
     from retryproof.conformance.scenarios import registry
 
     jobs = jobs or available_cpus()
+    # Each runtime's selection, once: its pairs below and its run's ``selection``.
+    selections = {runtime.name: select(runtime.killed_by, ()) for runtime in runtimes}
     sessions: dict[str, Run] = {}
     errors: dict[str, str] = {}
     shaking = {runtime.name: threading.Lock() for runtime in runtimes}
@@ -274,7 +277,7 @@ def run_all(
                 except KitError as exc:
                     errors[runtime.name] = exc.message
                 else:
-                    entries = select(options.only, options.skip)
+                    entries = selections[runtime.name]
                     # The harness its handshake started is its first sharing scenario's (ended at once when none is).
                     sessions[runtime.name] = Run(options, hello, [], len(entries), selection=entries, handshake=kept)
             return sessions.get(runtime.name)
@@ -283,7 +286,7 @@ def run_all(
         session = session_of(pair[0])
         return None if session is None else session.compute(pair[1], turn)
 
-    pairs = [(runtime, entry) for runtime in runtimes for entry in select(runtime.killed_by, ())]
+    pairs = [(runtime, entry) for runtime in runtimes for entry in selections[runtime.name]]
     marks = Marks(registry(), through_binding=False)  # the marks of every runtime's run (``Run.marks``)
     try:
         for (runtime, _), result in in_order(

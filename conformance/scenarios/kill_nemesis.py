@@ -55,6 +55,7 @@ import os
 import statistics
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from retryproof.conformance import replay_file
@@ -83,6 +84,20 @@ TRIGGER_POLL_S = 0.002
 #: What an effect -> answer placement's evidence says when its kill came by the clock
 #: (``_ahead_of_answers``).
 AHEAD_OF_ANSWERS = "ahead of the answers of a placement that interrupted no call"
+
+
+@dataclass(frozen=True)
+class ByClock:
+    """A kill ``ms`` after sending, or at the batch's first answer if that comes first."""
+
+    ms: float
+
+
+@dataclass(frozen=True)
+class ByListing:
+    """A kill as ``_effect_unanswered`` says, and ``by_ms`` after sending at the latest when given."""
+
+    by_ms: float | None = None
 
 
 @scenario("KILL-NEMESIS", long=6)
@@ -121,9 +136,9 @@ def kill_nemesis(ctx: Context) -> None:
                 sent = [(ctx.submission_id(), ctx.task()) for _ in range(min(count << attempt, 2 * KEYS))]
                 sent_keys += sent
             if before_effect:
-                placed = _kill_once(ctx, sent, fraction * effect_ms / 2**attempt)
+                placed = _kill_once(ctx, sent, ByClock(fraction * effect_ms / 2**attempt))
             else:
-                placed = _kill_once(ctx, sent, _ahead_of_answers(attempts), listing=True)
+                placed = _kill_once(ctx, sent, ByListing(_ahead_of_answers(attempts)))
             attempts.append(placed)
             if placed["interrupted"] and (before_effect or placed["interrupted_after_effect"]):
                 break
@@ -163,24 +178,19 @@ def kill_nemesis(ctx: Context) -> None:
         )
 
 
-def _kill_once(
-    ctx: Context, sent: list[tuple[str, dict[str, Any]]], delay_ms: float | None, *, listing: bool = False
-) -> dict[str, Any]:
-    """Send ``sent`` pipelined, SIGKILL the runtime ``delay_ms`` after sending or when
-    the first answer arrives, whichever comes first (``listing``: as
-    ``_effect_unanswered`` says, and ``delay_ms`` after sending at the latest when
-    given), and start it again. Returns the kill's evidence: how many calls it
-    interrupted (sent before it, never answered) and when the first answer came."""
+def _kill_once(ctx: Context, sent: list[tuple[str, dict[str, Any]]], at: ByClock | ByListing) -> dict[str, Any]:
+    """Send ``sent`` pipelined, SIGKILL the runtime when ``at`` says, and start it
+    again. Returns the kill's evidence: how many calls it interrupted (sent before it,
+    never answered) and when the first answer came."""
     batch = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in sent])
     woke = threading.Event()
     for _, _, future in batch.pending:
         future.add_done_callback(lambda _: woke.set())
     seen = _Seen(since=batch.began)
-    if listing:
-        by = _effect_unanswered(ctx, [submission_id for submission_id, _ in sent], batch, woke, seen, delay_ms)
+    if isinstance(at, ByClock):
+        by = "the first answer" if woke.wait(at.ms / 1000) else "the seeded fraction"
     else:
-        assert delay_ms is not None
-        by = "the first answer" if woke.wait(delay_ms / 1000) else "the seeded fraction"
+        by = _effect_unanswered(ctx, [submission_id for submission_id, _ in sent], batch, woke, seen, at.by_ms)
     killed = time.perf_counter()
     answered_before = _answered(batch)
     ctx.kill()
@@ -202,9 +212,9 @@ def _kill_once(
         "first_answer_ms": None if first is None else round((first - batch.began) * 1000, 1),
         "answers": tally(calls),
     }
-    if listing and delay_ms is not None:
-        placed["kill_by_ms"] = round(delay_ms, 1)
-    if listing:
+    if isinstance(at, ByListing):
+        if at.by_ms is not None:
+            placed["kill_by_ms"] = round(at.by_ms, 1)
         # Where the kill landed, proven before the restart: a call the kill interrupted
         # whose effect the listing showed was killed between its effect and its answer,
         # and no later after that effect than since the listing before, which did not show it.

@@ -78,7 +78,8 @@ def test_a_service_port_another_program_took_is_picked_again(tmp_path, monkeypat
     taken.bind(("127.0.0.1", 0))
     taken.listen()
     handed = iter([taken.getsockname()[1]])
-    monkeypatch.setattr(http_service, "free_port", lambda: next(handed, None) or loopback.free_port())
+    real = loopback.free_port
+    monkeypatch.setattr(loopback, "free_port", lambda: next(handed, None) or real())
     environment = {"RETRYPROOF_STATE_DIR": str(tmp_path)}
     runtime = Stand(str(tmp_path), {}, [sys.executable, str(FAKE)], str(tmp_path), environment)
     try:

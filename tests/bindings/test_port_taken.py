@@ -17,7 +17,6 @@ import pytest
 from binding_helpers import shipped
 
 from retryproof.adapters import loopback
-from retryproof.adapters.binding import connection as binding_connection
 from retryproof.adapters.binding import parse
 from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.adapters.connection import HarnessStartError
@@ -72,8 +71,8 @@ def test_a_port_another_program_listens_on_is_named():
 
 def _connection(tmp_path, monkeypatch, ports: list[int]) -> BindingConnection:
     """The reference over HTTP, handed ``ports`` first, then free ones."""
-    handed = iter(ports)
-    monkeypatch.setattr(binding_connection, "free_port", lambda: next(handed, None) or loopback.free_port())
+    handed, real = iter(ports), loopback.free_port
+    monkeypatch.setattr(loopback, "free_port", lambda: next(handed, None) or real())
     state = tmp_path / "state"
     state.mkdir()
     return BindingConnection(parse(shipped("reference-http"), "reference-http.yaml"), str(state), start_timeout=60)
@@ -98,9 +97,9 @@ def test_a_binding_server_whose_port_was_taken_starts_again_on_another(tmp_path,
 def test_a_port_taken_every_time_is_a_start_error(tmp_path, monkeypatch):
     taken = _foreign_listener()
     port = taken.getsockname()[1]
-    connection = _connection(tmp_path, monkeypatch, [port] * binding_connection.PORT_TRIES)
+    connection = _connection(tmp_path, monkeypatch, [port] * loopback.PORT_TRIES)
     try:
-        with pytest.raises(HarnessStartError, match=f"taken by another program {binding_connection.PORT_TRIES} times"):
+        with pytest.raises(HarnessStartError, match=f"taken by another program {loopback.PORT_TRIES} times"):
             connection.start()
         assert not connection.alive
     finally:
@@ -152,3 +151,22 @@ def test_a_server_that_daemonized_is_taken_for_the_one_started():
                 os.kill(pid, signal.SIGKILL)
         server.kill()
         server.wait()
+
+
+def test_a_start_is_tried_on_port_tries_ports_and_a_chosen_port_alone():
+    tried: list[int] = []
+    ended: list[int] = []
+
+    def start(port: int) -> None:
+        tried.append(port)
+        raise loopback.PortTaken(port, "pid 1, another")
+
+    with pytest.raises(loopback.PortTaken):
+        loopback.start_on_free_port(start, lambda taken: ended.append(taken.port))
+    assert len(set(tried)) == loopback.PORT_TRIES and ended == tried  # each on another port, each ended
+    tried.clear()
+    ended.clear()
+    with pytest.raises(loopback.PortTaken):
+        loopback.start_on_free_port(start, lambda taken: ended.append(taken.port), port=4242)
+    assert tried == ended == [4242]
+    assert loopback.start_on_free_port(lambda port: port, lambda taken: None, port=4243) == 4243

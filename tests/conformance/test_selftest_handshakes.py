@@ -48,3 +48,20 @@ def test_the_marks_come_from_the_scenarios_not_from_a_runtime():
     assert marks.shared(ids["WT-CREATE"]) and not marks.shared(ids["A2-RESPONSE-LOSS"])  # takes_server: bindings only
     assert runner.Marks(registry(), through_binding=True).shared(ids["A2-RESPONSE-LOSS"])
     assert not runner.Marks(registry(), through_binding=False, share=False).shared(ids["WT-CREATE"])
+
+
+def test_a_killer_without_a_result_counts_as_survived():
+    """A faulty runtime is judged on every declared killer: one its run has no result
+    for (a run ended before it) killed nothing, and says so."""
+    runtime = Runtime("digest-ignored", "conflicts go unnoticed", ("CONFLICT-DIGEST", "INVALID-INPUT"))
+    killed = {"status": "failed", "reason": "a conflict answered created", "reproduce": ""}
+    outcome = {"error": None, "results": {"CONFLICT-DIGEST": killed}}
+    assert judge(runtime, outcome) == [
+        "digest-ignored survived INVALID-INPUT (not run), the scenario aimed at its defect"
+    ]
+    outcome["results"]["INVALID-INPUT"] = {**killed, "status": "passed"}
+    assert judge(runtime, outcome) == [
+        "digest-ignored survived INVALID-INPUT (passed), the scenario aimed at its defect"
+    ]
+    outcome["results"]["INVALID-INPUT"] = killed
+    assert judge(runtime, outcome) == []
