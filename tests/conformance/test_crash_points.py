@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from kit import by_id, certify
@@ -301,7 +302,8 @@ def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
     target, trace = tmp_path / "data", tmp_path / "trace"
     point = Point("pwrite64", 2, "data")
     inject = point.strace_options(str(tmp_path), park_us=30_000_000)
-    command = [strace, *tracing_options(strace), "-y", *inject, "-o", str(trace), "--"]
+    command = [strace, *tracing_options(strace), "-ttt", "-y", *inject, "-o", str(trace), "--"]
+    started = time.time()
     process = subprocess.Popen([*command, sys.executable, "-c", FIVE_WRITES, str(target)], start_new_session=True)
     try:
         with _Killer(str(trace), point, 30) as killer:
@@ -312,7 +314,9 @@ def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
             process.wait(10)
     assert killer.killed and process.returncode == -9
     assert target.read_bytes() == b"0"
-    assert killer.landed(str(tmp_path), None) == ("data", ("data",))  # the first write's file too
+    target_, earlier, at = killer.landed(str(tmp_path), None)
+    assert (target_, earlier) == ("data", ("data",))  # the first write's file too
+    assert started <= at <= time.time()  # when it was entered, to tell an entry before the write
 
 
 def _strace_shy(tmp_path, lose: str, times: int) -> str:
@@ -349,3 +353,22 @@ def test_a_point_lost_twice_under_strace_is_named_and_the_others_judged(tmp_path
     assert lost["point"] not in {outcome["point"] for outcome in evidence["points"]}
     assert len(evidence["points"]) == evidence["points_run"] - 1
     assert all(outcome["landed_as_recorded"] and outcome["thread_as_recorded"] for outcome in evidence["points"])
+
+
+def test_a_kill_on_the_recorded_file_reached_by_another_threads_path_is_landed_elsewhere(tmp_path, strace):
+    """In the kill runs another thread reaches the journal's second pwrite64 first, after
+    a write to another file: the kill lands on the recorded target, in a thread whose
+    earlier call differs, so the point is listed as landed elsewhere, not as tested."""
+    harness = f"{sys.executable} {Path(__file__).with_name('other_thread_harness.py')}"
+    done, report = certify(tmp_path / "out", harness, "--only", "CRASH-POINTS", in_process=True)
+    scenario = by_id(report)["CRASH-POINTS"]
+    evidence = scenario["evidence"]
+    outcomes = {outcome["point"]: outcome for outcome in evidence["points"]}
+    second = outcomes["pwrite64:2"]
+    assert (second["killed"], second["landed_on"], second["thread_as_recorded"]) == (True, "receipts.journal", False)
+    assert second["landed_as_recorded"] is False and second["landed_before_the_write"] is False
+    assert outcomes["pwrite64:1"]["landed_on"] == "background.log"
+    assert set(evidence["points_landed_elsewhere"]) == {"pwrite64:1", "pwrite64:2"}
+    # The other points (on other calls, or counted on a path) landed as recorded and pass.
+    assert scenario["status"] == "passed", done.stdout
+    assert all(o["landed_as_recorded"] for name, o in outcomes.items() if name not in ("pwrite64:1", "pwrite64:2"))
