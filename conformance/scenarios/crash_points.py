@@ -591,8 +591,9 @@ def _kill_at(
 
     With ``quiet_s`` (the recording saw the runtime go on after its ready) the write
     waits, as the recording's did, until the point's call has not been entered for that
-    long: a kill that lands meanwhile landed before the write, which is then not sent
-    (nothing would answer it); so is a kill on an entry made before the write was.
+    long. A kill that lands before the write is sent (in the start, or in that wait)
+    landed before the write, which is then not sent (nothing would answer it); so is a
+    kill on an entry strace shows made before the write was sent.
 
     The park lasts twice the write's bound: should the killer miss the parked entry, the
     write times out while the call is still parked, and the kill that ends it lands on
@@ -608,10 +609,16 @@ def _kill_at(
             options = point.strace_options(scratch.state, park_us=int(2 * bound * 1_000_000))
             prefix = (strace, *tracing_options(strace), "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
         traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
-        killer = _Killer(trace_file, point, bound)
+        # Watching from the start: a kill on a call the start enters ends it at once (a
+        # start that then fails is that kill's, not strace's), not after the start's bound.
+        killer = _Killer(trace_file, point, 2 * bound + SETTLE_BOUND_S)
         try:
-            _start(ctx, traced, traced=True)
             with killer if park else contextlib.nullcontext():
+                try:
+                    _start(ctx, traced, traced=True)
+                except _TracedStartFailed:
+                    if not killer.killed:
+                        raise
                 if quiet_s is not None:
                     follower = Follower(trace_file)
                     settle(

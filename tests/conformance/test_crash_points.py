@@ -359,7 +359,7 @@ def test_a_kill_on_the_recorded_file_reached_by_another_threads_path_is_landed_e
     """In the kill runs another thread reaches the journal's second pwrite64 first, after
     a write to another file: the kill lands on the recorded target, in a thread whose
     earlier call differs, so the point is listed as landed elsewhere, not as tested."""
-    harness = f"{sys.executable} {Path(__file__).with_name('other_thread_harness.py')}"
+    harness = f"{sys.executable} {Path(__file__).with_name('other_thread_harness.py')} during-the-write"
     done, report = certify(tmp_path / "out", harness, "--only", "CRASH-POINTS", in_process=True)
     scenario = by_id(report)["CRASH-POINTS"]
     evidence = scenario["evidence"]
@@ -372,3 +372,22 @@ def test_a_kill_on_the_recorded_file_reached_by_another_threads_path_is_landed_e
     # The other points (on other calls, or counted on a path) landed as recorded and pass.
     assert scenario["status"] == "passed", done.stdout
     assert all(o["landed_as_recorded"] for name, o in outcomes.items() if name not in ("pwrite64:1", "pwrite64:2"))
+
+
+def test_a_kill_on_a_call_entered_before_the_write_was_sent_is_landed_elsewhere(tmp_path, strace):
+    """In the kill runs another thread makes the journal's first two pwrite64 calls, on
+    the recorded targets in the recorded order, before the harness serves: the kills
+    land before the write is sent, a crash state of the start, never the points'."""
+    harness = f"{sys.executable} {Path(__file__).with_name('other_thread_harness.py')} at-start"
+    done, report = certify(tmp_path / "out", harness, "--only", "CRASH-POINTS", in_process=True)
+    scenario = by_id(report)["CRASH-POINTS"]
+    evidence = scenario["evidence"]
+    outcomes = {outcome["point"]: outcome for outcome in evidence["points"]}
+    for name in ("pwrite64:1", "pwrite64:2"):
+        early = outcomes[name]
+        assert (early["killed"], early["landed_on"], early["thread_as_recorded"]) == (True, "receipts.journal", True)
+        assert early["landed_before_the_write"] is True and early["landed_as_recorded"] is False
+    assert set(evidence["points_landed_elsewhere"]) == {"pwrite64:1", "pwrite64:2"}
+    assert scenario["status"] == "passed", done.stdout
+    others = [outcome for name, outcome in outcomes.items() if name not in ("pwrite64:1", "pwrite64:2")]
+    assert all(o["landed_as_recorded"] and not o["landed_before_the_write"] for o in others)
