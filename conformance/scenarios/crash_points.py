@@ -76,6 +76,7 @@ replay file) runs that one point, a redundant one too.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import shutil
@@ -105,11 +106,14 @@ POINT_ENV = "RETRYPROOF_CRASH_POINT"
 #: stops at the tracer).
 SLOWDOWN = 6
 #: After it says it is ready, the runtime is watched until it has entered no durable
-#: call for this share of its start's time (within the two bounds): a server that goes
-#: on starting past its ready (Restate's storage opened its databases for 0.5 s after
-#: its port accepted) does so before the write, not inside it. A quiet runtime (the
-#: reference: 15 ms) costs that much once.
+#: call for this share of its start's time (within the two bounds), or for
+#: ``SETTLE_GAPS`` times the longest pause between its calls since, when longer (a
+#: loaded machine stretches a start's pauses, and its start with them; up to the upper
+#: bound): a server that goes on starting past its ready (Restate's storage opened its
+#: databases for 0.5 s after its port accepted) does so before the write, not inside
+#: it. A quiet runtime (the reference: 15-50 ms) costs that much once.
 SETTLE_SHARE = 0.25
+SETTLE_GAPS = 3
 SETTLE_MIN_S, SETTLE_MAX_S = 0.005, 0.5
 #: The longest wait for a runtime to settle: one that never does is written to anyway.
 SETTLE_BOUND_S = 10.0
@@ -191,18 +195,20 @@ class Settled:
 
 def settle(entered_at: Callable[[], list[float]], quiet_s: float, stop: Callable[[], bool] = lambda: False) -> Settled:
     """Wait from now until the runtime has entered no call of ``entered_at`` (the entry
-    times of the calls its trace shows since the last asking) for ``quiet_s``, at most
-    ``SETTLE_BOUND_S``, or until ``stop``."""
-    ready = last = time.time()
-    calls = 0
+    times of the calls its trace shows since the last asking) for ``quiet_s``, or for
+    ``SETTLE_GAPS`` times the longest pause between two of them when longer (at most
+    ``SETTLE_MAX_S``); at most ``SETTLE_BOUND_S`` in all, or until ``stop``."""
+    ready = time.time()
+    seen: list[float] = []
     while True:
-        times = [at for at in entered_at() if at >= ready]
-        calls += len(times)
-        last = max([last, *times])
+        seen = sorted([*seen, *(at for at in entered_at() if at >= ready)])
+        pause = max((later - earlier for earlier, later in itertools.pairwise(seen)), default=0.0)
+        quiet = max(quiet_s, min(SETTLE_GAPS * pause, SETTLE_MAX_S))
+        last = seen[-1] if seen else ready
         now = time.time()
-        if now - last >= quiet_s or now - ready >= SETTLE_BOUND_S or stop():
-            return Settled(round(quiet_s, 3), calls, round(now - ready, 3))
-        time.sleep(min(last + quiet_s - now, 0.05))
+        if now - last >= quiet or now - ready >= SETTLE_BOUND_S or stop():
+            return Settled(round(quiet, 3), len(seen), round(now - ready, 3))
+        time.sleep(min(last + quiet - now, 0.05))
 
 
 def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float, own_port: int | None) -> Found:
