@@ -7,11 +7,12 @@ system calls (ALICE, CrashMonkey); so does this scenario:
 
 1. *Record.* On a fresh state directory the runtime runs under ``strace -f -ttt -y
    -yy`` and, once it has settled (below), makes one write. Its points are the system
-   calls entered while that call ran that change durable state or reach another store: a create, write,
-   truncate, rename, link, unlink or mkdir on a file of the state directory; a write
-   or send on a socket the runtime connected to (a database, a cache). An fsync is no
-   point: a SIGKILL loses no page cache, so a kill there leaves what a kill at the
-   next step leaves (DURABILITY-TRACE judges the fsyncs). Nor is a re-open with
+   calls entered while that call ran that change durable state or reach another
+   store: a create, write, truncate, rename, link, unlink or mkdir on a file of the
+   state directory; a write or send on a socket the runtime connected to (a
+   database, a cache). An fsync is no point: a SIGKILL loses no page cache, so a
+   kill there leaves what a kill at the next step leaves (DURABILITY-TRACE judges
+   the fsyncs). Nor is a re-open with
    O_CREAT (no O_TRUNC) of a file the trace shows created earlier and not removed or
    renamed away since: it changes nothing either (``points_redundant``; the
    reference's journal lock is re-opened so on each write). Only what the trace
@@ -31,8 +32,9 @@ accepted while its storage was still opening its databases, so its start-up's wr
 fell inside the recorded write and became nearly all its points, and their kills landed
 while the kit read the binding's listing before the write, which was never sent. So
 after the ready the recording waits until the runtime has entered no durable call for
-a quarter of its start's time (5 ms to 0.5 s; at most ``SETTLE_BOUND_S``), as the
-evidence says (``settled_before_the_write``). A runtime that made no durable call
+a quarter of its start's time, or for three times the longest pause between its calls
+since when longer (5 ms to 0.5 s; at most ``SETTLE_BOUND_S`` in all), as the evidence
+says (``settled_before_the_write``). A runtime that made no durable call
 meanwhile (the reference) runs its kill phase exactly as before; where the recording
 saw one, each kill-phase start waits as long for the point's own syscall to go quiet.
 A kill that lands before the write is sent (during that wait, or on a call strace
