@@ -12,9 +12,8 @@ system calls (ALICE, CrashMonkey); so does this scenario:
    state directory; a write or send on a socket the runtime connected to (a
    database, a cache). An fsync is no point: a SIGKILL loses no page cache, so a
    kill there leaves what a kill at the next step leaves (DURABILITY-TRACE judges
-   the fsyncs). Nor is a re-open with
-   O_CREAT (no O_TRUNC) of a file the trace shows created earlier and not removed or
-   renamed away since: it changes nothing either (``points_redundant``; the
+   the fsyncs). Nor is a re-open with O_CREAT (no O_TRUNC) of a file the trace
+   shows created earlier and not removed or renamed away since: it changes nothing either (``points_redundant``; the
    reference's journal lock is re-opened so on each write). Only what the trace
    proves counts: a file it never showed created is taken as new, and a removal or
    rename whose names it cannot resolve forgets every file. The rule trusts that no
