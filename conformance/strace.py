@@ -100,7 +100,8 @@ def nth_entry(text: str, name: str, when: int) -> Entry | None:
         mine = threads.setdefault(int(match["pid"]), [])
         call = Syscall(len(mine), **_record(match, "?"))
         if len(mine) + 1 == when:
-            return Entry(call, match.re is _COMPLETE, tuple(mine))
+            # "= ?": the thread died in the call (strace saw the kill before it died too).
+            return Entry(call, match.re is _COMPLETE and match["result"].strip() != "?", tuple(mine))
         mine.append(call)
         return None
 

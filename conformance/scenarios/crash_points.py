@@ -31,9 +31,9 @@ accepted while its storage was still opening its databases, so its start-up's wr
 fell inside the recorded write and became nearly all its points, and their kills landed
 while the kit read the binding's listing before the write, which was never sent. So
 after the ready the recording waits until the runtime has entered no durable call for
-a quarter of its start's time, or for three times the longest pause between its calls
-since when longer (5 ms to 0.5 s; at most ``SETTLE_BOUND_S`` in all), as the evidence
-says (``settled_before_the_write``). A runtime that made no durable call
+a quarter of its start's time, or, once it has entered one, for 0.2 s or three times
+the longest pause between its calls since when longer (5 ms to 0.5 s; at most
+``SETTLE_BOUND_S`` in all), as the evidence says (``settled_before_the_write``). A runtime that made no durable call
 meanwhile (the reference) runs its kill phase exactly as before; where the recording
 saw one, each kill-phase start waits as long for the point's own syscall to go quiet.
 A kill that lands before the write is sent (during that wait, or on a call strace
@@ -116,6 +116,10 @@ SLOWDOWN = 6
 SETTLE_SHARE = 0.25
 SETTLE_GAPS = 3
 SETTLE_MIN_S, SETTLE_MAX_S = 0.005, 0.5
+#: The least quiet a runtime seen going on after its ready is given: until its second
+#: call there is no pause to scale by (a 90 ms start, 23 ms of quiet, met a start-up
+#: tail's second write 30 ms after its first under load 11).
+SETTLE_TAIL_S = 0.2
 #: The longest wait for a runtime to settle: one that never does is written to anyway.
 SETTLE_BOUND_S = 10.0
 
@@ -197,14 +201,15 @@ class Settled:
 def settle(entered_at: Callable[[], list[float]], quiet_s: float, stop: Callable[[], bool] = lambda: False) -> Settled:
     """Wait from now until the runtime has entered no call of ``entered_at`` (the entry
     times of the calls its trace shows since the last asking) for ``quiet_s``, or for
-    ``SETTLE_GAPS`` times the longest pause between two of them when longer (at most
-    ``SETTLE_MAX_S``); at most ``SETTLE_BOUND_S`` in all, or until ``stop``."""
+    ``SETTLE_GAPS`` times the longest pause between two of them when longer, and for
+    ``SETTLE_TAIL_S`` once it has entered one (each at most ``SETTLE_MAX_S``); at most
+    ``SETTLE_BOUND_S`` in all, or until ``stop``."""
     ready = time.time()
     seen: list[float] = []
     while True:
         seen = sorted([*seen, *(at for at in entered_at() if at >= ready)])
         pause = max((later - earlier for earlier, later in itertools.pairwise(seen)), default=0.0)
-        quiet = max(quiet_s, min(SETTLE_GAPS * pause, SETTLE_MAX_S))
+        quiet = max(quiet_s, min(max(SETTLE_GAPS * pause, SETTLE_TAIL_S if seen else 0.0), SETTLE_MAX_S))
         last = seen[-1] if seen else ready
         now = time.time()
         if now - last >= quiet or now - ready >= SETTLE_BOUND_S or stop():
@@ -713,13 +718,14 @@ class _Killer:
             if not finished:  # parked: the call has not run, and will not
                 try:
                     # The whole group, strace with it: a killed tracee alone leaves strace
-                    # holding its output pipe open until the park's delay ends.
+                    # holding its output pipe open until the park's delay ends. Marked
+                    # first: a start the kill ends must find it marked.
                     group = os.getpgid(call.pid)
                     if group != os.getpgrp():
-                        os.killpg(group, signal.SIGKILL)
                         self.killed = True
+                        os.killpg(group, signal.SIGKILL)
                 except ProcessLookupError:
-                    pass
+                    self.killed = False
             return
 
     def landed(self, state_dir: str, own_port: int | None) -> Landed | None:

@@ -1,6 +1,7 @@
-"""A task API that says it is ready (its port accepts) while it goes on starting: for
-``TAIL_S`` after, a thread appends start-up records to ``startup.log`` in its state
-directory, each fsynced, as a server's storage opens its files past its ready. Effects
+"""A task API that says it is ready (its port accepts) while it goes on starting: a
+thread appends start-up records to ``startup.log`` in its state directory, each
+fsynced, every 20 ms from its start for ``OPENING_S`` before the port accepts and
+``TAIL_S`` after, as a server's storage opens its files across its ready. Effects
 are kept durably under their caller's key (a temporary file, fsynced, renamed, the
 folder fsynced); a replay answers exactly as the creation did, so the kit reads the
 listing (``waiting_listing.py``) before each write. RETRYPROOF_STATE_DIR, RETRYPROOF_PORT."""
@@ -12,13 +13,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 STATE = os.environ["RETRYPROOF_STATE_DIR"]
-TAIL_S = 0.6
+OPENING_S, TAIL_S = 0.4, 0.6
 LOCK = threading.Lock()
 
 
 def go_on_starting() -> None:
     fd = os.open(os.path.join(STATE, "startup.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    ends = time.monotonic() + TAIL_S
+    ends = time.monotonic() + OPENING_S + TAIL_S
     while time.monotonic() < ends:
         os.write(fd, b"opening\n")
         os.fsync(fd)
@@ -74,6 +75,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
-server = ThreadingHTTPServer(("127.0.0.1", int(os.environ["RETRYPROOF_PORT"])), Handler)
 threading.Thread(target=go_on_starting, daemon=True).start()
+time.sleep(OPENING_S)
+server = ThreadingHTTPServer(("127.0.0.1", int(os.environ["RETRYPROOF_PORT"])), Handler)
 server.serve_forever()

@@ -233,6 +233,10 @@ def test_the_parked_entry_is_the_threads_nth_call_still_unfinished():
     assert nth_entry(cut, "pwrite64", 2).finished is False
     assert nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = 1\n', "pwrite64", 2).finished is True
     assert nth_entry(done + "7 pwri", "pwrite64", 2) is None
+    # Killed in the call, as strace wrote it when it saw the kill before it died too.
+    assert (
+        nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = ?\n+++ killed by SIGKILL +++\n', "pwrite64", 2)[1] is False
+    )
 
 
 def test_a_point_remembers_what_its_threads_earlier_calls_acted_on():

@@ -1,7 +1,7 @@
 """CRASH-POINTS over a binding whose server goes on starting after its port accepts
-(``still_starting.py``, 0.6 s of fsynced start-up records): the recorded write waits
-until the server has settled, so its points are the write's, and a listing that waits
-for its server ends as soon as that server has."""
+(``still_starting.py``: fsynced start-up records every 20 ms, for 0.6 s past its
+ready): the recorded write waits until the server has settled, so its points are the
+write's, and a listing that waits for its server ends as soon as that server has."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ STILL_STARTING = Path(__file__).with_name("still-starting.yaml")
 
 
 def test_a_server_still_starting_after_its_ready_is_settled_before_the_recorded_write(tmp_path, strace):
-    """Before, its start-up's writes fell inside the recorded write: 10 of 13 points
-    were ``startup.log``'s, each kill landed while the kit read the listing before the
-    write, and that listing waited 10 s for a dead server (128 s in all)."""
+    """Before, its start-up's writes fell inside the recorded write: 5 of 8 points were
+    ``startup.log``'s, whose kills landed while the kit read the listing before
+    the write, and that listing waited 10 s for a dead server (51 s in all)."""
     out = tmp_path / "out"
     done = retryproof_here(
         "run", "--binding", str(STILL_STARTING), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out)
