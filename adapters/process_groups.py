@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 from retryproof.adapters.connection import HarnessStartError
@@ -215,8 +215,18 @@ def wait_exit(popen: subprocess.Popen, timeout: float) -> int:
     return status
 
 
+class Abandoned(Exception):
+    """The caller gave up on a command whose answer no longer matters (``run_to_end``'s
+    ``abandon``)."""
+
+
 def run_to_end(
-    command: Sequence[str], env: Mapping[str, str], timeout: float, limit: int, cwd: str | None = None
+    command: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float,
+    limit: int,
+    cwd: str | None = None,
+    abandon: Callable[[], bool] | None = None,
 ) -> tuple[int, bytes, str]:
     """Run a short-lived command (a binding's listing query) to its end: ``(status,
     stdout, stderr's tail)``. Bounded every way a foreign command can stretch it: it gets
@@ -225,7 +235,8 @@ def run_to_end(
     a process it left running holding the pipes is not waited for. Whatever it
     started, in its group, is SIGKILLed when it ends, however it ends (``sh -c "sleep
     4242 & ..."`` left the sleep behind), and an interrupted run ends it too. It runs
-    in ``cwd`` (a binding's folder) when given."""
+    in ``cwd`` (a binding's folder) when given. ``abandon``, asked at every pass (50 ms at
+    most apart), ends it early (``Abandoned``): its answer no longer matters."""
     popen = start_group(command, stdin=subprocess.DEVNULL, env=dict(env), cwd=cwd)
     assert popen.stdout is not None and popen.stderr is not None
     out, err = bytearray(), StderrTail(limit)
@@ -237,6 +248,8 @@ def run_to_end(
             left = deadline - time.monotonic()
             if left <= 0:
                 raise subprocess.TimeoutExpired(list(command), timeout)
+            if abandon is not None and abandon():
+                raise Abandoned(f"{command[0]} was abandoned")
             # Once it has ended, only what its pipes hold is read, without waiting: a
             # survivor may hold them open.
             ready, _, _ = select.select(list(open_fds), [], [], 0 if ended else min(left, 0.05))

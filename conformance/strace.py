@@ -100,7 +100,8 @@ def nth_entry(text: str, name: str, when: int) -> Entry | None:
         mine = threads.setdefault(int(match["pid"]), [])
         call = Syscall(len(mine), **_record(match, "?"))
         if len(mine) + 1 == when:
-            return Entry(call, match.re is _COMPLETE, tuple(mine))
+            # "= ?": the thread died in the call (strace saw the kill before it died too).
+            return Entry(call, match.re is _COMPLETE and match["result"].strip() != "?", tuple(mine))
         mine.append(call)
         return None
 
@@ -112,6 +113,28 @@ def nth_entry(text: str, name: str, when: int) -> Entry | None:
     if match and match["name"] == name:
         return entry(match)
     return None
+
+
+class Follower:
+    """A trace file read as strace writes it: each ``entered()`` gives the calls entered
+    on the lines completed since the last (an unfinished call is entered; a line still
+    being written waits for the next read)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._offset = 0
+        self._partial = b""
+
+    def entered(self) -> list[Syscall]:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return []
+        self._offset += len(data)
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        return entered(line.decode("utf-8", "replace") for line in lines)
 
 
 def _read(lines: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

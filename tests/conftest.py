@@ -1,6 +1,7 @@
 """Shared test configuration: the FUZZ-MODEL Hypothesis profiles, the ``strace``
-fixture of the DURABILITY-TRACE tests, the ``pytester`` sessions of the plugin tests, and
-how many pytest-xdist workers ``-n auto`` starts.
+fixture of the DURABILITY-TRACE tests, the ``pytester`` sessions of the plugin tests,
+how many pytest-xdist workers ``-n auto`` starts, and the bound on each phase of a test
+(``phase_limit``).
 
 The profiles are registered here so ``pytest --hypothesis-profile retryproof-nightly``
 can select one. Nothing is loaded globally: Hypothesis loads its own ``ci`` profile
@@ -26,7 +27,7 @@ from suite_order import long_tests_first
 
 from retryproof.conformance.fuzz.profiles import register_profiles
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "phase_limit"]
 
 #: The kit's packages (the repository's top folders, installed as ``retryproof``).
 KIT = Path(__file__).resolve().parents[1]

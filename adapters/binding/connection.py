@@ -25,7 +25,7 @@ import shlex
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -41,6 +41,7 @@ from retryproof.adapters.loss import WITHHELD, Loss
 from retryproof.adapters.process_groups import (
     PIPE_GRACE_S,
     STATE_DIR_ENV,
+    Abandoned,
     OutputTooLong,
     StderrTail,
     forget_group,
@@ -358,7 +359,10 @@ class BindingConnection(Connection):
             return Lost(arguments)
         listed_before: set[str] = set()
         if self._ledger is not None:
-            before = self._listing(server)
+            # Read while the server lives: once it has ended the call cannot be sent, and a
+            # listing command that waits for its server (retrying a refused connection)
+            # would hold the caller until its own bound (10.5 s for Restate's, per kill).
+            before = self._listing(server, while_alive=True)
             if isinstance(before, Failure):
                 return Lost(f"the kit could not read the listing before the call: {before.message}")
             listed_before = {item["task_id"] for item in before}
@@ -412,10 +416,11 @@ class BindingConnection(Connection):
         }
         return Success(0, answers.id_path_result("conflict", task_id or bound["task_id"], key, digest, conflict))
 
-    def _listing(self, server: Server) -> list[dict[str, Any]] | Failure:
+    def _listing(self, server: Server, while_alive: bool = False) -> list[dict[str, Any]] | Failure:
         listing = self.binding.listing
         if "command" in listing:
-            ran = self._run_listing_command(tuple(listing["command"]), server.port)
+            ended = (lambda: server.popen.poll() is not None) if while_alive else None
+            ran = self._run_listing_command(tuple(listing["command"]), server.port, ended)
             if isinstance(ran, Failure):
                 return ran
             answer = ran
@@ -426,13 +431,19 @@ class BindingConnection(Connection):
                 return answers.unmapped(f"{failed} {answers.describe(answer)}")
         return answers.listed_tasks(self.binding, answer)
 
-    def _run_listing_command(self, command: tuple[str, ...], port: int | None) -> dict[str, Any] | Failure:
+    def _run_listing_command(
+        self, command: tuple[str, ...], port: int | None, ended: Callable[[], bool] | None = None
+    ) -> dict[str, Any] | Failure:
         words = self.binding.fill(command, port, self.state_dir)
         env = {**os.environ, STATE_DIR_ENV: self.state_dir, **self.binding.start_env(port, self.state_dir)}
         # Within the call's own timeout, so a hung command is named as such, not "no answer".
         timeout = self.call_timeout * LISTING_SHARE
         try:
-            status, stdout, stderr = run_to_end(words, env, timeout, MAX_ANSWER_BYTES, cwd=self.binding.directory)
+            status, stdout, stderr = run_to_end(
+                words, env, timeout, MAX_ANSWER_BYTES, cwd=self.binding.directory, abandon=ended
+            )
+        except Abandoned:
+            raise Gone("the server ended while the listing command ran") from None
         except subprocess.TimeoutExpired:
             raise Gone(f"the listing command did not end within {timeout:g}s") from None
         except OutputTooLong:

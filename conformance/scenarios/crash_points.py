@@ -6,14 +6,14 @@ two writes of a stored response. Crash-consistency testers find them from the
 system calls (ALICE, CrashMonkey); so does this scenario:
 
 1. *Record.* On a fresh state directory the runtime runs under ``strace -f -ttt -y
-   -yy`` and makes one write. Its points are the system calls entered while that
-   call ran that change durable state or reach another store: a create, write,
-   truncate, rename, link, unlink or mkdir on a file of the state directory; a write
-   or send on a socket the runtime connected to (a database, a cache). An fsync is no
-   point: a SIGKILL loses no page cache, so a kill there leaves what a kill at the
-   next step leaves (DURABILITY-TRACE judges the fsyncs). Nor is a re-open with
-   O_CREAT (no O_TRUNC) of a file the trace shows created earlier and not removed or
-   renamed away since: it changes nothing either (``points_redundant``; the
+   -yy`` and, once it has settled (below), makes one write. Its points are the system
+   calls entered while that call ran that change durable state or reach another
+   store: a create, write, truncate, rename, link, unlink or mkdir on a file of the
+   state directory; a write or send on a socket the runtime connected to (a
+   database, a cache). An fsync is no point: a SIGKILL loses no page cache, so a
+   kill there leaves what a kill at the next step leaves (DURABILITY-TRACE judges
+   the fsyncs). Nor is a re-open with O_CREAT (no O_TRUNC) of a file the trace
+   shows created earlier and not removed or renamed away since: it changes nothing either (``points_redundant``; the
    reference's journal lock is re-opened so on each write). Only what the trace
    proves counts: a file it never showed created is taken as new, and a removal or
    rename whose names it cannot resolve forgets every file. The rule trusts that no
@@ -25,6 +25,23 @@ system calls (ALICE, CrashMonkey); so does this scenario:
    runs. It starts again, untraced, on that state, and the key is retried until it
    answers with its effect within the runtime's recovery bound plus a call timeout.
    The listing must hold exactly that one effect.
+
+Settling. A server may say it is ready while it goes on starting: Restate's ingress
+accepted while its storage was still opening its databases, so its start-up's writes
+fell inside the recorded write and became nearly all its points, and their kills landed
+while the kit read the binding's listing before the write, which was never sent. So
+after the ready the recording waits until the runtime has entered no durable call for
+a quarter of its start's time, or, once it has entered one, for 0.2 s or three times
+the longest pause between its calls since when longer (5 ms to 0.5 s; at most
+``SETTLE_BOUND_S`` in all), as the evidence says (``settled_before_the_write``). A runtime that made no durable call
+meanwhile (the reference) runs its kill phase exactly as before; where the recording
+saw one, each kill-phase start waits as long for the point's own syscall to go quiet.
+A kill that lands before the write is sent (during that wait, or on a call strace
+shows entered before it) is a crash state of the start, not the point's: the write is
+then not sent, and the point is listed as landed elsewhere (``landed_before_the_write``),
+never counted as tested. What settling cannot remove is a server's periodic work (a
+heartbeat every second) that falls inside the write: those calls stay points, and the
+per-thread rules below tell where their kills landed.
 
 How the kill lands. Where strace has ``--seccomp-bpf`` (``tracing_options``), the
 kill-phase start runs under it, so the runtime stops at the tracer only at the point's
@@ -59,6 +76,8 @@ replay file) runs that one point, a redundant one too.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import re
 import shutil
@@ -66,9 +85,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.adapters.connection import Connection, HarnessStartError
@@ -78,7 +97,7 @@ from retryproof.conformance import replay_file
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import converge, expect_identity
-from retryproof.conformance.strace import Syscall, entered, nth_entry, tracing_options
+from retryproof.conformance.strace import Follower, Syscall, entered, nth_entry, tracing_options
 
 #: The most points one run kills at; past it they are sampled evenly.
 MAX_POINTS = 24
@@ -87,6 +106,22 @@ POINT_ENV = "RETRYPROOF_CRASH_POINT"
 #: A traced start and call get this many times their usual bound (every traced call
 #: stops at the tracer).
 SLOWDOWN = 6
+#: After it says it is ready, the runtime is watched until it has entered no durable
+#: call for this share of its start's time (within the two bounds), or for
+#: ``SETTLE_GAPS`` times the longest pause between its calls since, when longer (a
+#: loaded machine stretches a start's pauses, and its start with them; up to the upper
+#: bound): a server that goes on starting past its ready (Restate's storage opened its
+#: databases for 0.5 s after its port accepted) does so before the write, not inside
+#: it. A quiet runtime (the reference: 15-50 ms) costs that much once.
+SETTLE_SHARE = 0.25
+SETTLE_GAPS = 3
+SETTLE_MIN_S, SETTLE_MAX_S = 0.005, 0.5
+#: The least quiet a runtime seen going on after its ready is given: until its second
+#: call there is no pause to scale by (a 90 ms start, 23 ms of quiet, met a start-up
+#: tail's second write 30 ms after its first under load 11).
+SETTLE_TAIL_S = 0.2
+#: The longest wait for a runtime to settle: one that never does is written to anyway.
+SETTLE_BOUND_S = 10.0
 
 _FILE_WRITES = ("write", "pwrite64", "writev", "pwritev", "pwritev2", "ftruncate")
 _SENDS = ("sendto", "sendmsg")
@@ -144,6 +179,42 @@ class Found:
     points: list[Point]
     unreachable: int
     redundant: list[Point]
+
+
+@dataclass(frozen=True)
+class Settled:
+    """How the recording's runtime settled after its ready: the quiet it was given, the
+    durable calls it entered meanwhile, and how long that took."""
+
+    quiet_s: float
+    calls: int
+    waited_s: float
+
+    @property
+    def kill_phase_quiet_s(self) -> float | None:
+        """What each kill-phase start waits for: the same quiet where the recording saw
+        the runtime go on after its ready, else nothing (a quiet runtime's kill phase
+        runs as it always did)."""
+        return self.quiet_s if self.calls else None
+
+
+def settle(entered_at: Callable[[], list[float]], quiet_s: float, stop: Callable[[], bool] = lambda: False) -> Settled:
+    """Wait from now until the runtime has entered no call of ``entered_at`` (the entry
+    times of the calls its trace shows since the last asking) for ``quiet_s``, or for
+    ``SETTLE_GAPS`` times the longest pause between two of them when longer, and for
+    ``SETTLE_TAIL_S`` once it has entered one (each at most ``SETTLE_MAX_S``); at most
+    ``SETTLE_BOUND_S`` in all, or until ``stop``."""
+    ready = time.time()
+    seen: list[float] = []
+    while True:
+        seen = sorted([*seen, *(at for at in entered_at() if at >= ready)])
+        pause = max((later - earlier for earlier, later in itertools.pairwise(seen)), default=0.0)
+        quiet = max(quiet_s, min(max(SETTLE_GAPS * pause, SETTLE_TAIL_S if seen else 0.0), SETTLE_MAX_S))
+        last = seen[-1] if seen else ready
+        now = time.time()
+        if now - last >= quiet or now - ready >= SETTLE_BOUND_S or stop():
+            return Settled(round(quiet, 3), len(seen), round(now - ready, 3))
+        time.sleep(min(last + quiet - now, 0.05))
 
 
 def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float, own_port: int | None) -> Found:
@@ -335,9 +406,10 @@ def crash_points(ctx: Context) -> None:
     submission_id, task = ctx.submission_id(), ctx.task()
     chosen = os.environ.get(POINT_ENV)
     try:
-        found = _traced(ctx, partial(_record, ctx, sibling, strace, submission_id, task))
+        found, settled = _traced(ctx, partial(_record, ctx, sibling, strace, submission_id, task))
     except _TracedStartFailed as exc:
         ctx.skip(f"strace could not run the runtime here (twice): {exc}")
+    ctx.note("settled_before_the_write", asdict(settled))
     points, unreachable = found.points, found.unreachable
     if chosen:
         points = [point for point in [*points, *found.redundant] if point.name == chosen]
@@ -363,7 +435,8 @@ def crash_points(ctx: Context) -> None:
     ctx.note("points_not_started", not_started)
     for point in run:
         try:
-            outcomes.append(_traced(ctx, partial(_kill_at, ctx, sibling, strace, point, submission_id, task, park)))
+            kill = partial(_kill_at, ctx, sibling, strace, point, submission_id, task, park, settled.kill_phase_quiet_s)
+            outcomes.append(_traced(ctx, kill))
         except _TracedStartFailed as exc:
             not_started.append({"point": point.name, "strace": str(exc)})
     # A point whose kill did not land while the write ran (a file name that differs from
@@ -410,7 +483,9 @@ def failure_reason(failed: list[dict[str, Any]], run: int) -> str:
     if unlanded:
         reason += f" ({unlanded} of them where the kill did not land: the write completed, then its retry broke)"
     where = f"{first['syscall']} #{first['when']} on {first['target']}"
-    if first["killed"] and not first["landed_as_recorded"] and first.get("landed_on"):
+    if first["killed"] and first.get("landed_before_the_write"):
+        where += " (it landed before the write was sent)"
+    elif first["killed"] and not first["landed_as_recorded"] and first.get("landed_on"):
         by = ", in a thread whose earlier calls differ" if first.get("thread_as_recorded") is False else ""
         where += f" (it landed on {first['landed_on']}{by})"
     if first["killed"]:
@@ -477,7 +552,7 @@ def _traced(ctx: Context, attempt: Callable[[], T]) -> T:
         return attempt()
 
 
-def _record(ctx: Context, sibling: Sibling, strace: str, submission_id: str, task: dict) -> Found:
+def _record(ctx: Context, sibling: Sibling, strace: str, submission_id: str, task: dict) -> tuple[Found, Settled]:
     with Scratch("retryproof-crash-points-") as scratch:
         trace_file = os.path.join(scratch.root, "trace")
         prefix = (
@@ -493,15 +568,21 @@ def _record(ctx: Context, sibling: Sibling, strace: str, submission_id: str, tas
             "--",
         )
         traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
+        started = time.monotonic()
         _start(ctx, traced, traced=True)
+        quiet_s = min(max(SETTLE_SHARE * (time.monotonic() - started), SETTLE_MIN_S), SETTLE_MAX_S)
+        own_port = traced.port if isinstance(traced, BindingConnection) else None
+        root, follower = os.path.realpath(scratch.state), Follower(trace_file)
+        settled = settle(
+            lambda: [call.at for call in follower.entered() if call.at and _target(call, root, own_port)], quiet_s
+        )
         began = time.time()
         ctx.expect_ok(ctx.write_task(submission_id, task, connection=traced), "the traced write")
         ended = time.time()
-        own_port = traced.port if isinstance(traced, BindingConnection) else None
         traced.kill()
         with open(trace_file, encoding="utf-8", errors="replace") as handle:
             calls = entered(handle)
-        return find_points(calls, scratch.state, began, ended, own_port)
+        return find_points(calls, scratch.state, began, ended, own_port), settled
 
 
 def _kill_at(
@@ -512,12 +593,19 @@ def _kill_at(
     submission_id: str,
     task: dict,
     park: bool,
+    quiet_s: float | None,
 ) -> dict:
     """Kill the runtime entering ``point`` during the write, restart it, and judge the
     retry; the outcome for the evidence. With ``park`` (strace has
     --seccomp-bpf) the call is parked and killed by the kit, and the outcome says which
     call the kill landed on; without, strace's injected SIGKILL kills (and where it
     landed is taken to be the point's call, as strace counts it).
+
+    With ``quiet_s`` (the recording saw the runtime go on after its ready) the write
+    waits, as the recording's did, until the point's call has not been entered for that
+    long. A kill that lands before the write is sent (in the start, or in that wait)
+    landed before the write, which is then not sent (nothing would answer it); so is a
+    kill on an entry strace shows made before the write was sent.
 
     The park lasts twice the write's bound: should the killer miss the parked entry, the
     write times out while the call is still parked, and the kill that ends it lands on
@@ -528,33 +616,50 @@ def _kill_at(
         bound = ctx.call_timeout * SLOWDOWN
         trace_file = os.path.join(scratch.root, "trace")
         if not park:
-            prefix = (strace, "-f", "-qq", *point.strace_options(scratch.state), "-o", os.devnull, "--")
+            prefix = (strace, "-f", "-qq", "-ttt", *point.strace_options(scratch.state), "-o", trace_file, "--")
         else:
             options = point.strace_options(scratch.state, park_us=int(2 * bound * 1_000_000))
-            prefix = (strace, *tracing_options(strace), "-y", "-yy", *options, "-o", trace_file, "--")
+            prefix = (strace, *tracing_options(strace), "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
         traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
+        # Watching from the start: a kill on a call the start enters ends it at once (a
+        # start that then fails is that kill's, not strace's), not after the start's bound.
+        killer = _Killer(trace_file, point, 2 * bound + SETTLE_BOUND_S)
         try:
-            _start(ctx, traced, traced=True)
-            if not park:
-                call = ctx.write_task(submission_id, task, connection=traced)
-            else:
-                with _Killer(trace_file, point, bound) as killer:
-                    call = ctx.write_task(submission_id, task, connection=traced)
-            outcome["killed"] = not call.answered
+            with killer if park else contextlib.nullcontext():
+                try:
+                    _start(ctx, traced, traced=True)
+                except _TracedStartFailed:
+                    if not killer.killed:
+                        raise
+                if quiet_s is not None:
+                    follower = Follower(trace_file)
+                    settle(
+                        lambda: [call.at for call in follower.entered() if call.at], quiet_s, lambda: not traced.alive
+                    )
+                sent, unsent = time.time(), not traced.alive
+                answered = not unsent and ctx.write_task(submission_id, task, connection=traced).answered
+            outcome["killed"] = not answered
         finally:
             traced.kill()
         if not park:
-            outcome["landed_as_recorded"] = outcome["killed"]
+            outcome["landed_before_the_write"] = unsent
+            outcome["landed_as_recorded"] = outcome["killed"] and not unsent
         else:
             outcome["killed_by"] = "the parked entry" if killer.killed else "the write's timeout"
             landed = killer.landed(scratch.state, traced.port if isinstance(traced, BindingConnection) else None)
-            outcome["landed_on"] = landed[0] if outcome["killed"] and landed else None
+            outcome["landed_on"] = landed.target if outcome["killed"] and landed else None
             # The same target reached by the same path: a thread whose earlier calls acted
             # on other things is not the recorded one (its crash state is not the point's).
             # None: no parked entry to compare (the write completed).
-            outcome["thread_as_recorded"] = None if landed is None else _same_targets(point.before, landed[1])
+            outcome["thread_as_recorded"] = None if landed is None else _same_targets(point.before, landed.earlier)
+            # Entered before the write was sent: a crash state of the runtime's start.
+            early = unsent or (landed is not None and landed.at is not None and landed.at < sent)
+            outcome["landed_before_the_write"] = bool(outcome["killed"] and early)
             outcome["landed_as_recorded"] = bool(
-                outcome["killed"] and _same_target(point.target, outcome["landed_on"]) and outcome["thread_as_recorded"]
+                outcome["killed"]
+                and not early
+                and _same_target(point.target, outcome["landed_on"])
+                and outcome["thread_as_recorded"]
             )
         plain = sibling(scratch.state, scratch.work, (), 1)
         _start(ctx, plain, traced=False)
@@ -613,27 +718,36 @@ class _Killer:
             if not finished:  # parked: the call has not run, and will not
                 try:
                     # The whole group, strace with it: a killed tracee alone leaves strace
-                    # holding its output pipe open until the park's delay ends.
+                    # holding its output pipe open until the park's delay ends. Marked
+                    # first: a start the kill ends must find it marked.
                     group = os.getpgid(call.pid)
                     if group != os.getpgrp():
-                        os.killpg(group, signal.SIGKILL)
                         self.killed = True
+                        os.killpg(group, signal.SIGKILL)
                 except ProcessLookupError:
-                    pass
+                    self.killed = False
             return
 
-    def landed(self, state_dir: str, own_port: int | None) -> tuple[str, tuple[str, ...]] | None:
-        """The target of the call the kill landed on, and what its thread's earlier calls
-        counted with it acted on, read from the whole trace once strace has ended (the
-        parked entry's arguments complete): the point's entry if it never finished, whoever
-        killed it (this killer, or the kit when the write timed out); None when it
+    def landed(self, state_dir: str, own_port: int | None) -> Landed | None:
+        """The call the kill landed on, read from the whole trace once strace has ended
+        (the parked entry's arguments complete): the point's entry if it never finished,
+        whoever killed it (this killer, or the kit when the write timed out); None when it
         finished or was never entered."""
         seen = nth_entry(self._read(), self.point.syscall, self.point.when)
         if seen is None or seen.finished:
             return None
         root = os.path.realpath(state_dir)
         target = _target(seen.call, root, own_port) or "(not a point)"
-        return target, tuple(_what(call, root) for call in seen.earlier)
+        return Landed(target, tuple(_what(call, root) for call in seen.earlier), seen.call.at)
+
+
+class Landed(NamedTuple):
+    """The call a kill landed on: its target, what its thread's earlier calls counted
+    with it acted on, and when it was entered (strace -ttt)."""
+
+    target: str
+    earlier: tuple[str, ...]
+    at: float | None
 
 
 def _same_targets(recorded: tuple[str, ...], landed: tuple[str, ...]) -> bool:

@@ -103,6 +103,11 @@ def test_dbos_harness_handshake_and_one_reuse(tmp_path):
     assert (reused["disposition"], reused["task_id"]) == ("reused", answers[2]["result"]["task_id"])
 
 
+#: Seconds the matrix test's steps may take: the install (from the package index), setup
+#: start and stop, a run through each way in.
+INSTALL_S, STEP_S, RUN_S = 900, 60, 300
+
+
 def _copy_of_the_sources(root: Path) -> None:
     """The checkout's sources in ``root``, without environments, node_modules, servers'
     data or reports: what a fresh clone holds, and what ``setup install`` installs the
@@ -128,6 +133,7 @@ def _step(command: list[str], cwd: Path, timeout: float, what: str, **env: str) 
     return stdout.decode()
 
 
+@pytest.mark.phase_limit(INSTALL_S + 2 * STEP_S + 2 * RUN_S)  # its steps' own bounds (tests/phase_limit.py)
 def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_ways_in(tmp_path):
     """The matrix's plumbing on the smallest real target, as ``retryproof matrix`` does
     it: the folder's own ``setup install`` (the pinned django-idempotency-key, Django,
@@ -148,15 +154,15 @@ def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_wa
     # pip compiles every installed module to bytecode, Django's thousands among them: most
     # of the install's CPU, for modules the one scenario never imports (pip's --no-compile;
     # PIP_COMPILE=no, as PIP_NO_COMPILE reads inverted). What is imported compiles on import.
-    installed = _step([setup, "install"], root, 900, what, PIP_COMPILE="no")
+    installed = _step([setup, "install"], root, INSTALL_S, what, PIP_COMPILE="no")
     assert "django-idempotency-key 1.3.0" in installed, installed
-    _step([setup, "start"], root, 60, "django_idempotency_key/setup start")
+    _step([setup, "start"], root, STEP_S, "django_idempotency_key/setup start")
     try:
         for target in django.targets:
             out = tmp_path / target.report
             command = [sys.executable, "-m", "retryproof.conformance.cli", "run", *target.way, "--only", "WT-CREATE"]
             command += ["--seed", "1", "--out", str(out), "--format", "json", *target.options]
-            _step(command, root, 300, f"retryproof run for {target.report}")
+            _step(command, root, RUN_S, f"retryproof run for {target.report}")
             text = (out / "report.json").read_text(encoding="utf-8")
             report = json.loads(text)
             assert report["implementation"]["name"] == "django-idempotency-key"
@@ -173,7 +179,7 @@ def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_wa
                 assert [e["answer"]["status"] for e in exchanges] == [201], exchanges
         assert {way for way, _ in (target.way for target in django.targets)} == {"--harness", "--binding"}
     finally:
-        _step([setup, "stop"], root, 60, "django_idempotency_key/setup stop")
+        _step([setup, "stop"], root, STEP_S, "django_idempotency_key/setup stop")
 
 
 @pytest.mark.parametrize(

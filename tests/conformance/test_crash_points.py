@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from kit import by_id, certify
@@ -232,6 +233,10 @@ def test_the_parked_entry_is_the_threads_nth_call_still_unfinished():
     assert nth_entry(cut, "pwrite64", 2).finished is False
     assert nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = 1\n', "pwrite64", 2).finished is True
     assert nth_entry(done + "7 pwri", "pwrite64", 2) is None
+    # Killed in the call, as strace wrote it when it saw the kill before it died too.
+    assert (
+        nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = ?\n+++ killed by SIGKILL +++\n', "pwrite64", 2)[1] is False
+    )
 
 
 def test_a_point_remembers_what_its_threads_earlier_calls_acted_on():
@@ -301,7 +306,8 @@ def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
     target, trace = tmp_path / "data", tmp_path / "trace"
     point = Point("pwrite64", 2, "data")
     inject = point.strace_options(str(tmp_path), park_us=30_000_000)
-    command = [strace, *tracing_options(strace), "-y", *inject, "-o", str(trace), "--"]
+    command = [strace, *tracing_options(strace), "-ttt", "-y", *inject, "-o", str(trace), "--"]
+    started = time.time()
     process = subprocess.Popen([*command, sys.executable, "-c", FIVE_WRITES, str(target)], start_new_session=True)
     try:
         with _Killer(str(trace), point, 30) as killer:
@@ -312,7 +318,9 @@ def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
             process.wait(10)
     assert killer.killed and process.returncode == -9
     assert target.read_bytes() == b"0"
-    assert killer.landed(str(tmp_path), None) == ("data", ("data",))  # the first write's file too
+    target_, earlier, at = killer.landed(str(tmp_path), None)
+    assert (target_, earlier) == ("data", ("data",))  # the first write's file too
+    assert started <= at <= time.time()  # when it was entered, to tell an entry before the write
 
 
 def _strace_shy(tmp_path, lose: str, times: int) -> str:
@@ -349,3 +357,41 @@ def test_a_point_lost_twice_under_strace_is_named_and_the_others_judged(tmp_path
     assert lost["point"] not in {outcome["point"] for outcome in evidence["points"]}
     assert len(evidence["points"]) == evidence["points_run"] - 1
     assert all(outcome["landed_as_recorded"] and outcome["thread_as_recorded"] for outcome in evidence["points"])
+
+
+def test_a_kill_on_the_recorded_file_reached_by_another_threads_path_is_landed_elsewhere(tmp_path, strace):
+    """In the kill runs another thread reaches the journal's second pwrite64 first, after
+    a write to another file: the kill lands on the recorded target, in a thread whose
+    earlier call differs, so the point is listed as landed elsewhere, not as tested."""
+    harness = f"{sys.executable} {Path(__file__).with_name('other_thread_harness.py')} during-the-write"
+    done, report = certify(tmp_path / "out", harness, "--only", "CRASH-POINTS", in_process=True)
+    scenario = by_id(report)["CRASH-POINTS"]
+    evidence = scenario["evidence"]
+    outcomes = {outcome["point"]: outcome for outcome in evidence["points"]}
+    second = outcomes["pwrite64:2"]
+    assert (second["killed"], second["landed_on"], second["thread_as_recorded"]) == (True, "receipts.journal", False)
+    assert second["landed_as_recorded"] is False and second["landed_before_the_write"] is False
+    assert outcomes["pwrite64:1"]["landed_on"] == "background.log"
+    assert set(evidence["points_landed_elsewhere"]) == {"pwrite64:1", "pwrite64:2"}
+    # The other points (on other calls, or counted on a path) landed as recorded and pass.
+    assert scenario["status"] == "passed", done.stdout
+    assert all(o["landed_as_recorded"] for name, o in outcomes.items() if name not in ("pwrite64:1", "pwrite64:2"))
+
+
+def test_a_kill_on_a_call_entered_before_the_write_was_sent_is_landed_elsewhere(tmp_path, strace):
+    """In the kill runs another thread makes the journal's first two pwrite64 calls, on
+    the recorded targets in the recorded order, before the harness serves: the kills
+    land before the write is sent, a crash state of the start, never the points'."""
+    harness = f"{sys.executable} {Path(__file__).with_name('other_thread_harness.py')} at-start"
+    done, report = certify(tmp_path / "out", harness, "--only", "CRASH-POINTS", in_process=True)
+    scenario = by_id(report)["CRASH-POINTS"]
+    evidence = scenario["evidence"]
+    outcomes = {outcome["point"]: outcome for outcome in evidence["points"]}
+    for name in ("pwrite64:1", "pwrite64:2"):
+        early = outcomes[name]
+        assert (early["killed"], early["landed_on"], early["thread_as_recorded"]) == (True, "receipts.journal", True)
+        assert early["landed_before_the_write"] is True and early["landed_as_recorded"] is False
+    assert set(evidence["points_landed_elsewhere"]) == {"pwrite64:1", "pwrite64:2"}
+    assert scenario["status"] == "passed", done.stdout
+    others = [outcome for name, outcome in outcomes.items() if name not in ("pwrite64:1", "pwrite64:2")]
+    assert all(o["landed_as_recorded"] and not o["landed_before_the_write"] for o in others)

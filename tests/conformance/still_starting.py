@@ -1,0 +1,81 @@
+"""A task API that says it is ready (its port accepts) while it goes on starting: a
+thread appends start-up records to ``startup.log`` in its state directory, each
+fsynced, every 20 ms from its start for ``OPENING_S`` before the port accepts and
+``TAIL_S`` after, as a server's storage opens its files across its ready. Effects
+are kept durably under their caller's key (a temporary file, fsynced, renamed, the
+folder fsynced); a replay answers exactly as the creation did, so the kit reads the
+listing (``waiting_listing.py``) before each write. RETRYPROOF_STATE_DIR, RETRYPROOF_PORT."""
+
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+STATE = os.environ["RETRYPROOF_STATE_DIR"]
+OPENING_S, TAIL_S = 0.4, 0.6
+LOCK = threading.Lock()
+
+
+def go_on_starting() -> None:
+    fd = os.open(os.path.join(STATE, "startup.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    ends = time.monotonic() + OPENING_S + TAIL_S
+    while time.monotonic() < ends:
+        os.write(fd, b"opening\n")
+        os.fsync(fd)
+        time.sleep(0.02)
+    os.close(fd)
+
+
+def effects() -> list[dict]:
+    found = []
+    for name in sorted(os.listdir(STATE)):
+        if name.startswith("effect-") and name.endswith(".json"):
+            with open(os.path.join(STATE, name), encoding="utf-8") as handle:
+                found.append(json.load(handle))
+    return found
+
+
+def add(key: str, fields: dict) -> dict:
+    effect = {"id": f"T-{len(effects()) + 1}", "key": key, "fields": fields}
+    path = os.path.join(STATE, f"effect-{len(effects()) + 1:06d}.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(effect, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(path + ".tmp", path)
+    folder = os.open(STATE, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+    return effect
+
+
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802
+        fields = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        key = self.headers.get("Idempotency-Key")
+        with LOCK:
+            effect = next((effect for effect in effects() if effect["key"] == key), None) or add(key, fields)
+        self.answer(200, effect)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.answer(200, effects())
+
+    def answer(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+threading.Thread(target=go_on_starting, daemon=True).start()
+time.sleep(OPENING_S)
+server = ThreadingHTTPServer(("127.0.0.1", int(os.environ["RETRYPROOF_PORT"])), Handler)
+server.serve_forever()

@@ -1,0 +1,54 @@
+"""CRASH-POINTS over a binding whose server goes on starting after its port accepts
+(``still_starting.py``: fsynced start-up records every 20 ms, for 0.6 s past its
+ready): the recorded write waits until the server has settled, so its points are the
+write's, and a listing that waits for its server ends as soon as that server has."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kit import by_id, retryproof_here
+
+from retryproof.adapters.binding.connection import BindingConnection
+from retryproof.adapters.connection import Lost
+from retryproof.conformance.options import load_binding
+
+STILL_STARTING = Path(__file__).with_name("still-starting.yaml")
+
+
+def test_a_server_still_starting_after_its_ready_is_settled_before_the_recorded_write(tmp_path, strace):
+    """Before, its start-up's writes fell inside the recorded write: 5 of 8 points were
+    ``startup.log``'s, whose kills landed while the kit read the listing before
+    the write, and that listing waited 10 s for a dead server (51 s in all)."""
+    out = tmp_path / "out"
+    done = retryproof_here(
+        "run", "--binding", str(STILL_STARTING), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out)
+    )
+    report = json.loads((out / "report.json").read_text())
+    scenario = by_id(report)["CRASH-POINTS"]
+    assert scenario["status"] == "passed", done.stdout
+    evidence = scenario["evidence"]
+    assert evidence["settled_before_the_write"]["calls"] > 0  # it went on after its ready
+    assert [(o["point"], o["target"]) for o in evidence["points"]] == [
+        ("openat:1:effect-000001.json.tmp", "effect-000001.json.tmp"),
+        ("write:1:effect-000001.json.tmp", "effect-000001.json.tmp"),
+        ("rename:1", "effect-000001.json.tmp -> effect-000001.json"),
+    ]
+    assert all(o["landed_as_recorded"] and not o["landed_before_the_write"] for o in evidence["points"])
+
+
+def test_the_listing_before_a_write_ends_when_its_server_has(tmp_path):
+    """A listing command that retries a refused connection (as one that waits for its
+    server to come up does) is abandoned once the server has ended: the write cannot be
+    sent, and the answer says why, not the listing's own timeout 10 s later."""
+    state = tmp_path / "state"
+    state.mkdir()
+    connection = BindingConnection(load_binding(str(STILL_STARTING)), str(state))
+    connection.start()
+    try:
+        connection.kill()
+        reply = connection.call("write_task", {"client_submission_id": "k-1", "task": {"subject": "Fix login"}})
+    finally:
+        connection.kill()
+    assert reply == Lost("the server ended while the listing command ran")

@@ -1,0 +1,112 @@
+"""A bound on each phase (setup, call, teardown) of every test, as a pytest plugin
+(tests/conftest.py loads it).
+
+A kit run in a process of its own is bounded by the test's timeout, but much of the
+suite runs the kit in the test's own process (``kit.retryproof_here``, the runner's
+API, in-process pytester sessions, fixtures that compute a shared run), bounded only by
+the kit's own timeouts: a hang there would hang the suite. So a phase that runs past
+its limit fails: SIGALRM dumps every thread's stack to stderr (the test's captured
+output) and raises ``pytest.fail`` in the main thread, which unwinds the run through
+its own cleanup (its harnesses and servers are ended as after any failure). Should the
+unwinding hang too (a thread the failure cannot reach), faulthandler dumps the stacks
+again and ends the process after ``UNWIND_S``: pytest-xdist then names the test its
+worker crashed in, and the other workers go on.
+
+The limit is ``PHASE_LIMIT_S``, or ``@pytest.mark.phase_limit(S)`` on a test whose own
+bounds add up to more (each step a process with a timeout of its own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+#: Five times the longest phase measured (the matrix install, 47 s on 2 CPUs at load 13,
+#: ``benchmarks/bench_suite.py``): a limit no healthy test meets, and a hang costs CI
+#: minutes, not the job's whole timeout.
+PHASE_LIMIT_S = 240.0
+#: How long the failure may take to unwind before the process ends.
+UNWIND_S = 60.0
+#: Where the process's last words go: a copy of stderr taken before any test runs, as
+#: pytest's faulthandler plugin keeps (a test's stderr is captured, and lost with the process).
+_stderr: int | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _stderr
+    config.addinivalue_line("markers", "phase_limit(seconds): this test's own bound on each of its phases")
+    try:
+        fileno = sys.stderr.fileno()
+    except (AttributeError, ValueError):  # pytest-xdist's worker replaces sys.stderr
+        fileno = sys.__stderr__.fileno()
+    _stderr = os.dup(fileno)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _stderr
+    if _stderr is not None:
+        os.close(_stderr)
+        _stderr = None
+
+
+@contextlib.contextmanager
+def bounded(what: str, seconds: float) -> Iterator[None]:
+    """Fail with ``what`` in the message once ``seconds`` have passed; end the process
+    ``UNWIND_S`` seconds later if the failure has not unwound by then. Only the main
+    thread receives SIGALRM, and only one bound is armed at a time (an inner one, an
+    in-process pytester session's, leaves the outer one in charge)."""
+    if threading.current_thread() is not threading.main_thread() or signal.getitimer(signal.ITIMER_REAL)[0]:
+        yield
+        return
+
+    def overran(signum: int, frame: object) -> None:
+        faulthandler.dump_traceback(all_threads=True)
+        pytest.fail(
+            f"{what} did not end within {seconds:g} s (tests/phase_limit.py): a kit run in the test's "
+            "process has no process timeout to end it; every thread's stack at that moment is in "
+            "the captured stderr",
+            pytrace=False,
+        )
+
+    previous = signal.signal(signal.SIGALRM, overran)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    faulthandler.dump_traceback_later(seconds + UNWIND_S, exit=True, file=2 if _stderr is None else _stderr)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        faulthandler.cancel_dump_traceback_later()
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _phase(item: pytest.Item, phase: str) -> Iterator[None]:
+    marker = item.get_closest_marker("phase_limit")
+    seconds = marker.args[0] if marker else PHASE_LIMIT_S
+    with bounded(f"{item.nodeid}: its {phase}", seconds):
+        yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _phase(item, "setup"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _phase(item, "call"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    with _phase(item, "teardown"):
+        return (yield)

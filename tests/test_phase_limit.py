@@ -1,0 +1,102 @@
+"""The bound on each phase of a test (phase_limit.py), in pytest sessions of their own:
+a phase that hangs in the test's process fails with its name and every thread's stack,
+and the session goes on; a hang the failure cannot unwind ends the process, its stacks
+on stderr, instead of hanging the suite. Both again on a pytest-xdist worker, as the
+README's test command runs them."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+#: The sessions' own conftest: this folder's plugin, with the unwinding shortened.
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(HERE)!r})
+import phase_limit
+phase_limit.UNWIND_S = 1.0
+pytest_plugins = ["phase_limit"]
+"""
+HANGS = """
+import threading
+import pytest
+
+@pytest.fixture
+def shared_run():
+    threading.Event().wait(60)  # a kit run in this process that never returns
+
+@pytest.mark.phase_limit(1)
+def test_waits_in_its_setup(shared_run):
+    pass
+
+@pytest.mark.phase_limit(1)
+def test_waits_in_its_call():
+    threading.Event().wait(60)
+
+def test_after():
+    pass
+"""
+SWALLOWS = """
+@pytest.mark.phase_limit(1)
+def test_swallows_its_failure():
+    while True:
+        try:
+            threading.Event().wait(60)
+        except BaseException:
+            pass
+
+def test_next():
+    pass
+"""
+
+
+def _session(pytester: pytest.Pytester, tests: str, *args: str) -> pytest.RunResult:
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_hangs=tests)
+    began = time.monotonic()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=60)
+    assert time.monotonic() - began < 30, "the bounds held for 1 s each"
+    return result
+
+
+def _failed_by_their_bound(result: pytest.RunResult) -> None:
+    result.stdout.fnmatch_lines(
+        [
+            "*test_hangs.py::test_waits_in_its_setup: its setup did not end within 1 s (tests/phase_limit.py)*",
+            "*test_hangs.py::test_waits_in_its_call: its call did not end within 1 s (tests/phase_limit.py)*",
+            "*Captured stderr call*",  # every thread's stack, the hung wait among them
+            "*most recent call first*",
+            '*File "*test_hangs.py", line 14 in test_waits_in_its_call*',
+        ]
+    )
+
+
+def _ended_by_faulthandler(result: pytest.RunResult) -> None:
+    """The stacks on the stderr the session started with, after the 1 s bound and 1 s of unwinding."""
+    assert "Timeout (0:00:02)!" in result.stderr.str(), result.stderr.str()
+    assert "in test_swallows_its_failure" in result.stderr.str(), result.stderr.str()
+
+
+def test_a_hung_phase_fails_with_its_name_and_the_stacks_and_the_session_goes_on(pytester):
+    result = _session(pytester, HANGS)
+    result.assert_outcomes(passed=1, failed=1, errors=1)
+    _failed_by_their_bound(result)
+
+
+def test_a_hang_the_failure_cannot_unwind_ends_the_process(pytester):
+    result = _session(pytester, HANGS.split("@pytest.fixture")[0] + SWALLOWS)
+    assert result.ret == 1, result.stdout.str()
+    _ended_by_faulthandler(result)
+    assert "test_next" not in result.stdout.str()
+
+
+def test_on_a_pytest_xdist_worker_both_bounds_hold_and_the_crash_is_named(pytester):
+    result = _session(pytester, HANGS + SWALLOWS, "-n", "1")
+    _failed_by_their_bound(result)
+    _ended_by_faulthandler(result)
+    # pytest-xdist names the test its worker ended in, and a new worker runs the rest
+    result.stdout.fnmatch_lines(["*worker 'gw0' crashed while running 'test_hangs.py::test_swallows_its_failure'*"])
+    result.assert_outcomes(passed=2, failed=2, errors=1)
