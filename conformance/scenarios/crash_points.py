@@ -87,9 +87,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.adapters.connection import Connection, HarnessStartError
 from retryproof.adapters.process import ProcessConnection
 from retryproof.adapters.process_groups import Scratch
@@ -138,6 +137,9 @@ _ARGUMENT = re.compile(
 )
 _TCP = re.compile(r"^TCP(?:v6)?:\[(?P<local>.*)->(?P<peer>.*)\]$")
 _UNIX = re.compile(r'^UNIX(?:-STREAM)?:\[\d+(?:->\d+)?,"(?P<path>[^"]+)"\]$')
+
+if TYPE_CHECKING:
+    from retryproof.adapters.binding.connection import BindingConnection
 
 T = TypeVar("T")
 
@@ -400,7 +402,7 @@ def crash_points(ctx: Context) -> None:
     strace = shutil.which("strace") or "strace"  # the runner skips the scenario without it
     # What the runtime runs, without starting it: the run's handshake started it already.
     probe = ctx.unstarted()
-    if not isinstance(probe, (BindingConnection, ProcessConnection)):
+    if not isinstance(probe, ProcessConnection) and _as_binding(probe) is None:
         ctx.skip("this connection runs no command line the kit can run under strace")
     sibling = _siblings(ctx, probe)
     submission_id, task = ctx.submission_id(), ctx.task()
@@ -501,12 +503,13 @@ def _siblings(ctx: Context, probe: Connection) -> Sibling:
     under a prefix (strace), with bounds ``slowdown`` times the usual."""
 
     def make(state: str, work: str, prefix: tuple[str, ...], slowdown: float) -> Connection:
-        if isinstance(probe, BindingConnection):
-            connection: Connection = BindingConnection(
-                probe.binding,
+        binding = _as_binding(probe)
+        if binding is not None:
+            connection: Connection = type(binding)(
+                binding.binding,
                 state,
-                call_timeout=probe.call_timeout * slowdown,
-                start_timeout=probe.start_timeout * slowdown,
+                call_timeout=binding.call_timeout * slowdown,
+                start_timeout=binding.start_timeout * slowdown,
                 wrap=prefix,
             )
         else:
@@ -523,6 +526,23 @@ def _siblings(ctx: Context, probe: Connection) -> Sibling:
         return connection
 
     return make
+
+
+def _as_binding(connection: Connection) -> BindingConnection | None:
+    """``connection`` when it reaches a server through a binding. The binding's modules
+    are imported only then: every harness run loads this scenario before its first one
+    starts, and would pay for them (60 ms of CPU) there."""
+    if isinstance(connection, ProcessConnection):
+        return None
+    from retryproof.adapters.binding.connection import BindingConnection
+
+    return connection if isinstance(connection, BindingConnection) else None
+
+
+def _port(connection: Connection) -> int | None:
+    """The port of a binding's server; a harness listens on none."""
+    binding = _as_binding(connection)
+    return None if binding is None else binding.port
 
 
 class _TracedStartFailed(Exception):
@@ -571,7 +591,7 @@ def _record(ctx: Context, sibling: Sibling, strace: str, submission_id: str, tas
         started = time.monotonic()
         _start(ctx, traced, traced=True)
         quiet_s = min(max(SETTLE_SHARE * (time.monotonic() - started), SETTLE_MIN_S), SETTLE_MAX_S)
-        own_port = traced.port if isinstance(traced, BindingConnection) else None
+        own_port = _port(traced)
         root, follower = os.path.realpath(scratch.state), Follower(trace_file)
         settled = settle(
             lambda: [call.at for call in follower.entered() if call.at and _target(call, root, own_port)], quiet_s
@@ -646,7 +666,7 @@ def _kill_at(
             outcome["landed_as_recorded"] = outcome["killed"] and not unsent
         else:
             outcome["killed_by"] = "the parked entry" if killer.killed else "the write's timeout"
-            landed = killer.landed(scratch.state, traced.port if isinstance(traced, BindingConnection) else None)
+            landed = killer.landed(scratch.state, _port(traced))
             outcome["landed_on"] = landed.target if outcome["killed"] and landed else None
             # The same target reached by the same path: a thread whose earlier calls acted
             # on other things is not the recorded one (its crash state is not the point's).
