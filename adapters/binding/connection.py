@@ -97,6 +97,11 @@ class BindingConnection(Connection):
         self._servers: list[Server] = []
         self._survivors: list[dict[str, Any]] = []
         self._exchanges: list[dict[str, Any]] = []
+        #: When the last ``write_task`` sent its request (wall time, as strace's ``-ttt``
+        #: stamps calls), None while it has not: CRASH-POINTS, which makes one write at a
+        #: time, tells the server's calls for the listing read before the request from
+        #: the write's own, and a kill in that listing from one in the write.
+        self.sent_at: float | None = None
         self._pool = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="binding-call")
 
     # -- lifecycle ---------------------------------------------------------------
@@ -349,6 +354,7 @@ class BindingConnection(Connection):
 
     def _write_task(self, server: Server, args: dict[str, Any], wire: Transport | None = None) -> Reply:
         """``wire``: the server's wire aimed at the kit's proxy, for a call whose answer is lost."""
+        self.sent_at = None
         binding = self.binding
         task = args.get("task")
         key = args.get("client_submission_id")
@@ -368,6 +374,7 @@ class BindingConnection(Connection):
             listed_before = {item["task_id"] for item in before}
         wire = wire or server.wire
         assert wire is not None  # a started server got its wire
+        self.sent_at = time.time()
         answer = wire.call(arguments, key, self.call_timeout)
         rule = answers.meaning(binding, answer)
         exchanged = answers.exchange(binding, key, answer, rule)

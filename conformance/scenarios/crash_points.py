@@ -35,11 +35,15 @@ a quarter of its start's time, or, once it has entered one, for 0.2 s or three t
 the longest pause between its calls since when longer (5 ms to 0.5 s; at most
 ``SETTLE_BOUND_S`` in all), as the evidence says (``settled_before_the_write``). A runtime that made no durable call
 meanwhile (the reference) runs its kill phase exactly as before; where the recording
-saw one, each kill-phase start waits as long for the point's own syscall to go quiet.
-A kill that lands before the write is sent (during that wait, or on a call strace
-shows entered before it) is a crash state of the start, not the point's: the write is
-then not sent, and the point is listed as landed elsewhere (``landed_before_the_write``),
-never counted as tested. What settling cannot remove is a server's periodic work (a
+saw one, each kill-phase start waits as long for the point's own syscall to go quiet on
+the targets a point can have (a log line on stderr is none). The write is sent when
+the kit sends its request: a binding without a reused rule first has the kit read its
+listing, and the server's calls for that listing are not the write's, so the recording
+starts at the request (``BindingConnection.sent_at``). A kill that lands before the
+write is sent (during that wait, in that listing, or on a call strace shows entered
+before it) is a crash state of the start, not the point's: the write is then not sent,
+and the point is listed as landed elsewhere (``landed_before_the_write``), never
+counted as tested. What settling cannot remove is a server's periodic work (a
 heartbeat every second) that falls inside the write: those calls stay points, and the
 per-thread rules below tell where their kills landed.
 
@@ -592,17 +596,33 @@ def _record(ctx: Context, sibling: Sibling, strace: str, submission_id: str, tas
         _start(ctx, traced, traced=True)
         quiet_s = min(max(SETTLE_SHARE * (time.monotonic() - started), SETTLE_MIN_S), SETTLE_MAX_S)
         own_port = _port(traced)
-        root, follower = os.path.realpath(scratch.state), Follower(trace_file)
-        settled = settle(
-            lambda: [call.at for call in follower.entered() if call.at and _target(call, root, own_port)], quiet_s
-        )
-        began = time.time()
+        settled = settle(partial(_durable_entries, Follower(trace_file), scratch.state, own_port), quiet_s)
+        asked = time.time()
         ctx.expect_ok(ctx.write_task(submission_id, task, connection=traced), "the traced write")
         ended = time.time()
+        # From the request's sending on: a binding's listing read before it is not the write.
+        began = _sent_at(traced, asked) or asked
         traced.kill()
         with open(trace_file, encoding="utf-8", errors="replace") as handle:
             calls = entered(handle)
         return find_points(calls, scratch.state, began, ended, own_port), settled
+
+
+def _durable_entries(follower: Follower, state_dir: str, own_port: int | None) -> list[float]:
+    """When the calls on the trace's lines since the last reading that are points
+    (``_target``) were entered: what settling waits on, in the recording and in the kill
+    phase alike (a runtime that logs to stderr twice a second would never go quiet)."""
+    root = os.path.realpath(state_dir)
+    return [call.at for call in follower.entered() if call.at and _target(call, root, own_port)]
+
+
+def _sent_at(connection: Connection, asked: float) -> float | None:
+    """When the write asked for at ``asked`` was sent: a binding's connection first
+    reads the listing where its binding has no reused rule, and says when it sent the
+    request after it (None: never, the server ended during that listing); a harness's
+    request goes out as asked."""
+    binding = _as_binding(connection)
+    return asked if binding is None else binding.sent_at
 
 
 def _kill_at(
@@ -622,10 +642,15 @@ def _kill_at(
     landed is taken to be the point's call, as strace counts it).
 
     With ``quiet_s`` (the recording saw the runtime go on after its ready) the write
-    waits, as the recording's did, until the point's call has not been entered for that
-    long. A kill that lands before the write is sent (in the start, or in that wait)
-    landed before the write, which is then not sent (nothing would answer it); so is a
-    kill on an entry strace shows made before the write was sent.
+    waits, as the recording's did, until the point's call has not been entered on a
+    point's target for that long. A kill that lands before the write is sent (in that
+    wait, or in the listing a binding reads before sending it: ``_sent_at``) landed before
+    the write, which is then not sent (nothing would answer it); with ``park``, so is a
+    kill in the start (the killer watches it) and one on an entry strace shows made
+    before the write was sent. Without ``park`` the kit has no killer: a kill strace
+    injects in the start fails that start, so the point is tried once more and then
+    named not started, never judged; one injected in the instant between the kit's
+    seeing the runtime alive and sending a harness's write is taken as the write's.
 
     The park lasts twice the write's bound: should the killer miss the parked entry, the
     write times out while the call is still parked, and the kill that ends it lands on
@@ -636,7 +661,8 @@ def _kill_at(
         bound = ctx.call_timeout * SLOWDOWN
         trace_file = os.path.join(scratch.root, "trace")
         if not park:
-            prefix = (strace, "-f", "-qq", "-ttt", *point.strace_options(scratch.state), "-o", trace_file, "--")
+            options = point.strace_options(scratch.state)
+            prefix = (strace, "-f", "-qq", "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
         else:
             options = point.strace_options(scratch.state, park_us=int(2 * bound * 1_000_000))
             prefix = (strace, *tracing_options(strace), "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
@@ -652,18 +678,17 @@ def _kill_at(
                     if not killer.killed:
                         raise
                 if quiet_s is not None:
-                    follower = Follower(trace_file)
-                    settle(
-                        lambda: [call.at for call in follower.entered() if call.at], quiet_s, lambda: not traced.alive
-                    )
-                sent, unsent = time.time(), not traced.alive
+                    durable = partial(_durable_entries, Follower(trace_file), scratch.state, _port(traced))
+                    settle(durable, quiet_s, lambda: not traced.alive)
+                asked, unsent = time.time(), not traced.alive
                 answered = not unsent and ctx.write_task(submission_id, task, connection=traced).answered
+                sent = None if unsent else _sent_at(traced, asked)
             outcome["killed"] = not answered
         finally:
             traced.kill()
         if not park:
-            outcome["landed_before_the_write"] = unsent
-            outcome["landed_as_recorded"] = outcome["killed"] and not unsent
+            outcome["landed_before_the_write"] = bool(outcome["killed"] and sent is None)
+            outcome["landed_as_recorded"] = bool(outcome["killed"] and sent is not None)
         else:
             outcome["killed_by"] = "the parked entry" if killer.killed else "the write's timeout"
             landed = killer.landed(scratch.state, _port(traced))
@@ -673,7 +698,7 @@ def _kill_at(
             # None: no parked entry to compare (the write completed).
             outcome["thread_as_recorded"] = None if landed is None else _same_targets(point.before, landed.earlier)
             # Entered before the write was sent: a crash state of the runtime's start.
-            early = unsent or (landed is not None and landed.at is not None and landed.at < sent)
+            early = sent is None or (landed is not None and landed.at is not None and landed.at < sent)
             outcome["landed_before_the_write"] = bool(outcome["killed"] and early)
             outcome["landed_as_recorded"] = bool(
                 outcome["killed"]
@@ -705,7 +730,8 @@ POLL_S = 0.002
 class _Killer:
     """Reads a kill-phase trace as strace writes it and SIGKILLs the runtime's process
     as soon as the point's call shows entered and parked (strace holds it at entry);
-    bounded by ``bound_s`` and by the ``with`` block (the write's own call)."""
+    bounded by ``bound_s`` and by the ``with`` block (the start, the settling and the
+    write)."""
 
     def __init__(self, trace_file: str, point: Point, bound_s: float):
         self.trace_file, self.point, self.bound_s = trace_file, point, bound_s

@@ -4,10 +4,14 @@ fsynced, every 20 ms from its start for ``OPENING_S`` before the port accepts an
 ``TAIL_S`` after, as a server's storage opens its files across its ready. Effects
 are kept durably under their caller's key (a temporary file, fsynced, renamed, the
 folder fsynced); a replay answers exactly as the creation did, so the kit reads the
-listing (``waiting_listing.py``) before each write. RETRYPROOF_STATE_DIR, RETRYPROOF_PORT."""
+listing (``waiting_listing.py``) before each write. With ``--log-listings`` it also
+appends a line to ``listings.log``, fsynced, for each listing it answers, as a server
+that records its admin calls durably does: a listing's calls, not a write's.
+RETRYPROOF_STATE_DIR, RETRYPROOF_PORT."""
 
 import json
 import os
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,6 +65,11 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(200, effect)
 
     def do_GET(self) -> None:  # noqa: N802
+        if "--log-listings" in sys.argv:
+            with open(os.path.join(STATE, "listings.log"), "a", encoding="utf-8") as log:
+                log.write("listed\n")
+                log.flush()
+                os.fsync(log.fileno())
         self.answer(200, effects())
 
     def answer(self, status: int, body: object) -> None:

@@ -15,6 +15,7 @@ from kit import by_id, certify
 
 from retryproof.conformance.scenarios.crash_points import (
     Point,
+    _durable_entries,
     _Killer,
     _same_target,
     _same_targets,
@@ -22,7 +23,7 @@ from retryproof.conformance.scenarios.crash_points import (
     find_points,
     sample,
 )
-from retryproof.conformance.strace import entered, nth_entry, tracing_options
+from retryproof.conformance.strace import Follower, entered, nth_entry, tracing_options
 
 ROOT = "/state"
 
@@ -120,6 +121,28 @@ def test_an_interrupted_call_is_a_point_where_it_was_entered():
         ]
     )
     assert [p.target for p in points] == ["a", "b"]
+
+
+def test_settling_waits_on_the_calls_that_are_points_only(tmp_path):
+    """The recording and every kill-phase start settle on the same calls: a runtime's
+    log lines on stderr and its answers on its own port are no points, so a runtime
+    that logs twice a second still goes quiet. Before, a kill-phase start counted
+    every call of the point's syscall and waited out its whole bound."""
+    state = tmp_path / "state"
+    state.mkdir()
+    trace = tmp_path / "trace"
+    trace.write_text(
+        '7 10.000001 write(2<pipe:[99]>, "starting\\n", 9) = 9\n'
+        '7 10.000002 write(4<TCP:[127.0.0.1:8000->127.0.0.1:5000]>, "HTTP/1.1 200", 12) = 12\n'
+        f'7 10.000003 write(5<{state}/journal>, "x", 1) = 1\n'
+        '7 10.000004 write(6<TCP:[127.0.0.1:6000->127.0.0.1:6379]>, "SET", 3) = 3\n'
+        '7 10.000005 write(2<pipe:[99]>, "ready'
+    )
+    follower = Follower(str(trace))
+    assert _durable_entries(follower, str(state), 8000) == [10.000003, 10.000004]
+    with trace.open("a") as handle:
+        handle.write(f'\\n", 6) = 6\n7 10.000006 write(5<{state}/journal>, "y", 1) = 1\n')
+    assert _durable_entries(follower, str(state), 8000) == [10.000006]  # only what is new
 
 
 def test_points_past_the_cap_are_sampled_evenly_keeping_the_first_and_the_last():

@@ -6,6 +6,7 @@ write's, and a listing that waits for its server ends as soon as that server has
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from kit import by_id, retryproof_here
@@ -15,6 +16,13 @@ from retryproof.adapters.connection import Lost
 from retryproof.conformance.options import load_binding
 
 STILL_STARTING = Path(__file__).with_name("still-starting.yaml")
+LOGGING_LISTINGS = Path(__file__).with_name("logging-listings.yaml")
+#: The points of the write itself: a temporary file created, written, renamed.
+WRITE_POINTS = [
+    ("openat:1:effect-000001.json.tmp", "effect-000001.json.tmp"),
+    ("write:1:effect-000001.json.tmp", "effect-000001.json.tmp"),
+    ("rename:1", "effect-000001.json.tmp -> effect-000001.json"),
+]
 
 
 def test_a_server_still_starting_after_its_ready_is_settled_before_the_recorded_write(tmp_path, strace):
@@ -30,11 +38,7 @@ def test_a_server_still_starting_after_its_ready_is_settled_before_the_recorded_
     assert scenario["status"] == "passed", done.stdout
     evidence = scenario["evidence"]
     assert evidence["settled_before_the_write"]["calls"] > 0  # it went on after its ready
-    assert [(o["point"], o["target"]) for o in evidence["points"]] == [
-        ("openat:1:effect-000001.json.tmp", "effect-000001.json.tmp"),
-        ("write:1:effect-000001.json.tmp", "effect-000001.json.tmp"),
-        ("rename:1", "effect-000001.json.tmp -> effect-000001.json"),
-    ]
+    assert [(o["point"], o["target"]) for o in evidence["points"]] == WRITE_POINTS
     assert all(o["landed_as_recorded"] and not o["landed_before_the_write"] for o in evidence["points"])
 
 
@@ -52,3 +56,40 @@ def test_the_listing_before_a_write_ends_when_its_server_has(tmp_path):
     finally:
         connection.kill()
     assert reply == Lost("the server ended while the listing command ran")
+
+
+def test_what_the_server_does_for_the_listing_read_before_the_write_is_no_point(tmp_path, strace):
+    """The kit reads the listing before it sends the write (the binding has no reused
+    rule), and this server records each listing it answers in ``listings.log``, fsynced.
+    Those calls come before the request is sent, so they are none of the write's points.
+    Before, the recorded window began before that listing: ``listings.log``'s create and
+    write were points, and their kills, which landed in the listing of the kill runs
+    (the write never sent), counted as landed on their recorded calls."""
+    out = tmp_path / "out"
+    done = retryproof_here(
+        "run", "--binding", str(LOGGING_LISTINGS), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out)
+    )
+    scenario = by_id(json.loads((out / "report.json").read_text()))["CRASH-POINTS"]
+    assert scenario["status"] == "passed", done.stdout
+    evidence = scenario["evidence"]
+    assert [(o["point"], o["target"]) for o in evidence["points"]] == WRITE_POINTS
+    assert evidence["points_landed_elsewhere"] == []
+
+
+def test_a_binding_says_when_it_sent_the_write_and_not_when_the_listing_ended_it(tmp_path):
+    """CRASH-POINTS takes a write as sent when the connection says so: after the listing
+    read before it, or never, when the server ended during that listing."""
+    state = tmp_path / "state"
+    state.mkdir()
+    connection = BindingConnection(load_binding(str(STILL_STARTING)), str(state))
+    args = {"client_submission_id": "k-1", "task": {"subject": "Fix login"}}
+    connection.start()
+    try:
+        asked = time.time()
+        assert not isinstance(connection.call("write_task", args), Lost)
+        assert connection.sent_at is not None and asked < connection.sent_at < time.time()
+        connection.kill()
+        assert connection.call("write_task", args) == Lost("the server ended while the listing command ran")
+    finally:
+        connection.kill()
+    assert connection.sent_at is None  # reset by the second call, which was never sent
