@@ -87,32 +87,47 @@ class Entry(NamedTuple):
     earlier: tuple[Syscall, ...]
 
 
-def nth_entry(text: str, name: str, when: int) -> Entry | None:
-    """The first ``when``-th entry of ``name`` by one thread in the output ``text`` of
-    an ``strace -f -e trace=NAME`` as far as it is written. The last line may still be
-    unterminated: strace writes a call's entry when the thread enters it and its result
-    when it returns, so a call parked at entry (``inject=NAME:delay_enter=...``) is an
-    unterminated last line, or one that another thread's line cut (``<unfinished ...>``)."""
-    *lines, tail = text.split("\n")
-    threads: dict[int, list[Syscall]] = {}
+class NthEntry:
+    """The first ``when``-th entry of ``name`` by one thread in the output of an
+    ``strace -f -e trace=NAME`` as far as it is written, read as strace writes it: each
+    ``read`` is given what was written since the last, so a watch over a long start
+    parses each line once, not the whole trace every few milliseconds. The last line may
+    still be unterminated: strace writes a call's entry when the thread enters it and
+    its result when it returns, so a call parked at entry
+    (``inject=NAME:delay_enter=...``) is an unterminated last line, or one that another
+    thread's line cut (``<unfinished ...>``)."""
 
-    def entry(match: re.Match[str]) -> Entry | None:
-        mine = threads.setdefault(int(match["pid"]), [])
+    def __init__(self, name: str, when: int):
+        self.name, self.when = name, when
+        self._threads: dict[int, list[Syscall]] = {}
+        self._partial = b""
+        self._found: Entry | None = None
+
+    def read(self, data: bytes) -> Entry | None:
+        """The entry as far as the trace is written, ``data`` appended to it."""
+        if self._found is not None:
+            return self._found
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            match = _COMPLETE.match(line) or _UNFINISHED.match(line)
+            if match and match["name"] == self.name and (found := self._entry(match, keep=True)):
+                self._found = found
+                return found
+        # The unterminated last line: looked at, not kept (it is read again once ended).
+        tail = self._partial.decode("utf-8", "replace")
+        match = _COMPLETE.match(tail) or _ENTERING.match(tail)
+        return self._entry(match, keep=False) if match and match["name"] == self.name else None
+
+    def _entry(self, match: re.Match[str], keep: bool) -> Entry | None:
+        mine = self._threads.setdefault(int(match["pid"]), [])
         call = Syscall(len(mine), **_record(match, "?"))
-        if len(mine) + 1 == when:
+        if len(mine) + 1 == self.when:
             # "= ?": the thread died in the call (strace saw the kill before it died too).
             return Entry(call, match.re is _COMPLETE and match["result"].strip() != "?", tuple(mine))
-        mine.append(call)
+        if keep:
+            mine.append(call)
         return None
-
-    for line in lines:
-        match = _COMPLETE.match(line) or _UNFINISHED.match(line)
-        if match and match["name"] == name and (found := entry(match)):
-            return found
-    match = _COMPLETE.match(tail) or _ENTERING.match(tail)
-    if match and match["name"] == name:
-        return entry(match)
-    return None
 
 
 class Follower:

@@ -100,7 +100,7 @@ from retryproof.conformance import replay_file
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
 from retryproof.conformance.scenarios.common import converge, expect_identity
-from retryproof.conformance.strace import Follower, Syscall, entered, nth_entry, tracing_options
+from retryproof.conformance.strace import Follower, NthEntry, Syscall, entered, tracing_options
 
 #: The most points one run kills at; past it they are sampled evenly.
 MAX_POINTS = 24
@@ -747,17 +747,23 @@ class _Killer:
         self._done.set()
         self._thread.join(self.bound_s)
 
-    def _read(self) -> str:
+    def _read(self, offset: int = 0) -> bytes:
         try:
-            with open(self.trace_file, encoding="utf-8", errors="replace") as handle:
+            with open(self.trace_file, "rb") as handle:
+                handle.seek(offset)
                 return handle.read()
         except FileNotFoundError:
-            return ""
+            return b""
 
     def _watch(self) -> None:
         deadline = time.monotonic() + self.bound_s
+        # Each poll parses only what strace wrote since the last: a long multithreaded
+        # start's trace is read once, not once every POLL_S.
+        watch, offset = NthEntry(self.point.syscall, self.point.when), 0
         while not self._done.wait(POLL_S) and time.monotonic() < deadline:
-            seen = nth_entry(self._read(), self.point.syscall, self.point.when)
+            data = self._read(offset)
+            offset += len(data)
+            seen = watch.read(data)
             if seen is None:
                 continue
             call, finished, _ = seen
@@ -779,7 +785,7 @@ class _Killer:
         (the parked entry's arguments complete): the point's entry if it never finished,
         whoever killed it (this killer, or the kit when the write timed out); None when it
         finished or was never entered."""
-        seen = nth_entry(self._read(), self.point.syscall, self.point.when)
+        seen = NthEntry(self.point.syscall, self.point.when).read(self._read())
         if seen is None or seen.finished:
             return None
         root = os.path.realpath(state_dir)

@@ -23,9 +23,13 @@ from retryproof.conformance.scenarios.crash_points import (
     find_points,
     sample,
 )
-from retryproof.conformance.strace import Follower, entered, nth_entry, tracing_options
+from retryproof.conformance.strace import Follower, NthEntry, entered, tracing_options
 
 ROOT = "/state"
+
+
+def nth_entry(text, name, when):
+    return NthEntry(name, when).read(text.encode())
 
 
 def _found(lines, began=10.0, ended=20.0, own_port=None):
@@ -260,6 +264,26 @@ def test_the_parked_entry_is_the_threads_nth_call_still_unfinished():
     assert (
         nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = ?\n+++ killed by SIGKILL +++\n', "pwrite64", 2)[1] is False
     )
+
+
+def test_the_parked_entry_read_piece_by_piece_is_the_one_read_whole():
+    """The killer reads only what strace wrote since its last poll: cut anywhere, even
+    inside a line or a character, the trace read in two pieces names the same entry as
+    read whole, at both reads."""
+    trace = (
+        '7 1.0 pwrite64(3</s/j>, "é", 2, 0) = 2\n'
+        '9 1.1 pwrite64(4</s/k>, "1", 1, 0 <unfinished ...>\n'
+        '7 1.2 write(1, "x", 1) = 1\n'
+        "9 1.3 <... pwrite64 resumed>) = 1\n"
+        '7 1.5 pwrite64(3</s/j>, "3", 1, 2'
+    ).encode()
+    for when in (1, 2, 3):
+        for cut in range(len(trace) + 1):
+            watch = NthEntry("pwrite64", when)
+            assert watch.read(trace[:cut]) == NthEntry("pwrite64", when).read(trace[:cut]), (when, cut)
+            assert watch.read(trace[cut:]) == NthEntry("pwrite64", when).read(trace), (when, cut)
+    parked = NthEntry("pwrite64", 2).read(trace)
+    assert (parked.call.pid, parked.call.args, parked.finished) == (7, '3</s/j>, "3", 1, 2', False)
 
 
 def test_a_point_remembers_what_its_threads_earlier_calls_acted_on():
