@@ -187,6 +187,10 @@ class OutputTooLong(Exception):
     """A child printed more than the reader's limit to stdout."""
 
 
+#: How long an ended process's reaping may wait for another thread that is reaping it.
+WAITPID_CONTENTION_S = 0.05
+
+
 def wait_exit(popen: subprocess.Popen, timeout: float) -> int:
     """``popen.wait(timeout)``, woken the moment the process ends. ``Popen.wait`` with a
     timeout polls, sleeping 0.5 ms and doubling up to 50 ms, so a SIGKILLed harness,
@@ -196,6 +200,7 @@ def wait_exit(popen: subprocess.Popen, timeout: float) -> int:
     ``subprocess.TimeoutExpired`` when it has not ended within ``timeout``."""
     if popen.returncode is not None or not hasattr(os, "pidfd_open"):
         return popen.wait(timeout)
+    deadline = time.monotonic() + max(0.0, timeout)
     try:
         pidfd = os.pidfd_open(popen.pid)
     except OSError:  # reaped already (another thread's wait), or no pidfd on this kernel
@@ -203,16 +208,19 @@ def wait_exit(popen: subprocess.Popen, timeout: float) -> int:
     try:
         # Unreaped after the pidfd was opened, the pid still named this process when it
         # was (a pid is reused only once reaped): the pidfd's readiness is its end.
+        ended = True
         if popen.poll() is None:
             poller = select.poll()
             poller.register(pidfd, select.POLLIN)
-            poller.poll(max(0.0, timeout) * 1000)
+            ended = bool(poller.poll(max(0.0, timeout) * 1000))
     finally:
         os.close(pidfd)
-    status = popen.poll()
-    if status is None:
+    if not ended:
         raise subprocess.TimeoutExpired(popen.args, timeout)
-    return status
+    # Ended, but ``poll`` answers None while another thread holds Popen's waitpid lock
+    # (two threads wait on one harness: its reader and the scenario): ``wait`` rides
+    # that out where one ``poll`` would call a dead process alive.
+    return popen.wait(max(deadline - time.monotonic(), WAITPID_CONTENTION_S))
 
 
 class Abandoned(Exception):

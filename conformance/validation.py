@@ -28,10 +28,14 @@ LISTED_RECORDS = {"list_tasks": "tasks"}
 #: valid (after their op and a newline, which no record's text begins with): a run gets
 #: the same answer again and again (a retried id's ``reused``, FUZZ-MODEL's replays:
 #: 319 distinct texts in the reference's 693 write_task results, seed 1), and the same
-#: JSON judged by the same schema is judged the same. Cleared when it grows past
-#: ``_MAX_VALID_RECORDS``, which only costs validating them again.
+#: JSON judged by the same schema is judged the same (results reach the kit parsed from
+#: JSON, a harness's line or a binding's answer, so no tuple passes for the list whose
+#: text it shares). Cleared when it grows past ``_MAX_VALID_RECORDS``, which only costs
+#: validating them again; a text longer than ``_MAX_REMEMBERED_CHARS`` (a task of
+#: megabytes) is validated each time rather than kept.
 _valid_records: set[str] = set()
 _MAX_VALID_RECORDS = 100_000
+_MAX_REMEMBERED_CHARS = 64 * 1024
 
 
 def result_schema_ops() -> set[str]:
@@ -99,4 +103,4 @@ def _json_text(value: Any) -> str | None:
 def _remember(texts: Collection[str]) -> None:
     if len(_valid_records) + len(texts) > _MAX_VALID_RECORDS:
         _valid_records.clear()
-    _valid_records.update(texts)
+    _valid_records.update(text for text in texts if len(text) <= _MAX_REMEMBERED_CHARS)

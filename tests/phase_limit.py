@@ -8,9 +8,11 @@ the kit's own timeouts: a hang there would hang the suite. So a phase that runs 
 its limit fails: SIGALRM dumps every thread's stack to stderr (the test's captured
 output) and raises ``pytest.fail`` in the main thread, which unwinds the run through
 its own cleanup (its harnesses and servers are ended as after any failure). Should the
-unwinding hang too (a thread the failure cannot reach), faulthandler dumps the stacks
-again and ends the process after ``UNWIND_S``: pytest-xdist then names the test its
-worker crashed in, and the other workers go on.
+unwinding hang too (a thread the failure cannot reach), after ``UNWIND_S`` a thread ends
+every process group and scratch directory the kit started (an ended process runs no
+atexit hook, and those would outlive it), and ``REAP_S`` later faulthandler dumps the
+stacks again and ends the process: pytest-xdist then names the test its worker crashed
+in, and the other workers go on.
 
 The limit is ``PHASE_LIMIT_S``, or ``@pytest.mark.phase_limit(S)`` on a test whose own
 bounds add up to more (each step a process with a timeout of its own).
@@ -32,8 +34,10 @@ import pytest
 #: ``benchmarks/bench_suite.py``): a limit no healthy test meets, and a hang costs CI
 #: minutes, not the job's whole timeout.
 PHASE_LIMIT_S = 240.0
-#: How long the failure may take to unwind before the process ends.
+#: How long the failure may take to unwind before the kit's processes are ended.
 UNWIND_S = 60.0
+#: How long ending them may take before the process ends.
+REAP_S = 10.0
 #: Where the process's last words go: a copy of stderr taken before any test runs, as
 #: pytest's faulthandler plugin keeps (a test's stderr is captured, and lost with the process).
 _stderr: int | None = None
@@ -77,13 +81,23 @@ def bounded(what: str, seconds: float) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGALRM, overran)
     signal.setitimer(signal.ITIMER_REAL, seconds)
-    faulthandler.dump_traceback_later(seconds + UNWIND_S, exit=True, file=2 if _stderr is None else _stderr)
+    reaper = threading.Timer(seconds + UNWIND_S, _end_what_the_kit_started)
+    reaper.daemon = True
+    reaper.start()
+    faulthandler.dump_traceback_later(seconds + UNWIND_S + REAP_S, exit=True, file=2 if _stderr is None else _stderr)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        reaper.cancel()
         faulthandler.cancel_dump_traceback_later()
         signal.signal(signal.SIGALRM, previous)
+
+
+def _end_what_the_kit_started() -> None:
+    groups = sys.modules.get("retryproof.adapters.process_groups")
+    if groups is not None:  # else the test started nothing through the kit
+        groups.end_everything()
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ import sys
 sys.path.insert(0, {str(HERE)!r})
 import phase_limit
 phase_limit.UNWIND_S = 1.0
+phase_limit.REAP_S = 1.0
 pytest_plugins = ["phase_limit"]
 """
 HANGS = """
@@ -42,6 +43,11 @@ def test_after():
 SWALLOWS = """
 @pytest.mark.phase_limit(1)
 def test_swallows_its_failure():
+    from retryproof.adapters.process_groups import start_group
+
+    sleeper = start_group(["sleep", "600"])  # a harness the kit started, as a run's
+    with open("sleeper.pid", "w") as pid:
+        pid.write(str(sleeper.pid))
     while True:
         try:
             threading.Event().wait(60)
@@ -74,10 +80,14 @@ def _failed_by_their_bound(result: pytest.RunResult) -> None:
     )
 
 
-def _ended_by_faulthandler(result: pytest.RunResult) -> None:
-    """The stacks on the stderr the session started with, after the 1 s bound and 1 s of unwinding."""
-    assert "Timeout (0:00:02)!" in result.stderr.str(), result.stderr.str()
+def _ended_by_faulthandler(result: pytest.RunResult, folder: Path) -> None:
+    """The stacks on the stderr the session started with, after the 1 s bound, 1 s of
+    unwinding and 1 s to end what the kit started, which has ended: an ended process runs
+    no atexit hook, and the harness would outlive it."""
+    assert "Timeout (0:00:03)!" in result.stderr.str(), result.stderr.str()
     assert "in test_swallows_its_failure" in result.stderr.str(), result.stderr.str()
+    status = Path(f"/proc/{(folder / 'sleeper.pid').read_text()}/status")
+    assert not status.exists() or "\nState:\tZ" in status.read_text(), "the kit's harness outlived its test's process"
 
 
 def test_a_hung_phase_fails_with_its_name_and_the_stacks_and_the_session_goes_on(pytester):
@@ -89,14 +99,14 @@ def test_a_hung_phase_fails_with_its_name_and_the_stacks_and_the_session_goes_on
 def test_a_hang_the_failure_cannot_unwind_ends_the_process(pytester):
     result = _session(pytester, HANGS.split("@pytest.fixture")[0] + SWALLOWS)
     assert result.ret == 1, result.stdout.str()
-    _ended_by_faulthandler(result)
+    _ended_by_faulthandler(result, pytester.path)
     assert "test_next" not in result.stdout.str()
 
 
 def test_on_a_pytest_xdist_worker_both_bounds_hold_and_the_crash_is_named(pytester):
     result = _session(pytester, HANGS + SWALLOWS, "-n", "1")
     _failed_by_their_bound(result)
-    _ended_by_faulthandler(result)
+    _ended_by_faulthandler(result, pytester.path)
     # pytest-xdist names the test its worker ended in, and a new worker runs the rest
     result.stdout.fnmatch_lines(["*worker 'gw0' crashed while running 'test_hangs.py::test_swallows_its_failure'*"])
     result.assert_outcomes(passed=2, failed=2, errors=1)

@@ -47,6 +47,12 @@ class Interception:
     def _attach(self, client: socket.socket, upstream: socket.socket) -> None:
         with self._lock:
             self._sockets = [client, upstream]
+
+    def _forwarded(self) -> None:
+        """The request has gone on to the server: only now may a cut "after the request
+        reached the server" come (a cut between hold and send would cut a request the
+        server never saw, and its retry would pass without testing the loss)."""
+        with self._lock:
             self._seen_at = time.monotonic()
         self.request_seen.set()
 
@@ -187,7 +193,9 @@ class _Relay:
                     # hold passed through to the caller, so the loss never happened.
                     self.held = claimed
                     claimed._attach(self.client, self.upstream)
-                    if not _send(self.upstream, data):
+                    sent = _send(self.upstream, data)
+                    claimed._forwarded()
+                    if not sent:
                         return
                     continue
             if not _send(self.upstream, data):

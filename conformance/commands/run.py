@@ -29,7 +29,9 @@ def main(args) -> int:
         hello, kept = handshake(options)  # its server, kept for the run's first sharing scenario
         # What is loaded by now (the kit's modules, the spec, its schema validators) lives
         # as long as the run: frozen, no collection walks it again (a full one, which
-        # Hypothesis asks for, cost about 40 ms of the run's CPU).
+        # Hypothesis asks for, cost about 40 ms of the run's CPU). Thawed after it: a
+        # process that runs the kit in its own (a test, the pytest plugin's caller) keeps
+        # collecting what it had, its garbage cycles and their open files included.
         gc.freeze()
         try:
             out = args.out or os.path.join("reports", file_stem(hello.implementation.get("name"), "unnamed"))
@@ -38,6 +40,7 @@ def main(args) -> int:
             replays = ReplayFileWriter(out)
             finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays, *summaries], kept)
         finally:
+            gc.unfreeze()
             if kept is not None:
                 kept.end()  # a no-op once the run took it
     except BaseException:  # interrupted, or refused: a directory made for nothing goes again

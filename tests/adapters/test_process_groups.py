@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -88,3 +89,26 @@ def test_wait_exit_meets_a_killed_process_at_its_end_and_bounds_a_running_one():
     ended = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
     ended.wait()  # reaped by another wait first: its status stands
     assert wait_exit(ended, 1.0) == 3
+
+
+def test_wait_exit_meets_an_end_another_thread_is_reaping_too():
+    """A harness's reader thread and its scenario both wait for its end: ``Popen.poll``
+    answers None while the other holds the waitpid lock, which must not read as alive."""
+    for _ in range(40):
+        child = subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(60)"])
+        answers: list[object] = []
+
+        def wait(child: subprocess.Popen = child, answers: list[object] = answers) -> None:
+            try:
+                answers.append(wait_exit(child, 10.0))
+            except subprocess.TimeoutExpired as exc:
+                answers.append(exc)
+
+        waiters = [threading.Thread(target=wait) for _ in range(3)]
+        for waiter in waiters:
+            waiter.start()
+        time.sleep(0.005)
+        child.kill()
+        for waiter in waiters:
+            waiter.join(15)
+        assert answers == [-signal.SIGKILL] * 3

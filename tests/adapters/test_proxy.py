@@ -146,3 +146,30 @@ def test_an_answer_that_comes_back_at_once_is_held_all_the_same(server, monkeypa
         caller.join(5)
     assert forwarded.is_set() and _Slow.seen == ["task key-fast"]
     assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome  # no answer reached the caller
+
+
+def test_a_cut_right_after_the_request_reached_the_server_comes_after_the_server_saw_it(server, monkeypatch):
+    """``request_seen`` says the request reached the server, and a seeded cut may close
+    both sides a millisecond later: a relay thread descheduled between holding the call
+    and sending it on (20 ms here) must not have signalled yet, or the cut lands on a
+    request the server never saw."""
+    real_send = proxy_module._send
+
+    def stall_then_send(sock, data: bytes) -> bool:
+        if b"key-cut" in data:
+            time.sleep(0.02)  # the relay thread preempted on a loaded machine
+        return real_send(sock, data)
+
+    monkeypatch.setattr(proxy_module, "_send", stall_then_send)
+    with Proxy(server) as proxy:
+        held = proxy.arm(b"key-cut")
+        caller = threading.Thread(target=lambda: _catch(lambda: _post(proxy.port, "task key-cut")))
+        caller.start()
+        assert held.request_seen.wait(5)
+        held.answered.wait(0.001)  # Loss("cut", after_s=0.001), as _await_fault does
+        held.close()
+        caller.join(5)
+    time.sleep(0.2)
+    assert _Slow.seen == ["task key-cut"], (
+        f"the server never saw the request it was 'cut mid-call' in: {_Slow.seen}; {held.describe()}"
+    )

@@ -52,3 +52,16 @@ def test_baseline_of_a_passing_scenario_is_stale(tmp_path):
     assert done.returncode == 1
     assert "stale baseline entry WT-CREATE" in done.stdout
     assert json.loads((tmp_path / "report.json").read_text())["scenarios"][0]["baseline"] == "xpass"
+
+
+def test_a_run_in_the_callers_process_leaves_its_collector_as_it_found_it(tmp_path):
+    """``run`` freezes what it loaded for its own duration only: a process that runs the
+    kit in its own (a test, the pytest plugin's caller) must still collect its garbage."""
+    import gc
+
+    assert gc.get_freeze_count() == 0
+    done = retryproof_here(
+        "run", "--only", "WT-CREATE", "--seed", "1", "--format", "json", "--out", str(tmp_path / "out")
+    )
+    assert done.returncode == 0, done.stderr
+    assert gc.get_freeze_count() == 0

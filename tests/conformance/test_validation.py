@@ -40,3 +40,20 @@ def test_a_result_found_valid_is_not_validated_again_and_an_invalid_one_always_i
         assert problem is not None and problem.startswith("write_task result violates its schema"), problem
     assert checked.count(broken) == 2
     assert result_problem("diagnose", created) is not None  # known valid as a write_task result only
+
+
+def test_a_result_of_megabytes_is_validated_each_time_not_kept(monkeypatch):
+    """Kept texts are bounded in size as in number: a run that reads tasks of megabytes
+    would otherwise hold each one for the rest of the process."""
+    big = {
+        "task_id": "T-big",
+        "task": {"subject": "s", "body": "x" * (validation._MAX_REMEMBERED_CHARS + 1)},
+        "client_submission_id": "rp-big",
+        "request_digest": "sha256:" + "0" * 64,
+    }
+    monkeypatch.setattr(validation, "_valid_records", set())
+    assert result_problem("read_task", big) is None
+    assert validation._valid_records == set()
+    small = {**big, "task": {"subject": "s"}}
+    assert result_problem("read_task", small) is None
+    assert len(validation._valid_records) == 1
