@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kit import by_id, certify
 
+from retryproof.conformance.scenarios import crash_points
 from retryproof.conformance.scenarios.crash_points import (
     Point,
     _durable_entries,
@@ -442,3 +443,19 @@ def test_a_kill_on_a_call_entered_before_the_write_was_sent_is_landed_elsewhere(
     assert scenario["status"] == "passed", done.stdout
     others = [outcome for name, outcome in outcomes.items() if name not in ("pwrite64:1", "pwrite64:2")]
     assert all(o["landed_as_recorded"] and not o["landed_before_the_write"] for o in others)
+
+
+def test_without_the_seccomp_filter_strace_injects_each_kill_on_its_recorded_call(tmp_path, strace, monkeypatch):
+    """Where strace has no ``--seccomp-bpf`` nothing is parked: strace's injected SIGKILL
+    kills, and each of the reference's points is killed on its recorded call, after the
+    write was sent, and passes."""
+    monkeypatch.setattr(crash_points, "tracing_options", lambda strace: ("-f", "-qq"))
+    reference = f"{sys.executable} -m retryproof.reference_impl"
+    done, report = certify(tmp_path / "out", reference, "--only", "CRASH-POINTS", in_process=True)
+    scenario = by_id(report)["CRASH-POINTS"]
+    assert scenario["status"] == "passed", done.stdout
+    evidence = scenario["evidence"]
+    assert evidence["kill"] == "strace signal=KILL at entry"
+    assert evidence["points_run"] == len(evidence["points"]) > 0
+    assert all(o["killed"] and o["landed_as_recorded"] for o in evidence["points"])
+    assert not any(o["landed_before_the_write"] for o in evidence["points"])
