@@ -16,9 +16,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-STATE = os.environ["RETRYPROOF_STATE_DIR"]
+# The effects are kept as every tool-shape test service keeps them (tests/bindings).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bindings"))
+from keyed_store import LOCK, STATE, add, effects, find  # noqa: E402
+
 OPENING_S, TAIL_S = 0.4, 0.6
-LOCK = threading.Lock()
 
 
 def go_on_starting() -> None:
@@ -31,37 +33,12 @@ def go_on_starting() -> None:
     os.close(fd)
 
 
-def effects() -> list[dict]:
-    found = []
-    for name in sorted(os.listdir(STATE)):
-        if name.startswith("effect-") and name.endswith(".json"):
-            with open(os.path.join(STATE, name), encoding="utf-8") as handle:
-                found.append(json.load(handle))
-    return found
-
-
-def add(key: str, fields: dict) -> dict:
-    effect = {"id": f"T-{len(effects()) + 1}", "key": key, "fields": fields}
-    path = os.path.join(STATE, f"effect-{len(effects()) + 1:06d}.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(effect, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(path + ".tmp", path)
-    folder = os.open(STATE, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
-    return effect
-
-
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         fields = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         key = self.headers.get("Idempotency-Key")
         with LOCK:
-            effect = next((effect for effect in effects() if effect["key"] == key), None) or add(key, fields)
+            effect = find(key) or add(key, fields)
         self.answer(200, effect)
 
     def do_GET(self) -> None:  # noqa: N802
