@@ -131,7 +131,8 @@ class NthEntry:
 
 
 class Follower:
-    """A trace file read as strace writes it: each ``entered()`` gives the calls entered
+    """A trace file read as strace writes it: ``written()`` gives the bytes written since
+    the last reading (none before strace made the file), ``entered()`` the calls entered
     on the lines completed since the last (an unfinished call is entered; a line still
     being written waits for the next read)."""
 
@@ -140,15 +141,18 @@ class Follower:
         self._offset = 0
         self._partial = b""
 
-    def entered(self) -> list[Syscall]:
+    def written(self) -> bytes:
         try:
             with open(self.path, "rb") as handle:
                 handle.seek(self._offset)
                 data = handle.read()
         except FileNotFoundError:
-            return []
+            return b""
         self._offset += len(data)
-        *lines, self._partial = (self._partial + data).split(b"\n")
+        return data
+
+    def entered(self) -> list[Syscall]:
+        *lines, self._partial = (self._partial + self.written()).split(b"\n")
         return entered(line.decode("utf-8", "replace") for line in lines)
 
 

@@ -747,23 +747,13 @@ class _Killer:
         self._done.set()
         self._thread.join(self.bound_s)
 
-    def _read(self, offset: int = 0) -> bytes:
-        try:
-            with open(self.trace_file, "rb") as handle:
-                handle.seek(offset)
-                return handle.read()
-        except FileNotFoundError:
-            return b""
-
     def _watch(self) -> None:
         deadline = time.monotonic() + self.bound_s
         # Each poll parses only what strace wrote since the last: a long multithreaded
         # start's trace is read once, not once every POLL_S.
-        watch, offset = NthEntry(self.point.syscall, self.point.when), 0
+        watch, trace = NthEntry(self.point.syscall, self.point.when), Follower(self.trace_file)
         while not self._done.wait(POLL_S) and time.monotonic() < deadline:
-            data = self._read(offset)
-            offset += len(data)
-            seen = watch.read(data)
+            seen = watch.read(trace.written())
             if seen is None:
                 continue
             call, finished, _ = seen
@@ -785,7 +775,7 @@ class _Killer:
         (the parked entry's arguments complete): the point's entry if it never finished,
         whoever killed it (this killer, or the kit when the write timed out); None when it
         finished or was never entered."""
-        seen = NthEntry(self.point.syscall, self.point.when).read(self._read())
+        seen = NthEntry(self.point.syscall, self.point.when).read(Follower(self.trace_file).written())
         if seen is None or seen.finished:
             return None
         root = os.path.realpath(state_dir)
