@@ -90,7 +90,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from retryproof.adapters.connection import Connection, HarnessStartError
@@ -800,16 +800,55 @@ def _same_targets(recorded: tuple[str, ...], landed: tuple[str, ...]) -> bool:
 
 def _same_target(recorded: str, landed: str | None) -> bool:
     """Whether a kill landed on the recorded point's call, as far as its target tells:
-    the same kind of call on the same kind of file in the same directory (or the same
-    store). A name differs from run to run where it carries a pid, a random temporary
+    the same kind of call on the same kind of file in the same directory, or on the same
+    socket. A name differs from run to run where it carries a pid, a random temporary
     name or a generated id, so a word (hyphens joining it) holding a digit, or of 8
     characters or more, is taken as such a part (``.tmp-93yz_trd`` and ``.tmp-_c6krmor``
     match, and so do two uuids, ``TASK-1`` and ``TASK-2``; ``tasks/a.json`` and
-    ``tasks/a.lock`` do not)."""
+    ``tasks/a.lock`` do not). A TCP socket is the same where its ends are
+    (``_endpoints``): two stores on one host differ by their ports, which that rule took
+    for numbers that vary and so matched any two TCP peers."""
+    if landed is None:
+        return False
+    sockets = _endpoints(recorded), _endpoints(landed)
+    if sockets != (None, None):
+        return sockets[0] == sockets[1]
 
     def shape(target: str) -> str:
         return re.sub(
             r"[\w-]+", lambda word: "*" if len(word[0]) >= 8 or re.search(r"\d", word[0]) else word[0], target
         )
 
-    return landed is not None and shape(recorded) == shape(landed)
+    return shape(recorded) == shape(landed)
+
+
+def _endpoints(target: str) -> tuple[str, ...] | None:
+    """A TCP socket's ends as a target names them (``tcp PEER``, ``_target``) or as its
+    descriptor does (``TCP:[LOCAL->PEER]``, ``_what``), each an address and a port; None
+    for anything else. A port in the kernel's ephemeral range is one the kernel handed
+    out (a connecting client's, or a server's bound to port 0, as the kit's are) and
+    differs from run to run, so it matches any other such port; an address, and any
+    other port (a database's 5432, a cache's 6379), must be the same."""
+    if tcp := _TCP.match(target):
+        ends = [tcp["local"], tcp["peer"]]
+    elif target.startswith("tcp "):
+        ends = [target[len("tcp ") :]]
+    else:
+        return None
+    low, high = _ephemeral_ports()
+    named = []
+    for end in ends:
+        address, _, port = end.rpartition(":")
+        named.append(f"{address}:*" if port.isdigit() and low <= int(port) <= high else end)
+    return tuple(named)
+
+
+@cache
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range of ports it hands out (Linux's default where unreadable)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as ports:
+            low, high = (int(port) for port in ports.read().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high

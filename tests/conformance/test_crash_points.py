@@ -336,6 +336,30 @@ def test_a_kill_landed_on_the_recorded_call_up_to_the_names_that_differ_from_run
     assert not _same_target("tasks/a", None)
 
 
+def test_a_kill_on_a_socket_landed_on_the_recorded_one_only_at_the_same_ends(monkeypatch):
+    """Two stores on one host are two targets: before, every word of ``tcp
+    127.0.0.1:6391`` held a digit, so any two TCP peers were "the same". A port the kernel
+    hands out (a client's end, the matrix's Restate run: peer 48304 recording, 35848
+    killed) differs from run to run and matches another such port."""
+    monkeypatch.setattr(crash_points, "_ephemeral_ports", lambda: (32768, 60999))
+    assert _same_target("tcp 127.0.0.1:6391", "tcp 127.0.0.1:6391")
+    assert not _same_target("tcp 127.0.0.1:6391", "tcp 127.0.0.1:6392")  # two redis servers
+    assert not _same_target("tcp 127.0.0.1:5432", "tcp 10.0.0.7:5432")
+    assert not _same_target("tcp 127.0.0.1:6379", "tcp [::1]:6379")
+    assert _same_target("tcp 127.0.0.1:48304", "tcp 127.0.0.1:35848")  # a client's ends
+    assert not _same_target("tcp 127.0.0.1:6391", "tcp 127.0.0.1:48304")
+    assert not _same_target("tcp 127.0.0.1:6391", "unix /run/redis.sock")
+    # As a thread's earlier calls name them (``_what``): both ends.
+    to_redis = "TCP:[127.0.0.1:40000->127.0.0.1:6392]"
+    assert _same_target(to_redis, "TCP:[127.0.0.1:51234->127.0.0.1:6392]")
+    assert not _same_target(to_redis, "TCP:[127.0.0.1:40000->127.0.0.1:6391]")
+    accepted = "TCP:[127.0.0.1:9080->127.0.0.1:40000]"  # a server's accepted connection
+    assert _same_target(accepted, "TCP:[127.0.0.1:9080->127.0.0.1:51234]")
+    assert not _same_target(accepted, "TCP:[127.0.0.1:9081->127.0.0.1:51234]")
+    assert _same_targets((to_redis, "journal"), ("TCP:[127.0.0.1:33333->127.0.0.1:6392]", "journal"))
+    assert not _same_targets((to_redis,), ("TCP:[127.0.0.1:33333->127.0.0.1:6391]",))
+
+
 FIVE_WRITES = """
 import os, sys, threading
 def go():
