@@ -662,7 +662,7 @@ def _kill_at(
         trace_file = os.path.join(scratch.root, "trace")
         if not park:
             options = point.strace_options(scratch.state)
-            prefix = (strace, "-f", "-qq", "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
+            prefix = (strace, "-f", "-q", "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
         else:
             options = point.strace_options(scratch.state, park_us=int(2 * bound * 1_000_000))
             prefix = (strace, *tracing_options(strace), "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
@@ -756,8 +756,10 @@ class _Killer:
             seen = watch.read(trace.written())
             if seen is None:
                 continue
-            call, finished, _ = seen
-            if not finished:  # parked: the call has not run, and will not
+            call = seen.call
+            # Parked: the call has not run, and will not. An entry whose thread already
+            # ended in it (another thread's exit_group) is no park, and not this kill's.
+            if seen.running:
                 try:
                     # The whole group, strace with it: a killed tracee alone leaves strace
                     # holding its output pipe open until the park's delay ends. Marked
@@ -774,9 +776,10 @@ class _Killer:
         """The call the kill landed on, read from the whole trace once strace has ended
         (the parked entry's arguments complete): the point's entry if it never finished,
         whoever killed it (this killer, or the kit when the write timed out); None when it
-        finished or was never entered."""
+        finished, when its thread ended in it by an exit (exit_group: no kill landed
+        there), or when it was never entered."""
         seen = NthEntry(self.point.syscall, self.point.when).read(Follower(self.trace_file).written())
-        if seen is None or seen.finished:
+        if seen is None or seen.finished or seen.exited:
             return None
         root = os.path.realpath(state_dir)
         target = _target(seen.call, root, own_port) or "(not a point)"

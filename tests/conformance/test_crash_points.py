@@ -254,17 +254,55 @@ def test_a_file_created_before_the_write_makes_its_re_open_redundant_until_renam
 def test_the_parked_entry_is_the_threads_nth_call_still_unfinished():
     done = '7 pwrite64(3</s/j>, "1", 1, 0) = 1\n'
     assert nth_entry(done + '9 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2) is None  # thread 9's first
-    call, finished, earlier = nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2)
-    assert (call.pid, call.args, finished) == (7, '3</s/j>, "2", 1, 1', False)
-    assert [(e.pid, e.args) for e in earlier] == [(7, '3</s/j>, "1", 1, 0')]
+    parked = nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2)
+    assert (parked.call.pid, parked.call.args, parked.finished, parked.running) == (
+        7,
+        '3</s/j>, "2", 1, 1',
+        False,
+        True,
+    )
+    assert [(e.pid, e.args) for e in parked.earlier] == [(7, '3</s/j>, "1", 1, 0')]
     cut = done + '7 pwrite64(3</s/j>, "2", 1, 1 <unfinished ...>\n9 write(1, "x", 1) = 1\n'
     assert nth_entry(cut, "pwrite64", 2).finished is False
     assert nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = 1\n', "pwrite64", 2).finished is True
     assert nth_entry(done + "7 pwri", "pwrite64", 2) is None
     # Killed in the call, as strace wrote it when it saw the kill before it died too.
-    assert (
-        nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = ?\n+++ killed by SIGKILL +++\n', "pwrite64", 2)[1] is False
-    )
+    killed = nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = ?\n7 +++ killed by SIGKILL +++\n', "pwrite64", 2)
+    assert (killed.finished, killed.ended, killed.exited, killed.running) == (False, True, False, False)
+
+
+#: strace -f -q of a process whose thread 31 was blocked in its second write (a full
+#: pipe) when thread 30 called exit_group, as strace 6.1 wrote it.
+EXIT_GROUP = """\
+31 1.10 write(4<pipe:[15]>, "xxxx"..., 65536) = 65536
+31 1.11 write(4<pipe:[15]>, "xxxx"..., 65536 <unfinished ...>
+32 1.12 +++ exited with 0 +++
+31 1.41 <... write resumed>) = ?
+31 1.42 +++ exited with 0 +++
+30 1.43 +++ exited with 0 +++
+"""
+
+
+def test_a_call_a_thread_was_in_when_exit_group_ended_it_is_no_kill(tmp_path):
+    """``= ?`` says the thread ended in the call, not how: with ``-q`` strace says it
+    exited (another thread's exit_group), and that call is neither parked nor where a kill
+    landed. Read as killed, it was taken as the point's kill: a start that then ended was
+    the kill's, not strace's, and the point counted as tested."""
+    entry = nth_entry(EXIT_GROUP, "write", 2)
+    assert (entry.finished, entry.ended, entry.exited, entry.running) == (False, True, True, False)
+    # Until strace says how the thread ended, it is taken as killed there (-qq says nothing).
+    cut = EXIT_GROUP[: EXIT_GROUP.index("31 1.42")]
+    assert (nth_entry(cut, "write", 2).ended, nth_entry(cut, "write", 2).exited) == (True, False)
+    # Cut by another thread's line, then resumed with its result: it finished.
+    resumed = EXIT_GROUP.replace("<... write resumed>) = ?", "<... write resumed>) = 65536")
+    assert nth_entry(resumed, "write", 2).finished is True
+    # The killer's reading after the run: no kill landed on it; on a killed one, one did.
+    trace = tmp_path / "trace"
+    trace.write_text(EXIT_GROUP)
+    assert _Killer(str(trace), Point("write", 2, "(not a point)"), 1).landed(str(tmp_path), None) is None
+    trace.write_text(EXIT_GROUP.replace("31 1.42 +++ exited with 0 +++", "31 1.42 +++ killed by SIGKILL +++"))
+    landed = _Killer(str(trace), Point("write", 2, "(not a point)"), 1).landed(str(tmp_path), None)
+    assert landed is not None and landed.at == 1.11
 
 
 def test_the_parked_entry_read_piece_by_piece_is_the_one_read_whole():
