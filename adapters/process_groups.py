@@ -225,6 +225,9 @@ def wait_exit(popen: subprocess.Popen, timeout: float) -> int:
 
 #: How often ``WrappedCommand`` looks at the wrapper's children: two small /proc reads.
 WRAPPED_POLL_S = 0.02
+#: How long a wrapper whose command has ended gets to end too, as strace does at once
+#: with its command's status, and to say its last words (strace's reason) on stderr.
+WRAPPED_GRACE_S = 0.5
 #: A wrapper (strace) starts its command within milliseconds of its own start; one seen
 #: with no command for this long has lost it before the first look.
 WRAPPED_CHILDLESS_S = 5.0
@@ -262,15 +265,15 @@ def _running(pid: int) -> bool:
 class WrappedCommand:
     """While a ``with`` block waits for a command run under a wrapper (strace), watch
     the command itself, not only the wrapper the kit started: once the wrapper's child
-    has ended (or the wrapper has had none for ``WRAPPED_CHILDLESS_S``) while the wrapper
-    lives on, SIGKILL the wrapper's group and say why in ``lost``. The wait then ends as
-    it does for a server that dies at start. strace 6.1 now and then loses a
-    multithreaded server's start ("pid ... has delayed wait data set already"): the
-    server ended, strace lived on holding its pipes, and the wait for the server's ready
-    took its whole bound (a Restate run 145 s, not 45). The command is the wrapper's
-    child, as the wrapped process is the kit's own without a wrapper: a grandchild it
-    leaves running does not keep it alive there either. Linux only (/proc); elsewhere,
-    and where /proc cannot tell, it watches nothing."""
+    has ended (or the wrapper has had none for ``WRAPPED_CHILDLESS_S``) and the wrapper
+    lives on past ``WRAPPED_GRACE_S``, SIGKILL the wrapper's group and say why in
+    ``lost``. The wait then ends as it does for a server that dies at start. strace 6.1
+    now and then loses a multithreaded server's start ("pid ... has delayed wait data
+    set already"): the server ended, strace lived on holding its pipes, and the wait for
+    the server's ready took its whole bound (a Restate run 145 s, not 45). The command
+    is the wrapper's child, as the wrapped process is the kit's own without a wrapper: a
+    grandchild it leaves running does not keep it alive there either. Linux only
+    (/proc); elsewhere, and where /proc cannot tell, it watches nothing."""
 
     def __init__(self, popen: subprocess.Popen):
         self.popen = popen
@@ -295,6 +298,8 @@ class WrappedCommand:
                 return
             seen = seen or bool(children)
             if not children and (seen or time.monotonic() - began >= WRAPPED_CHILDLESS_S):
+                if self._done.wait(WRAPPED_GRACE_S) or self.popen.poll() is not None:
+                    return  # it ended, as a wrapper does after its command: the wait sees that
                 ran = "ended" if seen else f"was not seen running within {WRAPPED_CHILDLESS_S:g}s"
                 self.lost = f"the command {wrapper} runs {ran} while {wrapper} lived on"
                 kill_group(self.popen)

@@ -178,8 +178,7 @@ class BindingConnection(Connection):
         server.wire = binding.wire(binding, server)
         # Under a wrapper (strace) the server is the wrapper's child: its end, while the
         # wrapper lives on, ends the wait as the server's own end does without one.
-        watch = WrappedCommand(popen) if self.wrap else None
-        with watch or contextlib.nullcontext():
+        with WrappedCommand(popen) if self.wrap else contextlib.nullcontext() as watch:
             try:
                 server.wire.ready(time.monotonic() + self.start_timeout)
             except Gone:

@@ -525,6 +525,7 @@ def _siblings(ctx: Context, probe: Connection) -> Sibling:
                 call_timeout=probe.call_timeout * slowdown,
                 start_timeout=probe.start_timeout * slowdown,
                 work_dir=work,
+                wrapped=bool(prefix),
             )
         ctx.connections.append(connection)
         return connection

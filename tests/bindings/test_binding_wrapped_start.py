@@ -140,3 +140,17 @@ def test_a_slow_but_live_server_under_a_wrapper_is_still_waited_for(tmp_path, re
     finally:
         connection.kill()
     assert isinstance(reply, Success) and reply.result["tasks"] == [], reply
+
+
+def test_a_server_that_exits_at_start_under_strace_is_its_own_exit_not_a_lost_start(tmp_path, strace):
+    """strace that works ends with its command, with the command's status: the start
+    fails as the server's exit says, not as a start strace lost."""
+    binding = _binding(tmp_path, "reference-http.yaml", '["{python}", -c, "import sys; sys.exit(3)"]')
+    wrap = (strace, *tracing_options(strace), "-o", str(tmp_path / "trace"), "--")
+    connection = _connection(tmp_path, binding, wrap)
+    try:
+        with pytest.raises(HarnessStartError) as failed:
+            connection.start()
+    finally:
+        connection.kill()
+    assert "exited with status 3" in failed.value.message

@@ -11,8 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from kit import by_id, certify
 
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.process import ProcessConnection
 from retryproof.conformance.scenarios import crash_points
 from retryproof.conformance.scenarios.crash_points import (
     Point,
@@ -450,6 +453,27 @@ def test_a_start_lost_under_strace_is_tried_once_more_not_skipped(tmp_path, stra
     (failed_once,) = scenario["evidence"]["traced_starts_failed_once"]
     assert failed_once.endswith("lost under strace")
     assert scenario["evidence"]["points_not_started"] == []
+
+
+def test_a_harness_start_lost_while_its_wrapper_lives_on_ends_the_handshake_at_once(tmp_path):
+    """strace 6.1 lost a traced start and lived on, holding the harness's pipes: the
+    handshake waited its whole bound (6 x 10 s under CRASH-POINTS). A harness whose
+    command ends at start under a wrapper that lives on (``lives_on.py``) fails its start
+    at once, as one that exits does without a wrapper, and CRASH-POINTS tries it again."""
+    lives_on = Path(__file__).parents[1] / "bindings" / "lives_on.py"
+    command = [sys.executable, str(lives_on), sys.executable, "-c", "import sys; sys.exit(3)"]
+    state = tmp_path / "state"
+    state.mkdir()
+    connection = ProcessConnection(command, str(state), start_timeout=60, wrapped=True)
+    began = time.monotonic()
+    try:
+        with pytest.raises(HarnessStartError) as failed:
+            connection.start()
+    finally:
+        connection.kill()
+    assert time.monotonic() - began < 3.0
+    assert "ended while python lived on" in failed.value.message
+    assert "delayed wait data set already" in (failed.value.stderr or "")
 
 
 def test_a_point_lost_twice_under_strace_is_named_and_the_others_judged(tmp_path, strace):
