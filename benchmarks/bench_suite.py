@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -165,7 +166,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--top", type=int, default=25, help="files and tests to list (default 25)")
     parser.add_argument("--by", choices=("wall", "cpu"), default="wall", help="rank files and tests by (default wall)")
-    parser.add_argument("--json", help="also keep every test's line (JSON lines) in this file")
+    parser.add_argument(
+        "--json", help="also keep every test's line (JSON lines) in this file (and every process in FILE.processes)"
+    )
     parser.add_argument("--processes", action="store_true", help="and every process it started, by kind (root)")
     args, pytest_args = parser.parse_known_args()
     with tempfile.TemporaryDirectory(prefix="bench-suite-") as scratch:
@@ -188,6 +191,9 @@ def main() -> int:
         done = subprocess.CompletedProcess(command, pytest_process.returncode, stdout, stderr)
         lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line]
         started = descendants(census.processes(), pytest_process.pid, at) if isinstance(census, Census) else []
+        if started and args.json:
+            with open(f"{args.json}.processes", "w", encoding="utf-8") as kept:
+                kept.writelines(json.dumps(dataclasses.asdict(process)) + "\n" for process in started)
     ends = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
     print("\n".join([*ends, *done.stdout.strip().splitlines()[-1:]]) if done.stdout.strip() else done.stderr[-2000:])
     print(

@@ -177,16 +177,16 @@ def descendants(processes: list[Process], root: int, since: float) -> list[Proce
 def kind(process: Process, parent_argv: list[str] | None = None) -> str:
     """A process's kind: its program, and for an interpreter what it runs (a module and,
     for the kit's CLI, its command; a script's name; the reference's way of serving)."""
+    argv = process.argv
+    if process.program.startswith("chrom"):  # helpers name their type (in one rewritten word)
+        found = [word[len("--type=") :] for word in " ".join(argv).split() if word.startswith("--type=")]
+        return f"chromium {found[0] if found else 'browser'}"
     if process.forked_only:
         return f"fork of {kind(Process(0, 0, 0, 0, 0, process.program, False, parent_argv or []))}"
-    argv = process.argv
     if not argv:
         return f"{process.program} (not sampled)"
     program = os.path.basename(argv[0])
     if not re.match(r"python[\d.]*$", program):
-        if program.startswith("chrom"):
-            found = [word for word in argv if word.startswith("--type=")]
-            return f"{program} {found[0][7:] if found else 'browser'}"
         return program
     words = argv[1:]
     while words and words[0].startswith("-") and words[0][:2] not in ("-m", "-c"):
@@ -197,7 +197,9 @@ def kind(process: Process, parent_argv: list[str] | None = None) -> str:
         return "python"
     if words[0] == "-c":
         code = words[1] if len(words) > 1 else ""
-        return "python: pytest-xdist worker" if "exec(eval(sys.stdin.readline()))" in code else "python -c ..."
+        if "exec(eval(sys.stdin.readline()))" in code:
+            return "python: pytest-xdist worker"
+        return "python -c " + " ".join(code.split())[:30]
     module = words[1] if words[0] == "-m" and len(words) > 1 else ""
     script = os.path.basename(words[0]) if words[0] != "-m" else ""
     rest = words[2:] if module else words[1:]
