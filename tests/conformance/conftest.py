@@ -6,14 +6,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import headless_chromium
 import pytest
 from kit import certify, once_per_session
 from sharded import whole_and_shards
-
-
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    headless_chromium.close_after_module(item, nextitem)
 
 
 @pytest.fixture(scope="session")

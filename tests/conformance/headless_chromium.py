@@ -7,12 +7,7 @@ One Chromium per test process, driven over the DevTools protocol on a pipe
 in a tab of its own: a launch costs about 0.65 CPU-s, rendering a report a tenth of
 that, and the suite rendered 13 pages, each in a Chromium of its own. What a page
 gets is what ``--dump-dom`` and ``--screenshot --window-size`` gave: the document's
-``outerHTML`` once it has loaded, and the viewport of that size.
-
-It is closed when a test module that rendered is done (``close_after_module``): an
-idle headless Chromium still burns 0.04 CPU-s a second (measured: 1.25 CPU-s in 30 s
-after one page), and a pytest-xdist worker kept it until the session ended, 50-80 s
-after its last page."""
+``outerHTML`` once it has loaded, and the viewport of that size."""
 
 from __future__ import annotations
 
@@ -182,13 +177,6 @@ def _browser() -> _Browser:
         _BROWSER = _Browser()
         atexit.register(_BROWSER.close)
     return _BROWSER
-
-
-def close_after_module(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """After ``item``, when the next test of this process is in another module (or there
-    is none): the browser's pages were its module's; the next module that renders starts one."""
-    if _BROWSER is not None and (nextitem is None or nextitem.path != item.path):
-        _BROWSER.close()
 
 
 def _in_tab(page: str, read: Any, width: int | None = None, height: int | None = None) -> Any:
