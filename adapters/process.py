@@ -15,6 +15,7 @@ servers, so an interrupted run ends them all.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -34,6 +35,7 @@ from retryproof.adapters.process_groups import (
     STATE_DIR_ENV,
     Scratch,
     StderrTail,
+    WrappedCommand,
     forget_group,
     kill_group,
     start_group,
@@ -127,10 +129,14 @@ class ProcessConnection(Connection):
         stop_timeout: float = 5.0,
         work_dir: str | None = None,
         shown: Sequence[str] | None = None,
+        wrapped: bool = False,
     ):
         self.invoked_from = os.getcwd()
         self.command = anchored(command, self.invoked_from)
         self.shown = tuple(command if shown is None else shown)
+        #: ``command`` runs the harness under a wrapper (strace, for CRASH-POINTS): the
+        #: handshake then also ends once the wrapper's child has (``WrappedCommand``).
+        self.wrapped = wrapped
         self.state_dir = state_dir
         self.work_dir = work_dir
         self.call_timeout = call_timeout
@@ -183,8 +189,10 @@ class ProcessConnection(Connection):
         for target in (self._read_stdout, self._write_stdin):
             process.pipes.spawn(target, process, name=f"harness-{target.__name__}")
         process.pipes.spawn(self._stderr.follow, process.pipes, process.stderr, name="harness-stderr")
-        reply = self.call("hello", {"protocol": PROTOCOL}, timeout=self.start_timeout)
-        problem = _exited_before_hello(process, reply) or _handshake_problem(reply)
+        with WrappedCommand(popen) if self.wrapped else contextlib.nullcontext() as watch:
+            reply = self.call("hello", {"protocol": PROTOCOL}, timeout=self.start_timeout)
+        lost = watch.lost if watch is not None else None
+        problem = lost or _exited_before_hello(process, reply) or _handshake_problem(reply)
         if problem:
             self.kill()
             raise HarnessStartError(problem, self.stderr_text())

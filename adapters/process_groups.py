@@ -223,6 +223,91 @@ def wait_exit(popen: subprocess.Popen, timeout: float) -> int:
     return popen.wait(max(deadline - time.monotonic(), WAITPID_CONTENTION_S))
 
 
+#: How often ``WrappedCommand`` looks at the wrapper's children: two small /proc reads.
+WRAPPED_POLL_S = 0.02
+#: How long a wrapper whose command has ended gets to end too, as strace does at once
+#: with its command's status, and to say its last words (strace's reason) on stderr.
+WRAPPED_GRACE_S = 0.5
+#: A wrapper (strace) starts its command within milliseconds of its own start; one seen
+#: with no command for this long has lost it before the first look.
+WRAPPED_CHILDLESS_S = 5.0
+
+
+def live_children(pid: int) -> list[int] | None:
+    """The children of ``pid`` (any of its threads') that have not ended, from /proc (a
+    zombie has ended); None when /proc cannot tell (no such process, or a kernel
+    without ``/proc/PID/task/TID/children``)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    children: list[int] = []
+    told = False
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as listed:
+                children += (int(child) for child in listed.read().split())
+            told = True
+        except OSError:  # a thread that ended meanwhile, or no such file on this kernel
+            continue
+    return [child for child in children if _running(child)] if told else None
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            text = stat.read()
+    except OSError:
+        return False
+    return text[text.rindex(")") + 2 :][:1] not in ("Z", "X")  # the name may hold ")"
+
+
+class WrappedCommand:
+    """While a ``with`` block waits for a command run under a wrapper (strace), watch
+    the command itself, not only the wrapper the kit started: once the wrapper's child
+    has ended (or the wrapper has had none for ``WRAPPED_CHILDLESS_S``) and the wrapper
+    lives on past ``WRAPPED_GRACE_S``, SIGKILL the wrapper's group and say why in
+    ``lost``. The wait then ends as it does for a server that dies at start. strace 6.1
+    now and then loses a multithreaded server's start ("pid ... has delayed wait data
+    set already"): the server ended, strace lived on holding its pipes, and the wait for
+    the server's ready took its whole bound (a Restate run 145 s, not 45). The command
+    is the wrapper's child, as the wrapped process is the kit's own without a wrapper: a
+    grandchild it leaves running does not keep it alive there either. Linux only
+    (/proc); elsewhere, and where /proc cannot tell, it watches nothing."""
+
+    def __init__(self, popen: subprocess.Popen):
+        self.popen = popen
+        self.lost: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="wrapped-command", daemon=True)
+
+    def __enter__(self) -> WrappedCommand:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        began, seen = time.monotonic(), False
+        wrapper = os.path.basename(str(self.popen.args[0] if isinstance(self.popen.args, list) else self.popen.args))
+        while self.popen.poll() is None:  # once the wrapper ends, the wait sees that itself
+            children = live_children(self.popen.pid)
+            if children is None:
+                return
+            seen = seen or bool(children)
+            if not children and (seen or time.monotonic() - began >= WRAPPED_CHILDLESS_S):
+                if self._done.wait(WRAPPED_GRACE_S) or self.popen.poll() is not None:
+                    return  # it ended, as a wrapper does after its command: the wait sees that
+                ran = "ended" if seen else f"was not seen running within {WRAPPED_CHILDLESS_S:g}s"
+                self.lost = f"the command {wrapper} runs {ran} while {wrapper} lived on"
+                kill_group(self.popen)
+                return
+            if self._done.wait(WRAPPED_POLL_S):
+                return
+
+
 class Abandoned(Exception):
     """The caller gave up on a command whose answer no longer matters (``run_to_end``'s
     ``abandon``)."""

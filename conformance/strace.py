@@ -1,4 +1,4 @@
-"""Reading ``strace -f -qq`` output: the system calls of a traced runtime, for the
+"""Reading ``strace -f -q`` output: the system calls of a traced runtime, for the
 scenarios that judge a trace (DURABILITY-TRACE) or kill at a point of one
 (CRASH-POINTS).
 
@@ -22,7 +22,10 @@ SECCOMP_SINCE = (5, 3)
 
 @cache
 def tracing_options(strace: str) -> tuple[str, ...]:
-    """How the scenarios record a trace with ``strace``: following forks, quietly, and,
+    """How the scenarios record a trace with ``strace``: following forks, quietly but
+    for how each thread ended (``-q``: ``+++ exited with 0 +++``, ``+++ killed by
+    SIGKILL +++``; ``-qq`` printed neither, and a call a thread was in when another
+    thread's exit_group ended it read as one a kill ended, ``NthEntry``), and,
     where it can, stopping the traced process only at the traced calls
     (``--seccomp-bpf``). Without the filter every system call of the runtime stops at
     the tracer, the thousand of a Python start among them, which made a traced start
@@ -35,10 +38,10 @@ def tracing_options(strace: str) -> tuple[str, ...]:
     try:
         done = subprocess.run([strace, "-V"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
-        return ("-f", "-qq")
+        return ("-f", "-q")
     version = re.search(r"version (\d+)\.(\d+)", done.stdout)
     recent = version is not None and (int(version[1]), int(version[2])) >= SECCOMP_SINCE
-    return ("-f", "-qq", "--seccomp-bpf") if recent else ("-f", "-qq")
+    return ("-f", "-q", "--seccomp-bpf") if recent else ("-f", "-q")
 
 
 _HEAD = r"^(?P<pid>\d+)\s+(?:(?P<at>\d+\.\d+)\s+)?"
@@ -46,6 +49,9 @@ _COMPLETE = re.compile(_HEAD + r"(?P<name>\w+)\((?P<args>.*)\)\s+=\s+(?P<result>
 _UNFINISHED = re.compile(_HEAD + r"(?P<name>\w+)\((?P<args>.*?)\s*<unfinished \.\.\.>$")
 _ENTERING = re.compile(_HEAD + r"(?P<name>\w+)\((?P<args>.*)$")
 _RESUMED = re.compile(_HEAD + r"<\.\.\. (?P<name>\w+) resumed>(?P<args>.*)\)\s+=\s+(?P<result>.*)$")
+#: How a thread ended, without ``-qq``: ``+++ exited with N +++`` (by an exit) or
+#: ``+++ killed by SIGKILL +++``.
+_EXITED = re.compile(_HEAD + r"\+\+\+ exited with \d+ \+\+\+$")
 
 
 @dataclass(frozen=True)
@@ -81,10 +87,22 @@ class Entry(NamedTuple):
     """A thread's ``when``-th entry of a call in a trace as far as it is written."""
 
     call: Syscall
-    #: Whether the trace shows that call finished.
+    #: Whether the trace shows that call finished (returned a result).
     finished: bool
     #: The same thread's earlier entries of that call, in order (``when - 1`` of them).
     earlier: tuple[Syscall, ...]
+    #: Whether the trace shows the thread ended in that call (``= ?``).
+    ended: bool = False
+    #: Whether it ended by an exit (strace's ``+++ exited with N +++``): another thread
+    #: of its process called exit_group, so no kill ended the call. Without that line
+    #: (strace -qq prints none) a thread that ended in a call is taken as killed there.
+    exited: bool = False
+
+    @property
+    def running(self) -> bool:
+        """Entered, and neither returned nor ended as far as the trace is written: a
+        call parked at entry, or one still running."""
+        return not self.finished and not self.ended
 
 
 class NthEntry:
@@ -95,7 +113,9 @@ class NthEntry:
     still be unterminated: strace writes a call's entry when the thread enters it and
     its result when it returns, so a call parked at entry
     (``inject=NAME:delay_enter=...``) is an unterminated last line, or one that another
-    thread's line cut (``<unfinished ...>``)."""
+    thread's line cut (``<unfinished ...>``). Once found, the entry is followed to its
+    end: its resumed line (the result of a cut call) and the line saying how its thread
+    ended, where the thread ended in it."""
 
     def __init__(self, name: str, when: int):
         self.name, self.when = name, when
@@ -105,15 +125,17 @@ class NthEntry:
 
     def read(self, data: bytes) -> Entry | None:
         """The entry as far as the trace is written, ``data`` appended to it."""
-        if self._found is not None:
-            return self._found
         *lines, self._partial = (self._partial + data).split(b"\n")
         for raw in lines:
             line = raw.decode("utf-8", "replace")
+            if self._found is not None:
+                self._found = _followed(self._found, line)
+                continue
             match = _COMPLETE.match(line) or _UNFINISHED.match(line)
-            if match and match["name"] == self.name and (found := self._entry(match, keep=True)):
-                self._found = found
-                return found
+            if match and match["name"] == self.name:
+                self._found = self._entry(match, keep=True)
+        if self._found is not None:
+            return self._found
         # The unterminated last line: looked at, not kept (it is read again once ended).
         tail = self._partial.decode("utf-8", "replace")
         match = _COMPLETE.match(tail) or _ENTERING.match(tail)
@@ -123,11 +145,25 @@ class NthEntry:
         mine = self._threads.setdefault(int(match["pid"]), [])
         call = Syscall(len(mine), **_record(match, "?"))
         if len(mine) + 1 == self.when:
-            # "= ?": the thread died in the call (strace saw the kill before it died too).
-            return Entry(call, match.re is _COMPLETE and match["result"].strip() != "?", tuple(mine))
+            result = match["result"].strip() if match.re is _COMPLETE else None
+            return Entry(call, result not in (None, "?"), tuple(mine), ended=result == "?")
         if keep:
             mine.append(call)
         return None
+
+
+def _followed(entry: Entry, line: str) -> Entry:
+    """``entry`` once its thread's ``line`` is read: the result of a cut call, and how
+    the thread ended if it ended in the call (an exit, or a kill)."""
+    if entry.finished or entry.exited or not line.startswith(f"{entry.call.pid} "):
+        return entry
+    if entry.ended:
+        return entry._replace(exited=_EXITED.match(line) is not None)
+    resumed = _RESUMED.match(line)
+    if resumed and resumed["name"] == entry.call.name:
+        result = resumed["result"].strip()
+        return entry._replace(finished=result != "?", ended=result == "?")
+    return entry
 
 
 class Follower:

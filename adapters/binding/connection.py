@@ -44,6 +44,7 @@ from retryproof.adapters.process_groups import (
     Abandoned,
     OutputTooLong,
     StderrTail,
+    WrappedCommand,
     forget_group,
     kill_group,
     run_to_end,
@@ -175,7 +176,15 @@ class BindingConnection(Connection):
         for stream in streams:
             server.pipes.spawn(self._stderr.follow, server.pipes, stream, name="binding-output")
         server.wire = binding.wire(binding, server)
-        server.wire.ready(time.monotonic() + self.start_timeout)
+        # Under a wrapper (strace) the server is the wrapper's child: its end, while the
+        # wrapper lives on, ends the wait as the server's own end does without one.
+        with WrappedCommand(popen) if self.wrap else contextlib.nullcontext() as watch:
+            try:
+                server.wire.ready(time.monotonic() + self.start_timeout)
+            except Gone:
+                if watch is not None and watch.lost:
+                    raise Gone(watch.lost) from None
+                raise
 
     def kill(self) -> None:
         server = self._current

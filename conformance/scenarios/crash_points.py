@@ -90,7 +90,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from retryproof.adapters.connection import Connection, HarnessStartError
@@ -525,6 +525,7 @@ def _siblings(ctx: Context, probe: Connection) -> Sibling:
                 call_timeout=probe.call_timeout * slowdown,
                 start_timeout=probe.start_timeout * slowdown,
                 work_dir=work,
+                wrapped=bool(prefix),
             )
         ctx.connections.append(connection)
         return connection
@@ -662,7 +663,7 @@ def _kill_at(
         trace_file = os.path.join(scratch.root, "trace")
         if not park:
             options = point.strace_options(scratch.state)
-            prefix = (strace, "-f", "-qq", "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
+            prefix = (strace, "-f", "-q", "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
         else:
             options = point.strace_options(scratch.state, park_us=int(2 * bound * 1_000_000))
             prefix = (strace, *tracing_options(strace), "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
@@ -756,8 +757,10 @@ class _Killer:
             seen = watch.read(trace.written())
             if seen is None:
                 continue
-            call, finished, _ = seen
-            if not finished:  # parked: the call has not run, and will not
+            call = seen.call
+            # Parked: the call has not run, and will not. An entry whose thread already
+            # ended in it (another thread's exit_group) is no park, and not this kill's.
+            if seen.running:
                 try:
                     # The whole group, strace with it: a killed tracee alone leaves strace
                     # holding its output pipe open until the park's delay ends. Marked
@@ -774,9 +777,10 @@ class _Killer:
         """The call the kill landed on, read from the whole trace once strace has ended
         (the parked entry's arguments complete): the point's entry if it never finished,
         whoever killed it (this killer, or the kit when the write timed out); None when it
-        finished or was never entered."""
+        finished, when its thread ended in it by an exit (exit_group: no kill landed
+        there), or when it was never entered."""
         seen = NthEntry(self.point.syscall, self.point.when).read(Follower(self.trace_file).written())
-        if seen is None or seen.finished:
+        if seen is None or seen.finished or seen.exited:
             return None
         root = os.path.realpath(state_dir)
         target = _target(seen.call, root, own_port) or "(not a point)"
@@ -800,16 +804,55 @@ def _same_targets(recorded: tuple[str, ...], landed: tuple[str, ...]) -> bool:
 
 def _same_target(recorded: str, landed: str | None) -> bool:
     """Whether a kill landed on the recorded point's call, as far as its target tells:
-    the same kind of call on the same kind of file in the same directory (or the same
-    store). A name differs from run to run where it carries a pid, a random temporary
+    the same kind of call on the same kind of file in the same directory, or on the same
+    socket. A name differs from run to run where it carries a pid, a random temporary
     name or a generated id, so a word (hyphens joining it) holding a digit, or of 8
     characters or more, is taken as such a part (``.tmp-93yz_trd`` and ``.tmp-_c6krmor``
     match, and so do two uuids, ``TASK-1`` and ``TASK-2``; ``tasks/a.json`` and
-    ``tasks/a.lock`` do not)."""
+    ``tasks/a.lock`` do not). A TCP socket is the same where its ends are
+    (``_endpoints``): two stores on one host differ by their ports, which that rule took
+    for numbers that vary and so matched any two TCP peers."""
+    if landed is None:
+        return False
+    sockets = _endpoints(recorded), _endpoints(landed)
+    if sockets != (None, None):
+        return sockets[0] == sockets[1]
 
     def shape(target: str) -> str:
         return re.sub(
             r"[\w-]+", lambda word: "*" if len(word[0]) >= 8 or re.search(r"\d", word[0]) else word[0], target
         )
 
-    return landed is not None and shape(recorded) == shape(landed)
+    return shape(recorded) == shape(landed)
+
+
+def _endpoints(target: str) -> tuple[str, ...] | None:
+    """A TCP socket's ends as a target names them (``tcp PEER``, ``_target``) or as its
+    descriptor does (``TCP:[LOCAL->PEER]``, ``_what``), each an address and a port; None
+    for anything else. A port in the kernel's ephemeral range is one the kernel handed
+    out (a connecting client's, or a server's bound to port 0, as the kit's are) and
+    differs from run to run, so it matches any other such port; an address, and any
+    other port (a database's 5432, a cache's 6379), must be the same."""
+    if tcp := _TCP.match(target):
+        ends = [tcp["local"], tcp["peer"]]
+    elif target.startswith("tcp "):
+        ends = [target[len("tcp ") :]]
+    else:
+        return None
+    low, high = _ephemeral_ports()
+    named = []
+    for end in ends:
+        address, _, port = end.rpartition(":")
+        named.append(f"{address}:*" if port.isdigit() and low <= int(port) <= high else end)
+    return tuple(named)
+
+
+@cache
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range of ports it hands out (Linux's default where unreadable)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as ports:
+            low, high = (int(port) for port in ports.read().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high

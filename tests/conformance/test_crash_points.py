@@ -11,8 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from kit import by_id, certify
 
+from retryproof.adapters.connection import HarnessStartError
+from retryproof.adapters.process import ProcessConnection
 from retryproof.conformance.scenarios import crash_points
 from retryproof.conformance.scenarios.crash_points import (
     Point,
@@ -254,17 +257,55 @@ def test_a_file_created_before_the_write_makes_its_re_open_redundant_until_renam
 def test_the_parked_entry_is_the_threads_nth_call_still_unfinished():
     done = '7 pwrite64(3</s/j>, "1", 1, 0) = 1\n'
     assert nth_entry(done + '9 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2) is None  # thread 9's first
-    call, finished, earlier = nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2)
-    assert (call.pid, call.args, finished) == (7, '3</s/j>, "2", 1, 1', False)
-    assert [(e.pid, e.args) for e in earlier] == [(7, '3</s/j>, "1", 1, 0')]
+    parked = nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1', "pwrite64", 2)
+    assert (parked.call.pid, parked.call.args, parked.finished, parked.running) == (
+        7,
+        '3</s/j>, "2", 1, 1',
+        False,
+        True,
+    )
+    assert [(e.pid, e.args) for e in parked.earlier] == [(7, '3</s/j>, "1", 1, 0')]
     cut = done + '7 pwrite64(3</s/j>, "2", 1, 1 <unfinished ...>\n9 write(1, "x", 1) = 1\n'
     assert nth_entry(cut, "pwrite64", 2).finished is False
     assert nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = 1\n', "pwrite64", 2).finished is True
     assert nth_entry(done + "7 pwri", "pwrite64", 2) is None
     # Killed in the call, as strace wrote it when it saw the kill before it died too.
-    assert (
-        nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = ?\n+++ killed by SIGKILL +++\n', "pwrite64", 2)[1] is False
-    )
+    killed = nth_entry(done + '7 pwrite64(3</s/j>, "2", 1, 1) = ?\n7 +++ killed by SIGKILL +++\n', "pwrite64", 2)
+    assert (killed.finished, killed.ended, killed.exited, killed.running) == (False, True, False, False)
+
+
+#: strace -f -q of a process whose thread 31 was blocked in its second write (a full
+#: pipe) when thread 30 called exit_group, as strace 6.1 wrote it.
+EXIT_GROUP = """\
+31 1.10 write(4<pipe:[15]>, "xxxx"..., 65536) = 65536
+31 1.11 write(4<pipe:[15]>, "xxxx"..., 65536 <unfinished ...>
+32 1.12 +++ exited with 0 +++
+31 1.41 <... write resumed>) = ?
+31 1.42 +++ exited with 0 +++
+30 1.43 +++ exited with 0 +++
+"""
+
+
+def test_a_call_a_thread_was_in_when_exit_group_ended_it_is_no_kill(tmp_path):
+    """``= ?`` says the thread ended in the call, not how: with ``-q`` strace says it
+    exited (another thread's exit_group), and that call is neither parked nor where a kill
+    landed. Read as killed, it was taken as the point's kill: a start that then ended was
+    the kill's, not strace's, and the point counted as tested."""
+    entry = nth_entry(EXIT_GROUP, "write", 2)
+    assert (entry.finished, entry.ended, entry.exited, entry.running) == (False, True, True, False)
+    # Until strace says how the thread ended, it is taken as killed there (-qq says nothing).
+    cut = EXIT_GROUP[: EXIT_GROUP.index("31 1.42")]
+    assert (nth_entry(cut, "write", 2).ended, nth_entry(cut, "write", 2).exited) == (True, False)
+    # Cut by another thread's line, then resumed with its result: it finished.
+    resumed = EXIT_GROUP.replace("<... write resumed>) = ?", "<... write resumed>) = 65536")
+    assert nth_entry(resumed, "write", 2).finished is True
+    # The killer's reading after the run: no kill landed on it; on a killed one, one did.
+    trace = tmp_path / "trace"
+    trace.write_text(EXIT_GROUP)
+    assert _Killer(str(trace), Point("write", 2, "(not a point)"), 1).landed(str(tmp_path), None) is None
+    trace.write_text(EXIT_GROUP.replace("31 1.42 +++ exited with 0 +++", "31 1.42 +++ killed by SIGKILL +++"))
+    landed = _Killer(str(trace), Point("write", 2, "(not a point)"), 1).landed(str(tmp_path), None)
+    assert landed is not None and landed.at == 1.11
 
 
 def test_the_parked_entry_read_piece_by_piece_is_the_one_read_whole():
@@ -336,6 +377,30 @@ def test_a_kill_landed_on_the_recorded_call_up_to_the_names_that_differ_from_run
     assert not _same_target("tasks/a", None)
 
 
+def test_a_kill_on_a_socket_landed_on_the_recorded_one_only_at_the_same_ends(monkeypatch):
+    """Two stores on one host are two targets: before, every word of ``tcp
+    127.0.0.1:6391`` held a digit, so any two TCP peers were "the same". A port the kernel
+    hands out (a client's end, the matrix's Restate run: peer 48304 recording, 35848
+    killed) differs from run to run and matches another such port."""
+    monkeypatch.setattr(crash_points, "_ephemeral_ports", lambda: (32768, 60999))
+    assert _same_target("tcp 127.0.0.1:6391", "tcp 127.0.0.1:6391")
+    assert not _same_target("tcp 127.0.0.1:6391", "tcp 127.0.0.1:6392")  # two redis servers
+    assert not _same_target("tcp 127.0.0.1:5432", "tcp 10.0.0.7:5432")
+    assert not _same_target("tcp 127.0.0.1:6379", "tcp [::1]:6379")
+    assert _same_target("tcp 127.0.0.1:48304", "tcp 127.0.0.1:35848")  # a client's ends
+    assert not _same_target("tcp 127.0.0.1:6391", "tcp 127.0.0.1:48304")
+    assert not _same_target("tcp 127.0.0.1:6391", "unix /run/redis.sock")
+    # As a thread's earlier calls name them (``_what``): both ends.
+    to_redis = "TCP:[127.0.0.1:40000->127.0.0.1:6392]"
+    assert _same_target(to_redis, "TCP:[127.0.0.1:51234->127.0.0.1:6392]")
+    assert not _same_target(to_redis, "TCP:[127.0.0.1:40000->127.0.0.1:6391]")
+    accepted = "TCP:[127.0.0.1:9080->127.0.0.1:40000]"  # a server's accepted connection
+    assert _same_target(accepted, "TCP:[127.0.0.1:9080->127.0.0.1:51234]")
+    assert not _same_target(accepted, "TCP:[127.0.0.1:9081->127.0.0.1:51234]")
+    assert _same_targets((to_redis, "journal"), ("TCP:[127.0.0.1:33333->127.0.0.1:6392]", "journal"))
+    assert not _same_targets((to_redis,), ("TCP:[127.0.0.1:33333->127.0.0.1:6391]",))
+
+
 FIVE_WRITES = """
 import os, sys, threading
 def go():
@@ -388,6 +453,27 @@ def test_a_start_lost_under_strace_is_tried_once_more_not_skipped(tmp_path, stra
     (failed_once,) = scenario["evidence"]["traced_starts_failed_once"]
     assert failed_once.endswith("lost under strace")
     assert scenario["evidence"]["points_not_started"] == []
+
+
+def test_a_harness_start_lost_while_its_wrapper_lives_on_ends_the_handshake_at_once(tmp_path):
+    """strace 6.1 lost a traced start and lived on, holding the harness's pipes: the
+    handshake waited its whole bound (6 x 10 s under CRASH-POINTS). A harness whose
+    command ends at start under a wrapper that lives on (``lives_on.py``) fails its start
+    at once, as one that exits does without a wrapper, and CRASH-POINTS tries it again."""
+    lives_on = Path(__file__).parents[1] / "bindings" / "lives_on.py"
+    command = [sys.executable, str(lives_on), sys.executable, "-c", "import sys; sys.exit(3)"]
+    state = tmp_path / "state"
+    state.mkdir()
+    connection = ProcessConnection(command, str(state), start_timeout=60, wrapped=True)
+    began = time.monotonic()
+    try:
+        with pytest.raises(HarnessStartError) as failed:
+            connection.start()
+    finally:
+        connection.kill()
+    assert time.monotonic() - began < 3.0
+    assert "ended while python lived on" in failed.value.message
+    assert "delayed wait data set already" in (failed.value.stderr or "")
 
 
 def test_a_point_lost_twice_under_strace_is_named_and_the_others_judged(tmp_path, strace):

@@ -6,6 +6,8 @@ write's, and a listing that waits for its server ends as soon as that server has
 from __future__ import annotations
 
 import json
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from retryproof.adapters.connection import Lost
 from retryproof.conformance.options import load_binding
 
 STILL_STARTING = Path(__file__).with_name("still-starting.yaml")
+REFERENCE_HTTP = Path(__file__).parents[2] / "adapters" / "bindings" / "reference-http.yaml"
 LOGGING_LISTINGS = Path(__file__).with_name("logging-listings.yaml")
 #: The points of the write itself: a temporary file created, written, renamed.
 WRITE_POINTS = [
@@ -93,3 +96,28 @@ def test_a_binding_says_when_it_sent_the_write_and_not_when_the_listing_ended_it
     finally:
         connection.kill()
     assert connection.sent_at is None  # reset by the second call, which was never sent
+
+
+def test_a_traced_start_lost_while_strace_lives_on_is_tried_again_at_once(tmp_path, strace):
+    """strace 6.1 lost a traced server's start and lived on (Restate's server died;
+    "delayed wait data set already"): the wait for the server's ready took its whole
+    bound, 60 s of a CRASH-POINTS run. The recording's first start is lost that way
+    here: the wait ends when the server does, the start is tried once more, and the
+    scenario is judged, well within that bound."""
+    fake = tmp_path / "bin" / "strace"
+    fake.parent.mkdir()
+    lives_on = Path(__file__).with_name("strace_lives_on.py")
+    fake.write_text(f'#!/bin/sh\nexec {sys.executable} {lives_on} {strace} {tmp_path / "lost"} "$@"\n')
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    began = time.monotonic()
+    done = retryproof_here(
+        "run", "--binding", str(REFERENCE_HTTP), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out), env=env
+    )
+    took = time.monotonic() - began
+    scenario = by_id(json.loads((out / "report.json").read_text()))["CRASH-POINTS"]
+    assert scenario["status"] == "passed", done.stdout
+    (lost,) = scenario["evidence"]["traced_starts_failed_once"]
+    assert "delayed wait data set already" in lost
+    assert took < 30, f"the lost start cost {took:.1f}s"  # 60 s of waiting before
