@@ -1,7 +1,7 @@
 """Where the README's test command spends its time: every test's wall and CPU seconds,
 summed per file, and the longest test (no run on N workers can end before it does).
 
-    python benchmarks/bench_suite.py [--top 25] [--by wall|cpu] [--json FILE] [PYTEST_ARGS...]
+    python benchmarks/bench_suite.py [--top 25] [--by wall|cpu] [--json FILE] [--processes] [PYTEST_ARGS...]
 
 Runs ``pytest -q -p no:cacheprovider`` (the README's command, on its xdist workers)
 with this file loaded as a plugin in every worker; extra arguments go to pytest (a
@@ -13,12 +13,17 @@ A process a worker keeps for several tests is counted in no test, only in the
 command's total once the worker has reaped it: the headless Chromium that renders
 every page of a worker's tests (tests/conformance/headless_chromium.py).
 The wall time of the whole command is printed too; it is the goal's figure only on a
-quiet machine. Exit: pytest's.
+quiet machine. ``--processes`` (root: it uses the kernel's process accounting,
+``processes.py``) adds the census of every process the command started, by kind
+(starts, CPU per start, in all) and, for the costliest kinds, the tests that started
+them. Exit: pytest's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -31,6 +36,7 @@ from pathlib import Path
 
 import pytest
 from cpu import cpu_seconds
+from processes import Census, Process, descendants, kind, parents, table
 from tabulate import tabulate
 
 HERE = Path(__file__).resolve().parent
@@ -51,6 +57,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         "cpu_s": sum(cpu_seconds()) - cpu,
         "at": at,
         "worker": worker,
+        "pid": os.getpid(),
     }
     with open(os.environ[OUT_ENV], "a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
@@ -100,6 +107,46 @@ def _workers(lines: list[dict]) -> str:
     )
 
 
+def census_summary(started: list[Process], lines: list[dict], top: int, cpu: float) -> str:
+    """The processes by kind, and for each of the costliest kinds the tests whose
+    worker started them (or their ancestors) while the test ran."""
+    argv = {process.pid: process.argv for process in started}
+    tests: dict[int, list[dict]] = defaultdict(list)
+    for line in lines:
+        tests[line["pid"]].append(line)
+    parent = parents(started)
+
+    def test_of(process: Process) -> str:
+        step: Process | None = process
+        while step is not None and step.ppid not in tests:
+            step = parent(step)
+        if step is None:
+            return "(no test: the session, a worker, collection)"
+        ran = [
+            line for line in tests[step.ppid] if line["at"] - 0.1 <= process.born <= line["at"] + line["wall_s"] + 0.1
+        ]
+        return ran[-1]["test"] if ran else "(a worker, between tests)"
+
+    rows = table(started, top)
+    total = sum(process.cpu for process in started)
+    spent: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(lambda: [0, 0.0]))
+    for process in started:
+        where = spent[kind(process, argv.get(process.ppid))][test_of(process)]
+        where[0] += 1
+        where[1] += process.cpu
+    parts = [
+        f"{len(started)} processes, {total:.0f} CPU-s by process accounting ({cpu:.0f} by RUSAGE_CHILDREN)\n"
+        + tabulate(rows, headers=["kind", "starts", "cpu s", "cpu s/start", "wall s/start"])
+    ]
+    for name, *_ in rows[:10]:
+        costliest = sorted(spent[name].items(), key=lambda item: -item[1][1])[:5]
+        parts.append(
+            f"{name}:\n"
+            + "\n".join(f"  {int(n):4d} starts {cpu_s:6.1f} CPU-s  {test}" for test, (n, cpu_s) in costliest)
+        )
+    return "\n\n".join(parts)
+
+
 def _bytecode() -> str:
     """Where the run's processes cached what they compiled. With PYTHONDONTWRITEBYTECODE
     set (CI sets it) and no PYTHONPYCACHEPREFIX, the test session caches it under a
@@ -119,7 +166,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--top", type=int, default=25, help="files and tests to list (default 25)")
     parser.add_argument("--by", choices=("wall", "cpu"), default="wall", help="rank files and tests by (default wall)")
-    parser.add_argument("--json", help="also keep every test's line (JSON lines) in this file")
+    parser.add_argument(
+        "--json", help="also keep every test's line (JSON lines) in this file (and every process in FILE.processes)"
+    )
+    parser.add_argument("--processes", action="store_true", help="and every process it started, by kind (root)")
     args, pytest_args = parser.parse_known_args()
     with tempfile.TemporaryDirectory(prefix="bench-suite-") as scratch:
         out = Path(args.json or Path(scratch) / "tests.jsonl").resolve()
@@ -130,10 +180,20 @@ def main() -> int:
             "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
         }
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench_suite", *pytest_args]
-        began, cpu = time.perf_counter(), cpu_seconds()[1]
-        done = subprocess.run(command, cwd=REPOSITORY, env=env, capture_output=True, text=True, check=False)
+        census = Census(Path(scratch)) if args.processes else contextlib.nullcontext()
+        began, cpu, at = time.perf_counter(), cpu_seconds()[1], time.time()
+        with census:
+            pytest_process = subprocess.Popen(
+                command, cwd=REPOSITORY, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            stdout, stderr = pytest_process.communicate()
         elapsed, cpu = time.perf_counter() - began, cpu_seconds()[1] - cpu
+        done = subprocess.CompletedProcess(command, pytest_process.returncode, stdout, stderr)
         lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line]
+        started = descendants(census.processes(), pytest_process.pid, at) if isinstance(census, Census) else []
+        if started and args.json:
+            with open(f"{args.json}.processes", "w", encoding="utf-8") as kept:
+                kept.writelines(json.dumps(dataclasses.asdict(process)) + "\n" for process in started)
     ends = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
     print("\n".join([*ends, *done.stdout.strip().splitlines()[-1:]]) if done.stdout.strip() else done.stderr[-2000:])
     print(
@@ -143,6 +203,8 @@ def main() -> int:
     print(_bytecode() + "\n")
     if lines:
         print(summary(lines, args.top, args.by))
+    if started:
+        print("\n" + census_summary(started, lines, args.top, cpu))
     return done.returncode
 
 

@@ -34,8 +34,8 @@ power cut before its ``fdatasync`` returned); that line was never acknowledged a
 nothing after it began, so the state before it stands. It cannot be misread: a cut JSON
 object does not parse, and bytes a power cut lost read as NUL, which no JSON text holds.
 Unreadable lines at the end are left for later (a reader never skips them); the next
-writer closes them off with a newline and the line ``{"cut_short":true}`` before its own,
-which tells every reader to skip them. An unreadable line followed by anything else was
+writer closes them off with a newline and the line ``{"cut_short":true}``, synced before
+its own, which tells every reader to skip them. An unreadable line followed by anything else was
 complete once, so it is damage, and every call that reads the journal fails with an I/O
 error: a receipt read as absent would let a retry create a second task.
 """
@@ -144,12 +144,17 @@ class Journal:
                     # leaves the name to the next first writer).
                     os.fsync(self._fd)
                     self._fsync_dir(self._directory)
-                line = dump(record)
                 if cut_short:
                     # Lines a crash cut short end the journal: close them off and say
                     # so, so readers tell them from damage (the recovery rule above).
-                    line = b"\n" + dump(_CUT_SHORT) + line
-                write_all(self._fd, line, start)
+                    # Synced before the record: written with it, a power cut could keep
+                    # the record and lose part of this line, which would then read as
+                    # damage for good.
+                    closing = b"\n" + dump(_CUT_SHORT)
+                    write_all(self._fd, closing, start)
+                    os.fdatasync(self._fd)
+                    start += len(closing)
+                write_all(self._fd, dump(record), start)
                 if alongside is None:
                     os.fdatasync(self._fd)
                 else:

@@ -5,15 +5,15 @@ merged verdict has something to get right)."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
-import sys
 from pathlib import Path
 
-from kit import retryproof
+from kit import REFERENCE, retryproof
 
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 
-HARNESS = f"{sys.executable} -m retryproof.reference_impl --fault no-idempotency"
+HARNESS = shlex.join([*REFERENCE, "--fault", "no-idempotency"])
 #: Three and three over two shards, FUZZ-MODEL in both (each on half of its budget).
 ONLY = "WT-CREATE,A2-RESPONSE-LOSS,CONFLICT-DIGEST,LEGACY-NO-ID,RESTART-REUSE,FUZZ-MODEL"
 SEED = 9

@@ -4,11 +4,10 @@ variant with the report's P3 defect fails P3 and nothing else."""
 
 from __future__ import annotations
 
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from kit import once_per_session
+from kit import REFERENCE, once_per_session
 
 from retryproof.conformance.options import Options
 from retryproof.conformance.runner import probe, run
@@ -22,7 +21,6 @@ from retryproof.spec import load_spec
 
 # The catalogue's approval scenarios: a new one joins these runs without an edit here.
 APPROVAL_IDS = tuple(entry["id"] for entry in load_spec()["scenarios"] if "approval" in entry["needs"])
-REFERENCE = (sys.executable, "-m", "retryproof.reference_impl")
 
 
 def certify(*fault: str):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sys
+import shlex
 
 import pytest
-from kit import by_id, certify
+from kit import REFERENCE, by_id, certify
 
 from retryproof.conformance.scenarios.durability import (
     check_directory_fsyncs,
@@ -93,7 +93,7 @@ def test_a_directory_sync_right_after_the_create_counts(tmp_path, call):
 
 @pytest.mark.parametrize("fault, status", [(None, "passed"), ("no-directory-fsync", "failed")])
 def test_reference_passes_and_missing_fsync_fails(tmp_path, strace, fault, status):
-    harness = f"{sys.executable} -m retryproof.reference_impl" + (f" --fault {fault}" if fault else "")
+    harness = shlex.join([*REFERENCE, *(["--fault", fault] if fault else [])])
     _, report = certify(tmp_path, harness, "--only", "DURABILITY-TRACE", in_process=True)  # strace traces the harness
     result = by_id(report)["DURABILITY-TRACE"]
     assert result["status"] == status, result["reason"]

@@ -5,18 +5,17 @@ step for step, and a failure is shrunk without Hypothesis's own re-run of it."""
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from typing import Any
 
 import pytest
+from kit import REFERENCE
 
 from retryproof.adapters.process import ProcessConnection
 from retryproof.conformance.fuzz import machine, model, run_fuzz
 from retryproof.conformance.fuzz.machine import ENDS_PER_HISTORY
 from retryproof.conformance.fuzz.profiles import DEV
 
-REFERENCE = [sys.executable, "-m", "retryproof.reference_impl"]
 FAULTY = [*REFERENCE, "--fault", "recovery-new-number"]
 
 

@@ -11,7 +11,7 @@ import sys
 from concurrent.futures import Future
 
 import pytest
-from kit import by_id, certify
+from kit import REFERENCE, by_id, certify
 
 from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance import validation
@@ -22,7 +22,6 @@ from retryproof.conformance.validation import LISTED_RECORDS, result_problem
 from retryproof.spec import schema
 from retryproof.spec.protocol import Failure, Success
 
-REFERENCE = [sys.executable, "-m", "retryproof.reference_impl"]
 FAULTY = [*REFERENCE, "--fault", "recovery-new-number"]
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import random
 import re
-import sys
+import shlex
 import threading
 import time
 
 import pytest
-from kit import retryproof_here
+from kit import REFERENCE, retryproof_here
 
 from retryproof.conformance.catalogue import entry
 from retryproof.conformance.context import Unjudgeable
@@ -216,7 +216,7 @@ def _run(tmp_path, jobs: int) -> tuple[list[str], dict]:
     out = tmp_path / f"jobs-{jobs}"
     done = retryproof_here(  # in this process: what it prints and reports is the same
         "run",
-        *("--harness", f"{sys.executable} -m retryproof.reference_impl --fault no-idempotency"),
+        *("--harness", shlex.join([*REFERENCE, "--fault", "no-idempotency"])),
         *("--only", "WT-CREATE,A2-RESPONSE-LOSS,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST,LEGACY-NO-ID"),
         *("--seed", "5", "--jobs", str(jobs), "--out", str(out)),
     )

@@ -20,8 +20,8 @@ from html.parser import HTMLParser
 import headless_chromium
 import jsonschema
 import pytest
+from kit import REFERENCE, once_per_session
 from kit import certify as kit_certify
-from kit import once_per_session
 
 from retryproof.conformance.catalogue import catalogue, entry
 from retryproof.conformance.commands import selftest
@@ -452,7 +452,7 @@ def test_fuzz_models_minimal_history_is_timed_for_its_timeline(tmp_path):
     from retryproof.conformance.fuzz.model import run_steps
     from retryproof.conformance.outcome import Fault
 
-    faulty = [sys.executable, "-m", "retryproof.reference_impl", "--fault", "recovery-new-number"]
+    faulty = [*REFERENCE, "--fault", "recovery-new-number"]
     connection = ProcessConnection(faulty, str(tmp_path), call_timeout=10, start_timeout=30)
     step = {"step": "crash", "failpoint": "write_task.after_task_write", "id": "fz-a", "task": 0}
     try:

@@ -8,9 +8,11 @@ that produces it.
 
 import json
 import os
+import shlex
 import sys
 
 import pytest
+from kit import REFERENCE
 
 from retryproof import spec
 from retryproof.conformance.catalogue import entry
@@ -22,7 +24,7 @@ BASICS = "WT-CREATE,A2-RESPONSE-LOSS"
 
 
 def faulty(fault: str) -> str:
-    return f"{sys.executable} -m retryproof.reference_impl --fault {fault}"
+    return shlex.join([*REFERENCE, "--fault", fault])
 
 
 def catalogue_run(pytester, *args):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import sys
 from itertools import pairwise
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kit import by_id, certify
+from kit import REFERENCE, by_id, certify
 
 from retryproof.conformance.cli import build_parser
 from retryproof.conformance.context import CatalogueViolation, Context
@@ -61,7 +62,7 @@ def binding_options(
 ) -> Options:
     """A run of ``only`` against the reference (or its variant ``fault``) as an HTTP API;
     ``escape``: each server's start leaves a setsid process holding its output."""
-    command = ["{python}", "-m", "retryproof.reference_impl", *(["--fault", fault] if fault else []), "--http"]
+    command = ["{python}", *REFERENCE[1:], *(["--fault", fault] if fault else []), "--http"]
     if escape:
         command = ["bash", "-c", f"(setsid sleep 120 &); exec {' '.join(command)}"]
     document = yaml.safe_load(
@@ -413,7 +414,7 @@ def test_a_run_with_no_sharing_scenario_ends_the_handshake_server(tmp_path, monk
 
 def harness_options(fault: str | None, only: tuple[str, ...]) -> Options:
     """A run of ``only`` against the reference (or its variant ``fault``) as a harness."""
-    command = f"{sys.executable} -m retryproof.reference_impl" + (f" --fault {fault}" if fault else "")
+    command = shlex.join([*REFERENCE, *(["--fault", fault] if fault else [])])
     args = build_parser("run").parse_args(
         ["run", "--harness", command, "--seed", "3", "--jobs", "1", "--start-timeout", "60", "--only", ",".join(only)]
     )

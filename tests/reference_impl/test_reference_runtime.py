@@ -14,6 +14,7 @@ import pytest
 from reference_client import snapshot
 
 from retryproof.reference_impl import WRITE_TASK_FAILPOINTS, Runtime
+from retryproof.reference_impl import journal as journal_module
 from retryproof.reference_impl.locking import LockTimeout, hold
 from retryproof.reference_impl.numbering import Numbering
 from retryproof.spec import validator
@@ -192,6 +193,26 @@ def test_a_journal_line_cut_short_by_a_crash_leaves_the_state_before_it(state_di
     assert {"cut_short": True} in journal_lines(state_dir)
     assert Runtime(state_dir).write_task(TASK, "sub-1")["disposition"] == "reused"  # a fresh reader agrees
     assert len(runtime.list_tasks()["tasks"]) == 1
+
+
+def test_the_line_closing_off_a_cut_short_one_is_synced_before_the_record_after_it(state_dir, monkeypatch):
+    """Written and synced together, a power cut could keep the record and lose part of
+    the closing line, and an unreadable line followed by a readable one reads as damage."""
+    with pytest.raises(OSError):
+        Runtime(state_dir, {"write_task.after_task_created": "fail"}).write_task(TASK, "sub-1")
+    with open(state_dir / "receipts.journal", "ab") as journal:
+        journal.write(b'{"client_submission_id":"sub-1","st')
+    runtime = Runtime(state_dir)
+    events = []
+    real_write_all, real_fdatasync = journal_module.write_all, os.fdatasync
+    monkeypatch.setattr(
+        journal_module, "write_all", lambda fd, data, at: events.append(data) or real_write_all(fd, data, at)
+    )
+    monkeypatch.setattr(os, "fdatasync", lambda fd: events.append("fdatasync") or real_fdatasync(fd))
+    assert runtime.write_task(TASK, "sub-1")["disposition"] == "reused"
+    assert events[:2] == [b'\n{"cut_short":true}\n', "fdatasync"]
+    assert b'"committed"' in events[2] and events[3] == "fdatasync"
+    assert Runtime(state_dir).write_task(TASK, "sub-1")["disposition"] == "reused"  # a fresh reader agrees
 
 
 def test_a_damaged_journal_line_is_an_io_error_never_an_absent_receipt(state_dir):
