@@ -82,6 +82,22 @@ class ChildPipes:
         if buffer:
             yield bytes(buffer)
 
+    def write_some(self, stream: IO[bytes], data: bytes) -> int | None:
+        """Write what of ``data`` the pipe takes now, never waiting: the bytes written
+        (0 when the pipe is full), None when the child closed its end, or the kit closed
+        it or stopped listening."""
+        with self._io_lock:
+            if self._stopped or stream.closed:
+                return None
+            fd = stream.fileno()
+            os.set_blocking(fd, False)
+            try:
+                return os.write(fd, data)
+            except BlockingIOError:
+                return 0
+            except OSError:
+                return None
+
     def write_all(self, stream: IO[bytes], data: bytes) -> bool:
         """Write ``data`` to ``stream`` (made non-blocking here); False when the child
         closed its end, or the kit closed it or stopped listening first."""

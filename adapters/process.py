@@ -93,10 +93,15 @@ class _Process:
         self.raw_waiters: list[Future] = []  # send_line calls, answered with id null
         self.closed = False
         self.killed_by_kit = False
-        # Lines for the harness's stdin, written by one writer thread: a harness that
-        # stops reading fills the pipe and blocks that thread, never a caller (whose
-        # wait is bounded by its timeout) or the reader threads.
+        # Lines for the harness's stdin. A caller writes its line itself when nothing is
+        # queued before it and the pipe takes it whole (most calls: a hand-over to
+        # another thread per call cost a wake-up, and a wait for the GIL while the
+        # kit's other threads compute); what the pipe does not take goes to one writer
+        # thread, so a harness that stops reading fills the pipe and blocks that
+        # thread, never a caller (whose wait is bounded by its timeout) or the reader
+        # threads. ``queued``: lines in ``outbox`` or being written by that thread.
         self.outbox: queue.SimpleQueue[tuple[Future, bytes] | None] = queue.SimpleQueue()
+        self.queued = 0
         self.reap_lock = threading.Lock()
         self.reaped = False
 
@@ -294,20 +299,35 @@ class ProcessConnection(Connection):
                 process.raw_waiters.append(future)
             else:
                 process.pending[request_id] = future
-            process.outbox.put((future, line))  # under the lock: lines keep their order
+            # Under the lock, written or queued: lines keep their order.
+            written = 0 if process.queued else process.pipes.write_some(process.stdin, line)
+            if written is not None and written < len(line):
+                process.queued += 1
+                process.outbox.put((future, line[written:]))
+            elif written is None:
+                self._forget(process, future)
+        if written is None:
+            self._unwritten(process, future)
         return future
 
     def _write_stdin(self, process: _Process) -> None:
         while (item := process.outbox.get()) is not None:
             future, line = item
-            if not process.pipes.write_all(process.stdin, line):
-                with process.lock:
+            written = process.pipes.write_all(process.stdin, line)
+            with process.lock:
+                process.queued -= 1
+                if not written:
                     self._forget(process, future)
-                if not future.done():
-                    # A line not yet written when the kit killed the harness is lost to the kill.
-                    why = "the kit killed the harness" if process.killed_by_kit else "the harness closed its input"
-                    future.set_result(Lost(why))
+            if not written:
+                self._unwritten(process, future)
         process.pipes.close(process.stdin)  # end of input
+
+    @staticmethod
+    def _unwritten(process: _Process, future: Future) -> None:
+        if not future.done():
+            # A line not yet written when the kit killed the harness is lost to the kill.
+            why = "the kit killed the harness" if process.killed_by_kit else "the harness closed its input"
+            future.set_result(Lost(why))
 
     def wait(self, pending: Future, timeout: float | None = None, *, allowed_s: float | None = None) -> Reply:
         limit = self.call_timeout if timeout is None else timeout

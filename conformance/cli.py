@@ -64,14 +64,14 @@ def _digest_arguments(digest: argparse.ArgumentParser) -> None:
 
 
 def _selftest_arguments(selftest: argparse.ArgumentParser) -> None:
-    from retryproof.conformance.options import available_cpus, given, job_count
+    from retryproof.conformance.options import default_jobs, given, job_count
 
     selftest.add_argument(
         "--out", type=given, metavar="DIR", default="reports/selftest", help="where the kill matrix is written"
     )
     selftest.add_argument("--seed", type=int, default=0, metavar="N")
     selftest.add_argument(
-        "--jobs", type=job_count, default=available_cpus(), metavar="N", help="scenarios run at once (default: CPUs)"
+        "--jobs", type=job_count, default=default_jobs(), metavar="N", help="scenarios run at once (default: CPUs + 1)"
     )
 
 

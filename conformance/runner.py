@@ -11,6 +11,7 @@ import os
 import platform
 import shlex
 import shutil
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -48,7 +49,7 @@ from retryproof.conformance.records import Shard, Status
 from retryproof.conformance.scenarios import Scenario, registry
 from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
 from retryproof.conformance.sharing import Handshake, Lease, SharedServer
-from retryproof.conformance.validation import result_problem
+from retryproof.conformance.validation import prepare, result_problem
 from retryproof.conformance.verdict import judge
 from retryproof.spec import SPEC_VERSION, fingerprint
 from retryproof.spec.protocol import Hello
@@ -106,9 +107,14 @@ def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
     target = options.way_in
     scratch = Scratch("retryproof-probe-")
     connection = kept = None
+    # The hello's validator is built while the harness starts: both lie on the way to
+    # the first scenario, and the harness starts in a process of its own.
+    validator = threading.Thread(target=prepare, args=("hello",), name="retryproof-validator", daemon=True)
+    validator.start()
     try:
         connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
         answered = connection.start()
+        validator.join()
         problem = result_problem("hello", answered)
         if problem:
             raise KitError(

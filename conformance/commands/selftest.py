@@ -39,7 +39,7 @@ from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.events import RunFinished, ScenarioResult
 from retryproof.conformance.file_names import file_stem
-from retryproof.conformance.options import REFERENCE_COMMAND, Options, available_cpus
+from retryproof.conformance.options import REFERENCE_COMMAND, Options, default_jobs
 from retryproof.conformance.schedule import Turn, in_order
 from retryproof.conformance.writers.content import STATUS_CELLS
 from retryproof.conformance.writers.files import prepare_directory, write_atomically
@@ -248,7 +248,7 @@ def run_all(
     """Every runtime's outcome on the scenarios it is judged on: its killers, or for
     the reference (which declares none) the whole catalogue. All (runtime, scenario)
     pairs go through the scheduler of ``retryproof run --jobs`` (``jobs`` threads,
-    default one per CPU this process may use): the scenarios of one runtime run beside
+    default ``options.default_jobs()``): the scenarios of one runtime run beside
     those of the next, and the *alone* scenarios keep the machine to themselves here
     too. Each runtime's ``shares_server`` scenarios take turns on one harness of its
     own (``sharing.py``; never two sharing scenarios together), the last one ending it.
@@ -260,7 +260,7 @@ def run_all(
     from retryproof.conformance.runner import Marks, Run, handshake, select
     from retryproof.conformance.scenarios import registry
 
-    jobs = jobs or available_cpus()
+    jobs = jobs or default_jobs()
     # Each runtime's selection, once: its pairs below and its run's ``selection``.
     selections = {runtime.name: select(runtime.killed_by, ()) for runtime in runtimes}
     sessions: dict[str, Run] = {}

@@ -18,10 +18,10 @@ from collections.abc import Callable
 
 from retryproof.conformance import replay_file
 from retryproof.conformance.errors import KitError
-from retryproof.conformance.events import Event, RunFinished, ScenarioFinished
+from retryproof.conformance.events import Event, RunFinished, RunStarted, ScenarioFinished
 from retryproof.conformance.writers.badge import render_badge
 from retryproof.conformance.writers.document import report_document
-from retryproof.conformance.writers.markdown import render_markdown
+from retryproof.conformance.writers.markdown import Sections, render_markdown
 
 
 def _imported_when_written(module: str, renderer: str) -> Callable[[RunFinished], str]:
@@ -49,16 +49,24 @@ FORMATS: dict[str, tuple[str, Callable[[RunFinished], str]]] = {
 
 class ReportFileWriter:
     """Writes one format into ``out`` when the run finishes (atomically: a reader
-    never sees half a report)."""
+    never sees half a report). report.md's evidence sections are drawn as their
+    scenarios finish (``markdown.Sections``), the rest when the run does."""
 
     def __init__(self, out: str, fmt: str):
         self.out = out
         self.name, self.render = FORMATS[fmt]
         self.path = os.path.join(out, self.name)
+        self._sections = Sections() if fmt == "md" else None
+        self._black_box = False
 
     def handle(self, event: Event) -> None:
-        if isinstance(event, RunFinished):
-            write_atomically(self.path, self.render(event))
+        if isinstance(event, RunStarted):
+            self._black_box = event.info.black_box
+        elif isinstance(event, ScenarioFinished) and self._sections is not None:
+            self._sections.add(event.result, self._black_box)
+        elif isinstance(event, RunFinished):
+            text = self.render(event) if self._sections is None else render_markdown(event, self._sections)
+            write_atomically(self.path, text)
 
 
 class ReplayFileWriter:

@@ -36,6 +36,35 @@ def test_pipelined_calls_are_matched_by_id_whatever_the_order(tmp_path):
     assert connection.exit_statuses() == [0]
 
 
+def test_a_line_is_written_by_its_caller_and_what_the_pipe_leaves_by_the_writer_in_order(tmp_path, monkeypatch):
+    """A call writes its own line when nothing is queued before it; a line longer than
+    the pipe holds leaves its rest to the writer thread, and the call after it queues
+    behind that rest instead of writing into the middle of it."""
+    from retryproof.adapters.pipes import ChildPipes
+
+    by_writer: list[int] = []
+    original = ChildPipes.write_all
+
+    def write_all(self, stream, data):
+        by_writer.append(len(data))
+        return original(self, stream, data)
+
+    monkeypatch.setattr(ChildPipes, "write_all", write_all)
+    connection = connect(tmp_path)
+    connection.start()
+    try:
+        assert connection.call("echo", {"value": "small"}).result["value"] == "small"
+        assert by_writer == []  # the hello and the call: each written by its caller
+        big = "b" * (256 << 10)  # more than a pipe holds (64 KiB)
+        first = connection.submit("echo", {"value": big})
+        second = connection.submit("echo", {"value": "after"})
+        assert connection.wait(first).result["value"] == big
+        assert connection.wait(second).result["value"] == "after"
+        assert len(by_writer) == 2 and by_writer[0] < len(big)  # the big line's rest, then the small line
+    finally:
+        connection.stop()
+
+
 def test_kill_turns_calls_in_flight_into_lost_and_restart_keeps_the_state_dir(tmp_path):
     connection = connect(tmp_path)
     connection.start(failpoints={"write_task.after_commit": "crash"})

@@ -242,3 +242,13 @@ def test_jobs_must_be_a_positive_integer():
     done = retryproof_here("run", "--jobs", "0")
     assert done.returncode == 2
     assert "error: argument --jobs: 0 must be at least 1" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_jobs_default_to_one_more_than_the_usable_cpus():
+    """A scenario waits on its harness much of its time, so one more job than CPUs keeps
+    them busy: ``run`` and ``selftest`` both default to it."""
+    from retryproof.conformance.cli import build_parser
+    from retryproof.conformance.options import available_cpus
+
+    for command in ("run", "selftest"):
+        assert build_parser(command).parse_args([command]).jobs == available_cpus() + 1

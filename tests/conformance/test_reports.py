@@ -129,3 +129,27 @@ def test_a_reproduce_line_names_every_option_and_variable_that_changes_behaviour
         line
         == "RETRYPROOF_FUZZ_PROFILE=retryproof-ci retryproof run --only FUZZ-MODEL --seed 5 --concurrency 3 --call-timeout 2.5"
     )
+
+
+def test_report_md_draws_each_evidence_section_as_its_scenario_finishes(tmp_path, monkeypatch):
+    """The file writer draws a scenario's evidence section at its ScenarioFinished, and
+    the report it writes at the end is the one ``render_markdown`` draws in one go."""
+    from retryproof.conformance.events import RunStarted, ScenarioFinished
+    from retryproof.conformance.writers import markdown
+    from retryproof.conformance.writers.files import ReportFileWriter
+
+    run = hostile_run()
+    whole = render_markdown(run)
+    writer = ReportFileWriter(str(tmp_path), "md")
+    writer.handle(RunStarted(run.info, len(run.results)))
+    drawn = []
+    original = markdown._evidence
+    monkeypatch.setattr(
+        markdown, "_evidence", lambda result, black_box: drawn.append(result) or original(result, black_box)
+    )
+    for index, result in enumerate(run.results, 1):
+        writer.handle(ScenarioFinished(result, index, len(run.results)))
+    assert drawn == list(run.results)
+    writer.handle(run)
+    assert drawn == list(run.results)  # none drawn again at the end
+    assert (tmp_path / "report.md").read_text() == whole

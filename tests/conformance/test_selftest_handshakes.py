@@ -65,3 +65,33 @@ def test_a_killer_without_a_result_counts_as_survived():
     ]
     outcome["results"]["INVALID-INPUT"] = killed
     assert judge(runtime, outcome) == []
+
+
+def test_the_hello_validator_is_built_while_the_harness_starts(monkeypatch):
+    """``runner.handshake`` builds the hello's validator on another thread while the
+    harness starts, not after its hello: the harness's start here returns only once the
+    validator was built, which a handshake building it afterwards never lets happen
+    (its start then gives up waiting, and the test says so)."""
+    from retryproof.adapters.process import ProcessConnection
+    from retryproof.conformance.options import REFERENCE_COMMAND, Options
+
+    built = threading.Event()
+    where: list[bool] = []
+    original_prepare, original_start = runner.prepare, ProcessConnection.start
+
+    def prepare(op):
+        where.append(threading.current_thread() is threading.main_thread())
+        original_prepare(op)
+        built.set()
+
+    def start(self, *args, **kwargs):
+        hello = original_start(self, *args, **kwargs)
+        assert built.wait(30), "the validator was not built while the harness started"
+        return hello
+
+    monkeypatch.setattr(runner, "prepare", prepare)
+    monkeypatch.setattr(ProcessConnection, "start", start)
+    hello, kept = runner.handshake(Options(command=REFERENCE_COMMAND, target="", seed=0))
+    assert kept is not None
+    kept.end()
+    assert where == [False] and hello.implementation["name"] == "reference"
