@@ -48,7 +48,9 @@ def test_a_result_strace_could_not_read_is_a_thread_that_ended_in_the_call():
     entry = NthEntry("write", 1).read(UNAVAILABLE.encode())
     assert entry is not None and entry.call.pid == 31
     assert (entry.finished, entry.ended, entry.exited, entry.running) == (False, True, True, False)
-    whole = UNAVAILABLE.replace(" <unfinished ...>\n30 1.20 write(2</dev/null>, \"bye\", 3) = 3\n31 1.41 <... write resumed>)", ")")
+    whole = UNAVAILABLE.replace(
+        ' <unfinished ...>\n30 1.20 write(2</dev/null>, "bye", 3) = 3\n31 1.41 <... write resumed>)', ")"
+    )
     entry = NthEntry("write", 1).read(whole.encode())
     assert (entry.finished, entry.ended, entry.exited) == (False, True, True), whole
     assert [call.result for call in entered(UNAVAILABLE.splitlines())] == ["?", "3"]
