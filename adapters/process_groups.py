@@ -282,7 +282,11 @@ def reaped_a_child(pid: int) -> bool:
     when its real parent reaps it, not when a tracer reaps a tracee it did not fork
     (strace -f's grandchildren), and a child that ran at all faulted (fork's
     copy-on-write, exec's first pages). A child living 20 to 50 ms, alive at no look of a
-    loaded machine's watch and reaped by strace within microseconds, is seen so."""
+    loaded machine's watch and reaped by strace within microseconds, is seen so. It is a
+    child, not the command: strace 6.1 may fork and reap probes of its own before it
+    runs the command (cminflt 12 to 23), so a look in between may take the command as
+    ended; the grace and then the command, running in the wrapper's group, keep that
+    start."""
     fields = _stat(pid)
     return fields is not None and int(fields[8]) > 0
 
