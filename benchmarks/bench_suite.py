@@ -16,7 +16,8 @@ The wall time of the whole command is printed too; it is the goal's figure only 
 quiet machine. ``--processes`` (root: it uses the kernel's process accounting,
 ``processes.py``) adds the census of every process the command started, by kind
 (starts, CPU per start, in all) and, for the costliest kinds, the tests that started
-them. Exit: pytest's.
+them. Exit: pytest's; 2 when the census cannot run (no root, accounting already on, records
+not of version 3), 128+n on SIGTERM or SIGHUP.
 """
 
 from __future__ import annotations

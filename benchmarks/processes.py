@@ -10,6 +10,10 @@ program). Accounting is system-wide and needs CAP_SYS_PACCT (root): processes of
 users of the machine are told apart by ancestry, which stops at a process whose parent
 ended first (``RUSAGE_CHILDREN`` of the command is printed beside the sum to compare).
 Ticks truncate: each start's figure is low by 5 ms on average.
+
+Accounting already on (an accounting service) has one file at a time: the census would
+take its records for the run and then switch it off. It refuses when a usual service's
+file is being written; accounting into any other file it cannot see.
 """
 
 from __future__ import annotations
