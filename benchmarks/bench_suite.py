@@ -16,7 +16,8 @@ The wall time of the whole command is printed too; it is the goal's figure only 
 quiet machine. ``--processes`` (root: it uses the kernel's process accounting,
 ``processes.py``) adds the census of every process the command started, by kind
 (starts, CPU per start, in all) and, for the costliest kinds, the tests that started
-them. Exit: pytest's.
+them. Exit: pytest's; 2 when the census cannot run (no root, accounting already on, records
+not of version 3), 128+n on SIGTERM or SIGHUP.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,8 @@ import pytest
 from cpu import cpu_seconds
 from processes import Census, Process, descendants, kind, parents, table
 from tabulate import tabulate
+
+from retryproof.conformance.errors import KitError
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent
@@ -162,6 +166,28 @@ def _bytecode() -> str:
     return "bytecode: PYTHONDONTWRITEBYTECODE is set; on workers the session caches it under a temporary prefix"
 
 
+def _run(command: list[str], env: dict[str, str]) -> tuple[str, str, subprocess.Popen]:
+    """The pytest command in a process group of its own, which ends with it on any way
+    out (Ctrl-C, SIGTERM, SIGHUP): its workers would outlive it and write into a
+    scratch folder being removed."""
+    process = subprocess.Popen(
+        command,
+        cwd=REPOSITORY,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        process_group=0,
+    )
+    try:
+        stdout, stderr = process.communicate()
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+    return stdout, stderr, process
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--top", type=int, default=25, help="files and tests to list (default 25)")
@@ -171,6 +197,8 @@ def main() -> int:
     )
     parser.add_argument("--processes", action="store_true", help="and every process it started, by kind (root)")
     args, pytest_args = parser.parse_known_args()
+    for number in (signal.SIGTERM, signal.SIGHUP):  # end through the finally blocks: scratch removed
+        signal.signal(number, lambda number, _: sys.exit(128 + number))
     with tempfile.TemporaryDirectory(prefix="bench-suite-") as scratch:
         out = Path(args.json or Path(scratch) / "tests.jsonl").resolve()
         out.write_text("", encoding="utf-8")
@@ -182,15 +210,16 @@ def main() -> int:
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench_suite", *pytest_args]
         census = Census(Path(scratch)) if args.processes else contextlib.nullcontext()
         began, cpu, at = time.perf_counter(), cpu_seconds()[1], time.time()
-        with census:
-            pytest_process = subprocess.Popen(
-                command, cwd=REPOSITORY, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-            stdout, stderr = pytest_process.communicate()
-        elapsed, cpu = time.perf_counter() - began, cpu_seconds()[1] - cpu
+        try:
+            with census:
+                stdout, stderr, pytest_process = _run(command, env)
+            elapsed, cpu = time.perf_counter() - began, cpu_seconds()[1] - cpu
+            started = descendants(census.processes(), pytest_process.pid, at) if isinstance(census, Census) else []
+        except KitError as exc:  # no root, accounting already on, records of another version
+            print(f"error: {exc.message}\nhint: {exc.hint}", file=sys.stderr)
+            return exc.exit_code
         done = subprocess.CompletedProcess(command, pytest_process.returncode, stdout, stderr)
         lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line]
-        started = descendants(census.processes(), pytest_process.pid, at) if isinstance(census, Census) else []
         if started and args.json:
             with open(f"{args.json}.processes", "w", encoding="utf-8") as kept:
                 kept.writelines(json.dumps(dataclasses.asdict(process)) + "\n" for process in started)

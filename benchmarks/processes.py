@@ -10,6 +10,10 @@ program). Accounting is system-wide and needs CAP_SYS_PACCT (root): processes of
 users of the machine are told apart by ancestry, which stops at a process whose parent
 ended first (``RUSAGE_CHILDREN`` of the command is printed beside the sum to compare).
 Ticks truncate: each start's figure is low by 5 ms on average.
+
+Accounting already on (an accounting service) has one file at a time: the census would
+take its records for the run and then switch it off. It refuses when a usual service's
+file is being written; accounting into any other file it cannot see.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import signal
 import struct
 import threading
 import time
@@ -24,6 +29,9 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from retryproof.conformance.errors import KitError
 
 #: Accounting's time unit (AHZ) and /proc's (USER_HZ).
 _AHZ = 100
@@ -31,6 +39,12 @@ _TICK = os.sysconf("SC_CLK_TCK")
 #: A record (struct acct_v3) is 64 bytes; AFORK marks a process that never exec'd.
 _RECORD = struct.Struct("<BBHIIIIIIf8H16s")
 _AFORK = 0x01
+#: The record version read (``ac_version``; 0x80 is added on big-endian machines).
+_VERSION = 3
+#: Where the accounting services (psacct, acct) of the usual distributions write.
+_KNOWN_FILES = ("/var/log/account/pacct", "/var/account/pacct", "/var/log/pacct", "/var/adm/pacct")
+#: The signals that switch accounting off on their way (SIGKILL cannot be caught).
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 #: Interpreter options that take the next word as their value.
 _VALUED = {"-X", "-W", "-Q"}
 
@@ -53,7 +67,14 @@ def _comp(value: int) -> int:
 
 
 class Census:
-    """Accounting on for the ``with`` block, and a sampler naming each new process."""
+    """Accounting on for the ``with`` block, and a sampler naming each new process.
+
+    Accounting is the machine's, not the process's: left on, the kernel appends a record
+    for every process of every user until the next boot. So it goes off on every way out
+    of the block: ``__exit__`` switches it off before anything else, and for the block's
+    duration SIGINT, SIGTERM and SIGHUP switch it off in their handler before they raise
+    (KeyboardInterrupt, SystemExit 128+n), so no second signal can land between the run
+    and the switch-off. Only SIGKILL leaves it on (``accton off`` ends it)."""
 
     def __init__(self, folder: Path, interval: float = 0.01) -> None:
         self.file = folder / "acct"
@@ -62,20 +83,58 @@ class Census:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._libc = ctypes.CDLL(None, use_errno=True)
+        self._armed = False  # acct(path) called: from here on, every way out switches it off
+        self._handlers: dict[int, Any] = {}
 
     def __enter__(self) -> Census:
-        self.file.write_bytes(b"")
-        self._thread.start()
-        if self._libc.acct(str(self.file).encode()) != 0:
-            self._stop.set()
-            raise PermissionError(f"acct(2): {os.strerror(ctypes.get_errno())} (the census needs CAP_SYS_PACCT)")
+        try:
+            for number in _SIGNALS:
+                self._handlers[number] = signal.signal(number, self._on_signal)
+            running = _accounting_elsewhere(_KNOWN_FILES)
+            if running:
+                raise KitError(
+                    f"process accounting is already on, into {running[0]}: the census would switch it off",
+                    "stop the accounting service (accton off; psacct or acct) for the run, or run without --processes",
+                )
+            self.file.write_bytes(b"")
+            self._armed = True
+            if self._libc.acct(str(self.file).encode()) != 0:
+                reason = os.strerror(ctypes.get_errno())
+                raise KitError(
+                    f"cannot turn on process accounting (acct(2): {reason})",
+                    "--processes needs root (CAP_SYS_PACCT); run as root or without it",
+                )
+            _exit_one()  # its record says the version before a long run is spent
+            records(self.file.read_bytes()[: _RECORD.size])
+            self._thread.start()
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *_: object) -> None:
-        time.sleep(2 * self.interval)
-        self._libc.acct(None)
-        self._stop.set()
-        self._thread.join()
+        """Off first: records are written by each process as it ends, before its parent
+        can reap it, so nothing of the run is missed by switching off at once."""
+        try:
+            self._off()
+        finally:
+            self._stop.set()
+            if self._thread.is_alive():
+                self._thread.join()
+            for number, handler in self._handlers.items():
+                signal.signal(number, handler)
+            self._handlers.clear()
+
+    def _off(self) -> None:
+        if self._armed:
+            self._libc.acct(None)
+            self._armed = False
+
+    def _on_signal(self, number: int, _frame: object) -> None:
+        self._off()
+        if number == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise SystemExit(128 + number)
 
     def _sample(self) -> None:
         """Each new pid's parent and command line; its command line once more while it is
@@ -100,31 +159,75 @@ class Census:
             self._stop.wait(self.interval)
 
     def processes(self) -> list[Process]:
+        """The records, each with the parent and command line the sampler saw for its pid
+        near its birth (a record's birth is to the second)."""
         boot = time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
         by_pid: dict[int, list[dict]] = defaultdict(list)
         for entry in self.seen.values():
             entry["born"] = boot + entry["start"] / _TICK
             by_pid[entry["pid"]].append(entry)
-        found = []
-        data = self.file.read_bytes()
-        for offset in range(0, len(data) - _RECORD.size + 1, _RECORD.size):
-            flag, _, _, _, _, _, pid, ppid, btime, etime, *comps, comm = _RECORD.unpack_from(data, offset)
-            lived = etime / _AHZ
-            sampled = [entry for entry in by_pid.get(pid, []) if abs(entry["born"] - (btime + 0.5)) < 1.6]
-            entry = min(sampled, key=lambda e: abs(e["born"] - (btime + 0.5)), default=None)
-            found.append(
-                Process(
-                    pid=pid,
-                    ppid=entry["ppid"] if entry else ppid,
-                    born=entry["born"] if entry else btime + 0.5,
-                    lived=lived,
-                    cpu=(_comp(comps[0]) + _comp(comps[1])) / _AHZ,
-                    program=comm.split(b"\0")[0].decode(errors="replace"),
-                    forked_only=bool(flag & _AFORK),
-                    argv=entry.get("argv", []) if entry else [],
-                )
-            )
+        found = records(self.file.read_bytes())
+        for process in found:
+            sampled = [entry for entry in by_pid.get(process.pid, []) if abs(entry["born"] - process.born) < 1.6]
+            entry = min(sampled, key=lambda e: abs(e["born"] - process.born), default=None)
+            if entry:
+                process.ppid, process.born, process.argv = entry["ppid"], entry["born"], entry.get("argv", [])
         return found
+
+
+def records(data: bytes) -> list[Process]:
+    """The processes of an accounting file as its records say (born mid-second, as a
+    record's birth is to the second); refuses any record not of version 3."""
+    found = []
+    for offset in range(0, len(data) - _RECORD.size + 1, _RECORD.size):
+        flag, version, _, _, _, _, pid, ppid, btime, etime, *comps, comm = _RECORD.unpack_from(data, offset)
+        if version != _VERSION:
+            raise KitError(
+                f"process accounting wrote a record of version {version & 0x7F}"
+                f"{' (big-endian)' if version & 0x80 else ''} at byte {offset}; the census reads only"
+                f" version {_VERSION} (struct acct_v3, little-endian)",
+                "a kernel built with CONFIG_BSD_PROCESS_ACCT_V3 writes those; run without --processes",
+            )
+        found.append(
+            Process(
+                pid=pid,
+                ppid=ppid,
+                born=btime + 0.5,
+                lived=etime / _AHZ,
+                cpu=(_comp(comps[0]) + _comp(comps[1])) / _AHZ,
+                program=comm.split(b"\0")[0].decode(errors="replace"),
+                forked_only=bool(flag & _AFORK),
+            )
+        )
+    return found
+
+
+def _accounting_elsewhere(files: tuple[str, ...], exit_one: Callable[[], None] | None = None) -> list[str]:
+    """The known accounting files a process's end appends to. The kernel says nowhere
+    whether accounting is on or where it writes (/proc/sys/kernel/acct holds only its
+    free-space thresholds), so a file of the usual services is watched across one
+    process's end; accounting into any other file is not seen, and the census switches
+    it off."""
+    sizes = {path: _size(path) for path in files}
+    if not any(size is not None for size in sizes.values()):
+        return []
+    (exit_one or _exit_one)()
+    return [path for path, size in sizes.items() if size is not None and (_size(path) or 0) > size]
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def _exit_one() -> None:
+    """A process that ends at once; its record is written before its parent can reap it."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
 
 
 def _read_stat(pid: int) -> dict | None:
