@@ -233,10 +233,10 @@ WRAPPED_GRACE_S = 0.5
 WRAPPED_CHILDLESS_S = 5.0
 
 
-def live_children(pid: int) -> list[int] | None:
-    """The children of ``pid`` (any of its threads') that have not ended, from /proc (a
-    zombie has ended); None when /proc cannot tell (no such process, or a kernel
-    without ``/proc/PID/task/TID/children``)."""
+def listed_children(pid: int) -> list[int] | None:
+    """The children of ``pid`` (any of its threads'), zombies not yet reaped among them,
+    from /proc; None when /proc cannot tell (no such process, or a kernel without
+    ``/proc/PID/task/TID/children``)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -250,30 +250,88 @@ def live_children(pid: int) -> list[int] | None:
             told = True
         except OSError:  # a thread that ended meanwhile, or no such file on this kernel
             continue
-    return [child for child in children if _running(child)] if told else None
+    return children if told else None
 
 
-def _running(pid: int) -> bool:
+def live_children(pid: int) -> list[int] | None:
+    """The children of ``pid`` that have not ended (a zombie has ended); None when /proc
+    cannot tell (``listed_children``)."""
+    children = listed_children(pid)
+    return None if children is None else [child for child in children if _running(child)]
+
+
+def _stat(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields after the name (the name may hold ")" and spaces): the
+    state first; None once the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
             text = stat.read()
     except OSError:
-        return False
-    return text[text.rindex(")") + 2 :][:1] not in ("Z", "X")  # the name may hold ")"
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def _running(pid: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
+
+
+def reaped_a_child(pid: int) -> bool:
+    """Whether ``pid`` has waited for a child of its own: its ``cminflt`` (the minor
+    faults of the children it reaped) is above 0. The kernel adds a child's faults there
+    when its real parent reaps it, not when a tracer reaps a tracee it did not fork
+    (strace -f's grandchildren), and a child that ran at all faulted (fork's
+    copy-on-write, exec's first pages). A child living 20 to 50 ms, alive at no look of a
+    loaded machine's watch and reaped by strace within microseconds, is seen so. It is a
+    child, not the command: strace 6.1 may fork and reap probes of its own before it
+    runs the command (cminflt 12 to 23), so a look in between may take the command as
+    ended; the grace and then the command, running in the wrapper's group, keep that
+    start."""
+    fields = _stat(pid)
+    return fields is not None and int(fields[8]) > 0
+
+
+def _keeps_running_for(wrapper: int) -> bool:
+    """Whether a process other than ``wrapper`` that has not ended is in its process
+    group (a server a launcher forked and left) or traced by it (``strace -f``'s
+    grandchild in a session of its own): a scan of all /proc, for the rare wrapper whose
+    child has ended but which lives on."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == wrapper:
+            continue
+        fields = _stat(int(name))
+        if fields is None or fields[0] in ("Z", "X"):
+            continue
+        if int(fields[2]) == wrapper or _tracer(int(name)) == wrapper:
+            return True
+    return False
+
+
+def _tracer(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as status:
+            for line in status:
+                if line.startswith("TracerPid:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 class WrappedCommand:
     """While a ``with`` block waits for a command run under a wrapper (strace), watch
     the command itself, not only the wrapper the kit started: once the wrapper's child
-    has ended (or the wrapper has had none for ``WRAPPED_CHILDLESS_S``) and the wrapper
-    lives on past ``WRAPPED_GRACE_S``, SIGKILL the wrapper's group and say why in
-    ``lost``. The wait then ends as it does for a server that dies at start. strace 6.1
-    now and then loses a multithreaded server's start ("pid ... has delayed wait data
-    set already"): the server ended, strace lived on holding its pipes, and the wait for
-    the server's ready took its whole bound (a Restate run 145 s, not 45). The command
-    is the wrapper's child, as the wrapped process is the kit's own without a wrapper: a
-    grandchild it leaves running does not keep it alive there either. Linux only
-    (/proc); elsewhere, and where /proc cannot tell, it watches nothing."""
+    has ended (or the wrapper has had none for ``WRAPPED_CHILDLESS_S``), the wrapper
+    lives on past ``WRAPPED_GRACE_S``, and nothing the command started is left running
+    (in the wrapper's process group, or traced by the wrapper), SIGKILL the wrapper's
+    group and say why in ``lost``. The wait then ends as it does for a server that dies
+    at start. strace 6.1 now and then loses a multithreaded server's start ("pid ... has
+    delayed wait data set already"): the server ended, strace lived on holding its
+    pipes, and the wait for the server's ready took its whole bound (a Restate run
+    145 s, not 45). A launcher that forks the server and exits is no lost start: under
+    ``strace -f`` strace lives on tracing the server, which may take its time to be
+    ready. Linux only (/proc); elsewhere, and where /proc cannot tell, it watches
+    nothing."""
 
     def __init__(self, popen: subprocess.Popen):
         self.popen = popen
@@ -291,15 +349,20 @@ class WrappedCommand:
 
     def _watch(self) -> None:
         began, seen = time.monotonic(), False
+        pid = self.popen.pid
         wrapper = os.path.basename(str(self.popen.args[0] if isinstance(self.popen.args, list) else self.popen.args))
         while self.popen.poll() is None:  # once the wrapper ends, the wait sees that itself
-            children = live_children(self.popen.pid)
-            if children is None:
+            listed = listed_children(pid)
+            if listed is None:
                 return
-            seen = seen or bool(children)
+            children = [child for child in listed if _running(child)]
+            # A child ended between two looks was still seen: a zombie, or one reaped.
+            seen = seen or bool(listed) or reaped_a_child(pid)
             if not children and (seen or time.monotonic() - began >= WRAPPED_CHILDLESS_S):
                 if self._done.wait(WRAPPED_GRACE_S) or self.popen.poll() is not None:
                     return  # it ended, as a wrapper does after its command: the wait sees that
+                if _keeps_running_for(pid):
+                    continue  # what the command started runs on: looked at again a grace later
                 ran = "ended" if seen else f"was not seen running within {WRAPPED_CHILDLESS_S:g}s"
                 self.lost = f"the command {wrapper} runs {ran} while {wrapper} lived on"
                 kill_group(self.popen)

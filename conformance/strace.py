@@ -145,7 +145,7 @@ class NthEntry:
         mine = self._threads.setdefault(int(match["pid"]), [])
         call = Syscall(len(mine), **_record(match, "?"))
         if len(mine) + 1 == self.when:
-            result = match["result"].strip() if match.re is _COMPLETE else None
+            result = _result(match) if match.re is _COMPLETE else None
             return Entry(call, result not in (None, "?"), tuple(mine), ended=result == "?")
         if keep:
             mine.append(call)
@@ -161,7 +161,7 @@ def _followed(entry: Entry, line: str) -> Entry:
         return entry._replace(exited=_EXITED.match(line) is not None)
     resumed = _RESUMED.match(line)
     if resumed and resumed["name"] == entry.call.name:
-        result = resumed["result"].strip()
+        result = _result(resumed)
         return entry._replace(finished=result != "?", ended=result == "?")
     return entry
 
@@ -208,13 +208,22 @@ def _read(lines: Iterable[str]) -> tuple[list[dict[str, Any]], list[dict[str, An
             if key in pending:
                 record = pending.pop(key)
                 record["args"] += match["args"]
-                record["result"] = match["result"].strip()
+                record["result"] = _result(match)
                 completed.append(record)
         elif match := _COMPLETE.match(line):
-            record = _record(match, match["result"].strip())
+            record = _record(match, _result(match))
             entries.append(record)
             completed.append(record)
     return entries, completed
+
+
+def _result(match: re.Match[str]) -> str:
+    """A call's result as written, but ``?`` for every way strace says the thread ended in
+    the call: ``= ? <unavailable>`` is what it writes when it could not read the result
+    because the thread had vanished (an exit_group, a kill) by the time it looked. A
+    result that goes on after ``?`` otherwise (``? ERESTARTSYS ...``) is a return."""
+    result = match["result"].strip()
+    return "?" if result == "? <unavailable>" else result
 
 
 def _record(match: re.Match[str], result: str) -> dict[str, Any]:

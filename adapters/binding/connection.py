@@ -185,6 +185,9 @@ class BindingConnection(Connection):
                 if watch is not None and watch.lost:
                     raise Gone(watch.lost) from None
                 raise
+        # Ready just as the watch gave the start up and killed the group: no server runs.
+        if watch is not None and watch.lost:
+            raise Gone(watch.lost)
 
     def kill(self) -> None:
         server = self._current

@@ -299,6 +299,7 @@ def durability_trace(ctx: Context) -> None:
             call_timeout=ctx.call_timeout * STRACE_SLOWDOWN,
             start_timeout=ctx.call_timeout * STRACE_SLOWDOWN,
             work_dir=work_dir,
+            wrapped=True,
         )
         ctx.connections.append(traced)
         try:

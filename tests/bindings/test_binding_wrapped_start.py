@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from retryproof.adapters import process_groups
+from retryproof.adapters.binding import connection as connection_module
 from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.adapters.connection import HarnessStartError
 from retryproof.adapters.process_groups import live_children
@@ -154,3 +155,51 @@ def test_a_server_that_exits_at_start_under_strace_is_its_own_exit_not_a_lost_st
     finally:
         connection.kill()
     assert "exited with status 3" in failed.value.message
+
+
+#: A launcher that forks the server and ends at once, as a daemonizing one does: the
+#: server (in the launcher's group, or a session of its own) takes 1 s before it serves.
+FORKS_THE_SERVER = (
+    '["{python}", -c, "import os, sys, time\\nif os.fork(): os._exit(0)\\n%s'
+    "time.sleep(1.0); os.execv(sys.executable, [sys.executable, '-m', 'retryproof.reference_impl', '--http'])\"]"
+)
+
+
+@pytest.mark.parametrize("session", ["", "os.setsid()\\n"], ids=["its-group", "own-session"])
+def test_a_server_a_launcher_forked_under_strace_is_waited_for_not_lost(tmp_path, strace, session):
+    """strace -f lives on after the launcher, its child, ends: it traces the server. The
+    server runs, so the start is no lost one, though it is ready only after the grace
+    (it was SIGKILLed 0.5 s after the launcher ended)."""
+    wrap = (strace, *tracing_options(strace), "-o", str(tmp_path / "trace"), "--")
+    binding = _binding(tmp_path, "reference-http.yaml", FORKS_THE_SERVER % session)
+    connection = _connection(tmp_path, binding, wrap)
+    try:
+        connection.start()
+        reply = connection.call("list_tasks", {})
+    finally:
+        connection.kill()
+    assert isinstance(reply, Success) and reply.result["tasks"] == [], reply
+
+
+def test_a_start_the_watch_gave_up_as_the_server_got_ready_fails(tmp_path, monkeypatch):
+    """The watch killed the wrapper's group just as the wait saw the server ready: the
+    start fails as lost, not as a success whose server is gone."""
+
+    class GivesUpAtTheEnd(process_groups.WrappedCommand):
+        def __exit__(self, *exc_info: object) -> None:
+            super().__exit__(*exc_info)
+            self.lost = "the command python runs ended while python lived on"
+            process_groups.kill_group(self.popen)
+
+    monkeypatch.setattr(connection_module, "WrappedCommand", GivesUpAtTheEnd)
+    binding = _binding(tmp_path, "reference-http.yaml", '["{python}", -m, retryproof.reference_impl, --http]')
+    connection = _connection(
+        tmp_path, binding, (sys.executable, "-c", "import os, sys; os.execv(sys.argv[1], sys.argv[1:])")
+    )
+    try:
+        with pytest.raises(HarnessStartError) as failed:
+            connection.start()
+    finally:
+        connection.kill()
+    assert "ended while python lived on" in failed.value.message
+    assert not connection.alive

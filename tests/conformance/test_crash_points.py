@@ -16,6 +16,7 @@ from kit import by_id, certify
 
 from retryproof.adapters.connection import HarnessStartError
 from retryproof.adapters.process import ProcessConnection
+from retryproof.conformance.options import REFERENCE_COMMAND
 from retryproof.conformance.scenarios import crash_points
 from retryproof.conformance.scenarios.crash_points import (
     Point,
@@ -28,6 +29,7 @@ from retryproof.conformance.scenarios.crash_points import (
     sample,
 )
 from retryproof.conformance.strace import Follower, NthEntry, entered, tracing_options
+from retryproof.spec.protocol import Success
 
 ROOT = "/state"
 
@@ -474,6 +476,33 @@ def test_a_harness_start_lost_while_its_wrapper_lives_on_ends_the_handshake_at_o
     assert time.monotonic() - began < 3.0
     assert "ended while python lived on" in failed.value.message
     assert "delayed wait data set already" in (failed.value.stderr or "")
+
+
+#: A harness launcher that forks the harness (which keeps the pipes) and ends at once;
+#: the harness says hello only 1 s later.
+FORKS_THE_HARNESS = """
+import os, sys, time
+if os.fork():
+    os._exit(0)
+time.sleep(1.0)
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def test_a_harness_a_launcher_forked_under_strace_is_waited_for_not_lost(tmp_path, strace):
+    """strace -f lives on after the launcher, its child, ends: it traces the harness,
+    which runs, so its start is no lost one though its hello comes after the grace."""
+    options = [strace, *tracing_options(strace), "-o", str(tmp_path / "trace"), "--"]
+    command = [*options, sys.executable, "-c", FORKS_THE_HARNESS, *REFERENCE_COMMAND]
+    state = tmp_path / "state"
+    state.mkdir()
+    connection = ProcessConnection(command, str(state), start_timeout=60, wrapped=True)
+    try:
+        connection.start()
+        reply = connection.call("list_tasks", {})
+    finally:
+        connection.kill()
+    assert isinstance(reply, Success) and reply.result["tasks"] == [], reply
 
 
 def test_a_point_lost_twice_under_strace_is_named_and_the_others_judged(tmp_path, strace):

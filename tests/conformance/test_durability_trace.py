@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from kit import REFERENCE, by_id, certify
@@ -97,3 +101,35 @@ def test_reference_passes_and_missing_fsync_fails(tmp_path, strace, fault, statu
     _, report = certify(tmp_path, harness, "--only", "DURABILITY-TRACE", in_process=True)  # strace traces the harness
     result = by_id(report)["DURABILITY-TRACE"]
     assert result["status"] == status, result["reason"]
+
+
+#: strace as strace 6.1 is when it loses a start, every time: it runs a command that
+#: ends at once (not the harness) and lives on holding the pipes (``lives_on.py``).
+LOSES_EVERY_START = """#!{python}
+import os, sys
+if sys.argv[1:] == ["-V"]:
+    print("strace -- version 6.1")
+    sys.exit(0)
+os.execv({python!r}, [{python!r}, {lives_on!r}, {python!r}, "-c", "import sys; sys.exit(3)"])
+"""
+
+
+def test_a_traced_start_strace_lost_is_given_up_at_once_not_at_the_start_bound(tmp_path, monkeypatch):
+    """The traced harness's start is watched as CRASH-POINTS' are (``wrapped``): a start
+    strace lost ends within moments, and the scenario says strace could not trace here.
+    Unwatched, the hello waited its whole bound (6 x the call timeout, 30 s here)."""
+    fake = tmp_path / "bin" / "strace"
+    fake.parent.mkdir()
+    lives_on = Path(__file__).parents[1] / "bindings" / "lives_on.py"
+    fake.write_text(LOSES_EVERY_START.format(python=sys.executable, lives_on=str(lives_on)))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    began = time.monotonic()
+    _, report = certify(
+        tmp_path / "out", shlex.join(REFERENCE), "--only", "DURABILITY-TRACE", "--call-timeout", "5", in_process=True
+    )
+    took = time.monotonic() - began
+    result = by_id(report)["DURABILITY-TRACE"]
+    assert result["status"] == "skipped", result
+    assert "strace could not trace the harness here" in result["reason"] and "delayed wait data" in result["reason"]
+    assert took < 20, f"the lost start was noticed after {took:.1f}s"
