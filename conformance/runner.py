@@ -421,6 +421,9 @@ def _failed_after_others(
     that drops tasks past some count, say), said as such, and its reproduce line runs
     the scenarios that used the server before it, in their order, then it."""
     first = {"used_before_by": list(earlier), "reason": shared.reason}
+    if "survivors" in shared.evidence:
+        # Its turn ended the shared server: what escaped that server is named here or nowhere.
+        first["survivors"] = shared.evidence["survivors"]
     if alone.status == "failed":
         return replace(alone, evidence={**alone.evidence, "failed_first_on_shared_server": first})
     names = ", ".join(earlier)

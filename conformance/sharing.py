@@ -32,7 +32,8 @@ Sharing stays honest by four rules:
 
 Processes that escape a shared server's group are found only when it is killed, so it
 is killed within a user's turn, before that user's result is written, which names them
-(``survivors``, as a server of its own would): the user whose failure ends it, the last
+(``survivors``, as a server of its own would; ``failed_first_on_shared_server``'s when a
+failure there is judged again on a server of its own): the user whose failure ends it, the last
 user the run expects (``users``), or, for a server that died between two turns, the next
 user (``shared_server.earlier_server_survivors``). Only a server still running when the
 run ends early (scenarios refused after a silent harness, an interrupt) or whose users
