@@ -22,7 +22,7 @@ import time
 
 from tabulate import tabulate
 
-from retryproof.conformance.options import REFERENCE_COMMAND, Options, available_cpus
+from retryproof.conformance.options import REFERENCE_COMMAND, Options, available_cpus, default_jobs
 from retryproof.conformance.runner import probe, run
 
 
@@ -34,7 +34,7 @@ def timed_run(options: Options) -> tuple[float, list[tuple[str, str]]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=max(2, available_cpus()))
+    parser.add_argument("--jobs", type=int, default=default_jobs())
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--harness", help="harness command line (default: the reference runtime)")
     parser.add_argument("--skip", default="FUZZ-MODEL", help="comma-separated scenario ids (default FUZZ-MODEL)")

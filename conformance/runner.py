@@ -228,8 +228,12 @@ class Run:
         self.scenarios = registry()
         self.marks = Marks(self.scenarios, options.binding is not None, share)
         self.began = time.perf_counter() if began is None else began  # a perf_counter reading
-        #: The scenarios the harness lost to a missed deadline, (id, that deadline); every job's.
+        #: The scenarios the harness lost to a missed deadline, (id, that deadline): every
+        #: job's as computed, and those recorded, in catalogue order.
         self.silent: list[tuple[str, str]] = []
+        self._recorded_silent: list[tuple[str, str]] = []
+        #: Each selected scenario's place in catalogue order (unknown without a selection).
+        self._position = {entry.id: number for number, entry in enumerate(selection or ())}
         self.shared = None
         if share:
             users = None if selection is None else sum(1 for item in selection if self._lends(item))
@@ -253,23 +257,29 @@ class Run:
         return self._finished(self.compute(item, turn))
 
     def compute(self, item: Entry, turn: Turn = SOLO) -> ScenarioResult:
-        """Run one scenario in ``turn``, emitting nothing: safe on any thread. Once the
-        harness lost ``SILENT_SCENARIOS_LIMIT`` scenarios to a missed deadline, the rest
-        are not run."""
-        silent = list(self.silent)
+        """Run one scenario in ``turn``, emitting nothing: safe on any thread. A scenario
+        after ``SILENT_SCENARIOS_LIMIT`` that the harness lost to a missed deadline, in
+        catalogue order, is not run: here when those are known already (one job: always),
+        else when it is recorded (``_finished``), so ``--jobs N`` reports what ``--jobs 1``
+        does whichever scenarios finished first."""
+        place = self._position.get(item.id, len(self._position))
+        earlier = [lost for lost in list(self.silent) if self._position.get(lost[0], -1) < place]
+        result = self._run_one(item, turn, earlier)
+        if _went_silent(result):
+            self.silent.append((item.id, str(result.evidence["missed_deadline"])))
+        return result
+
+    def _run_one(self, item: Entry, turn: Turn, silent: list[tuple[str, str]]) -> ScenarioResult:
         refused = None
         if len(silent) >= SILENT_SCENARIOS_LIMIT:
             refused = (
                 f"not run: the harness stopped answering in {len(silent)} scenarios "
                 f"({', '.join(scenario for scenario, _ in silent)}; first: {silent[0][1]})"
             )
-        result = against_baseline(
+        return against_baseline(
             run_one(item, self.scenarios.get(item.id), self.options, self.hello, refused, turn, self.shared),
             self.options.baseline,
         )
-        if result.evidence.get("missed_deadline") and result.status == "error":
-            self.silent.append((item.id, str(result.evidence["missed_deadline"])))
-        return result
 
     def record(self, result: ScenarioResult) -> ScenarioResult:
         """Emit a scenario computed elsewhere, as ``scenario`` would have: with more
@@ -283,6 +293,12 @@ class Run:
         return self.marks.shared(item) and not missing_needs(item, self.hello, self.options.binding)
 
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
+        if len(self._recorded_silent) >= SILENT_SCENARIOS_LIMIT:
+            # Not run, as with one job: it ran beside the scenarios before it in
+            # catalogue order, which had lost the harness by then (refusing is cheap).
+            result = self._run_one(result.entry, SOLO, self._recorded_silent)
+        elif _went_silent(result):
+            self._recorded_silent.append((result.entry.id, str(result.evidence["missed_deadline"])))
         self.results.append(result)
         self._emit(ScenarioFinished(result, len(self.results), self.total))
         return result
@@ -329,6 +345,11 @@ def run(options: Options, hello: Hello, sinks: Sequence[Sink], handshake: Handsh
     finally:
         session.close()
     return session.finish()
+
+
+def _went_silent(result: ScenarioResult) -> bool:
+    """Whether the harness lost ``result``'s scenario to a missed deadline."""
+    return bool(result.evidence.get("missed_deadline")) and result.status == "error"
 
 
 def against_baseline(result: ScenarioResult, baseline: frozenset[str]) -> ScenarioResult:

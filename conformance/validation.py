@@ -7,6 +7,7 @@ scenario failure carrying the validator's message.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Collection, Mapping
 from functools import cache
@@ -53,8 +54,11 @@ def _validator(op: str):
 def prepare(op: str) -> None:
     """Build ``op``'s validator now. The first one built imports jsonschema (about 35 ms
     of CPU), which ``runner.handshake`` pays on another thread while its harness starts
-    instead of after its hello, on every run's way to its first scenario."""
-    _validator(op)
+    instead of after its hello, on every run's way to its first scenario. A failure is
+    left to ``result_problem``, which builds it again on the caller's thread (a failed
+    build is not cached), where the CLI reports it: no thread's traceback."""
+    with contextlib.suppress(Exception):
+        _validator(op)
 
 
 def result_problem(op: str, result: Mapping[str, Any]) -> str | None:

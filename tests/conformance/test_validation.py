@@ -3,6 +3,8 @@ an invalid one is judged every time it comes."""
 
 from __future__ import annotations
 
+import pytest
+
 from retryproof.conformance import validation
 from retryproof.conformance.validation import result_problem
 
@@ -57,3 +59,14 @@ def test_a_result_of_megabytes_is_validated_each_time_not_kept(monkeypatch):
     small = {**big, "task": {"subject": "s"}}
     assert result_problem("read_task", small) is None
     assert len(validation._valid_records) == 1
+
+
+def test_a_validator_that_cannot_be_built_fails_where_the_cli_reports_it_not_on_its_thread(monkeypatch):
+    """The build on the handshake's thread swallows its failure (a traceback of that
+    thread would precede the kit's own error line); the caller's build raises it."""
+    validation._validator.cache_clear()
+    monkeypatch.setattr(validation.spec, "validator", lambda ref: (_ for _ in ()).throw(ImportError("no jsonschema")))
+    validation.prepare("hello")  # nothing raised
+    with pytest.raises(ImportError, match="no jsonschema"):
+        validation.result_problem("hello", {})
+    validation._validator.cache_clear()
