@@ -296,7 +296,10 @@ class Run:
         if len(self._recorded_silent) >= SILENT_SCENARIOS_LIMIT:
             # Not run, as with one job: it ran beside the scenarios before it in
             # catalogue order, which had lost the harness by then (refusing is cheap).
-            result = self._run_one(result.entry, SOLO, self._recorded_silent)
+            # What escaped a server it ended is still named.
+            ran, result = result, self._run_one(result.entry, SOLO, self._recorded_silent)
+            if "survivors" in ran.evidence and "survivors" not in result.evidence:
+                result = replace(result, evidence={**result.evidence, "survivors": ran.evidence["survivors"]})
         elif _went_silent(result):
             self._recorded_silent.append((result.entry.id, str(result.evidence["missed_deadline"])))
         self.results.append(result)
