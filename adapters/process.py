@@ -15,7 +15,6 @@ servers, so an interrupted run ends them all.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import queue
@@ -194,10 +193,9 @@ class ProcessConnection(Connection):
         for target in (self._read_stdout, self._write_stdin):
             process.pipes.spawn(target, process, name=f"harness-{target.__name__}")
         process.pipes.spawn(self._stderr.follow, process.pipes, process.stderr, name="harness-stderr")
-        with WrappedCommand(popen) if self.wrapped else contextlib.nullcontext() as watch:
+        with WrappedCommand(popen, wrapped=self.wrapped) as watch:
             reply = self.call("hello", {"protocol": PROTOCOL}, timeout=self.start_timeout)
-        lost = watch.lost if watch is not None else None
-        problem = lost or _exited_before_hello(process, reply) or _handshake_problem(reply)
+        problem = watch.lost or _exited_before_hello(process, reply) or _handshake_problem(reply)
         if problem:
             self.kill()
             raise HarnessStartError(problem, self.stderr_text())

@@ -331,21 +331,24 @@ class WrappedCommand:
     145 s, not 45). A launcher that forks the server and exits is no lost start: under
     ``strace -f`` strace lives on tracing the server, which may take its time to be
     ready. Linux only (/proc); elsewhere, and where /proc cannot tell, it watches
-    nothing."""
+    nothing. ``wrapped`` false: the command runs under no wrapper, and nothing is
+    watched (``lost`` stays None), so a caller has one way for both."""
 
-    def __init__(self, popen: subprocess.Popen):
+    def __init__(self, popen: subprocess.Popen, wrapped: bool = True):
         self.popen = popen
         self.lost: str | None = None
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="wrapped-command", daemon=True)
+        self._thread = threading.Thread(target=self._watch, name="wrapped-command", daemon=True) if wrapped else None
 
     def __enter__(self) -> WrappedCommand:
-        self._thread.start()
+        if self._thread is not None:
+            self._thread.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._done.set()
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
 
     def _watch(self) -> None:
         began, seen = time.monotonic(), False

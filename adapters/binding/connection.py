@@ -177,16 +177,16 @@ class BindingConnection(Connection):
             server.pipes.spawn(self._stderr.follow, server.pipes, stream, name="binding-output")
         server.wire = binding.wire(binding, server)
         # Under a wrapper (strace) the server is the wrapper's child: its end, while the
-        # wrapper lives on, ends the wait as the server's own end does without one.
-        with WrappedCommand(popen) if self.wrap else contextlib.nullcontext() as watch:
-            try:
+        # wrapper lives on, ends the wait as the server's own end does without one. A
+        # start the watch gave up is gone, also when the server got ready just then.
+        watch = WrappedCommand(popen, wrapped=bool(self.wrap))
+        try:
+            with watch:
                 server.wire.ready(time.monotonic() + self.start_timeout)
-            except Gone:
-                if watch is not None and watch.lost:
-                    raise Gone(watch.lost) from None
+        except Gone:
+            if watch.lost is None:
                 raise
-        # Ready just as the watch gave the start up and killed the group: no server runs.
-        if watch is not None and watch.lost:
+        if watch.lost is not None:
             raise Gone(watch.lost)
 
     def kill(self) -> None:
