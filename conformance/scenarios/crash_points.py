@@ -13,8 +13,9 @@ system calls (ALICE, CrashMonkey); so does this scenario:
    database, a cache). An fsync is no point: a SIGKILL loses no page cache, so a
    kill there leaves what a kill at the next step leaves (DURABILITY-TRACE judges
    the fsyncs). Nor is a re-open with O_CREAT (no O_TRUNC) of a file the trace
-   shows created earlier and not removed or renamed away since: it changes nothing either (``points_redundant``; the
-   reference's journal lock is re-opened so on each write). Only what the trace
+   shows created earlier and not removed or renamed away since: it changes nothing
+   either (``points_redundant``; the reference's journal lock is re-opened so on each
+   write). Only what the trace
    proves counts: a file it never showed created is taken as new, and a removal or
    rename whose names it cannot resolve forgets every file. The rule trusts that no
    process outside the traced tree removes the runtime's files between two of its
@@ -661,12 +662,9 @@ def _kill_at(
     with Scratch("retryproof-crash-point-") as scratch:
         bound = ctx.call_timeout * SLOWDOWN
         trace_file = os.path.join(scratch.root, "trace")
-        if not park:
-            options = point.strace_options(scratch.state)
-            prefix = (strace, "-f", "-q", "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
-        else:
-            options = point.strace_options(scratch.state, park_us=int(2 * bound * 1_000_000))
-            prefix = (strace, *tracing_options(strace), "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
+        # Without --seccomp-bpf (no park) tracing_options are those flags less the filter.
+        options = point.strace_options(scratch.state, park_us=int(2 * bound * 1_000_000) if park else None)
+        prefix = (strace, *tracing_options(strace), "-ttt", "-y", "-yy", *options, "-o", trace_file, "--")
         traced = sibling(scratch.state, scratch.work, prefix, SLOWDOWN)
         # Watching from the start: a kill on a call the start enters ends it at once (a
         # start that then fails is that kill's, not strace's), not after the start's bound.

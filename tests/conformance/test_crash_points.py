@@ -564,7 +564,7 @@ def test_without_the_seccomp_filter_strace_injects_each_kill_on_its_recorded_cal
     """Where strace has no ``--seccomp-bpf`` nothing is parked: strace's injected SIGKILL
     kills, and each of the reference's points is killed on its recorded call, after the
     write was sent, and passes."""
-    monkeypatch.setattr(crash_points, "tracing_options", lambda strace: ("-f", "-qq"))
+    monkeypatch.setattr(crash_points, "tracing_options", lambda strace: ("-f", "-q"))
     reference = f"{sys.executable} -m retryproof.reference_impl"
     done, report = certify(tmp_path / "out", reference, "--only", "CRASH-POINTS", in_process=True)
     scenario = by_id(report)["CRASH-POINTS"]
