@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from retryproof.adapters.procfs import stat_fields, visible_pids
+
 Started = TypeVar("Started")
 
 # Ports this process has handed out. Between the probe's close and the server's bind
@@ -184,15 +186,13 @@ def _sockets(answer: bytes, port: int, inodes: set[str]) -> bool:
 def _processes() -> dict[int, tuple[int, int]]:
     """Every visible process: pid -> (parent pid, process group)."""
     found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as stat:
-                    text = stat.read()
-                fields = text[text.rindex(")") + 2 :].split()  # the name may hold spaces
-                found[int(entry)] = (int(fields[1]), int(fields[2]))
-            except (OSError, ValueError, IndexError):
-                continue
+    for pid in visible_pids():
+        fields = stat_fields(pid)
+        try:
+            if fields is not None:
+                found[pid] = (int(fields[1]), int(fields[2]))
+        except (ValueError, IndexError):
+            continue
     return found
 
 

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from retryproof.adapters.connection import HarnessStartError
 from retryproof.adapters.pipes import ChildPipes
+from retryproof.adapters.procfs import running, stat_fields, visible_pids
 
 #: Where every child the kit starts finds its state directory.
 STATE_DIR_ENV = "RETRYPROOF_STATE_DIR"
@@ -253,29 +254,6 @@ def listed_children(pid: int) -> list[int] | None:
     return children if told else None
 
 
-def live_children(pid: int) -> list[int] | None:
-    """The children of ``pid`` that have not ended (a zombie has ended); None when /proc
-    cannot tell (``listed_children``)."""
-    children = listed_children(pid)
-    return None if children is None else [child for child in children if _running(child)]
-
-
-def _stat(pid: int) -> list[str] | None:
-    """/proc/PID/stat's fields after the name (the name may hold ")" and spaces): the
-    state first; None once the process is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
-            text = stat.read()
-    except OSError:
-        return None
-    return text[text.rindex(")") + 2 :].split()
-
-
-def _running(pid: int) -> bool:
-    fields = _stat(pid)
-    return fields is not None and fields[0] not in ("Z", "X")
-
-
 def reaped_a_child(pid: int) -> bool:
     """Whether ``pid`` has waited for a child of its own: its ``cminflt`` (the minor
     faults of the children it reaped) is above 0. The kernel adds a child's faults there
@@ -287,7 +265,7 @@ def reaped_a_child(pid: int) -> bool:
     runs the command (cminflt 12 to 23), so a look in between may take the command as
     ended; the grace and then the command, running in the wrapper's group, keep that
     start."""
-    fields = _stat(pid)
+    fields = stat_fields(pid)
     return fields is not None and int(fields[8]) > 0
 
 
@@ -296,13 +274,13 @@ def _keeps_running_for(wrapper: int) -> bool:
     group (a server a launcher forked and left) or traced by it (``strace -f``'s
     grandchild in a session of its own): a scan of all /proc, for the rare wrapper whose
     child has ended but which lives on."""
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == wrapper:
+    for pid in visible_pids():
+        if pid == wrapper:
             continue
-        fields = _stat(int(name))
+        fields = stat_fields(pid)
         if fields is None or fields[0] in ("Z", "X"):
             continue
-        if int(fields[2]) == wrapper or _tracer(int(name)) == wrapper:
+        if int(fields[2]) == wrapper or _tracer(pid) == wrapper:
             return True
     return False
 
@@ -358,7 +336,7 @@ class WrappedCommand:
             listed = listed_children(pid)
             if listed is None:
                 return
-            children = [child for child in listed if _running(child)]
+            children = [child for child in listed if running(child)]
             # A child ended between two looks was still seen: a zombie, or one reaped.
             seen = seen or bool(listed) or reaped_a_child(pid)
             if not children and (seen or time.monotonic() - began >= WRAPPED_CHILDLESS_S):

@@ -19,7 +19,7 @@ from retryproof.adapters import process_groups
 from retryproof.adapters.binding import connection as connection_module
 from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.adapters.connection import HarnessStartError
-from retryproof.adapters.process_groups import live_children
+from retryproof.adapters.process_groups import listed_children
 from retryproof.conformance.options import load_binding
 from retryproof.conformance.strace import tracing_options
 from retryproof.spec.protocol import Success
@@ -81,7 +81,7 @@ def test_a_server_killed_during_its_start_under_a_wrapper_that_lives_on_ends_the
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             wrapper = connection._current  # the wrapper the kit started, once it has
-            children = live_children(wrapper.popen.pid) if wrapper else None
+            children = listed_children(wrapper.popen.pid) if wrapper else None  # the sleeping server
             if children:
                 time.sleep(0.3)  # well into its start
                 os.kill(children[0], signal.SIGKILL)
