@@ -95,11 +95,12 @@ def _unseen_records(op: str, result: Mapping[str, Any]) -> tuple[str, dict[str, 
     field = LISTED_RECORDS.get(op)
     if field is None or not isinstance(result, Mapping) or not isinstance(result.get(field), list):
         return None
-    records = result[field]
-    try:
-        texts = {json.dumps(record, sort_keys=True): record for record in records}
-    except (TypeError, ValueError):
-        return None
+    texts: dict[str, Any] = {}
+    for record in result[field]:
+        text = _json_text(record)
+        if text is None:  # a record that is not JSON
+            return None
+        texts[text] = record
     return field, {text: record for text, record in texts.items() if text not in _valid_records}
 
 
