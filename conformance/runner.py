@@ -264,12 +264,14 @@ class Run:
         does whichever scenarios finished first."""
         place = self._position.get(item.id, len(self._position))
         earlier = [lost for lost in list(self.silent) if self._position.get(lost[0], -1) < place]
-        result = self._run_one(item, turn, earlier)
+        result = self._run_unless_refused(item, turn, earlier)
         if _went_silent(result):
             self.silent.append((item.id, str(result.evidence["missed_deadline"])))
         return result
 
-    def _run_one(self, item: Entry, turn: Turn, silent: list[tuple[str, str]]) -> ScenarioResult:
+    def _run_unless_refused(self, item: Entry, turn: Turn, silent: list[tuple[str, str]]) -> ScenarioResult:
+        """``run_one``, refused (not run) once ``silent``, the scenarios before it the
+        harness lost to a missed deadline, reach ``SILENT_SCENARIOS_LIMIT``."""
         refused = None
         if len(silent) >= SILENT_SCENARIOS_LIMIT:
             refused = (
@@ -297,7 +299,7 @@ class Run:
             # Not run, as with one job: it ran beside the scenarios before it in
             # catalogue order, which had lost the harness by then (refusing is cheap).
             # What escaped a server it ended is still named.
-            ran, result = result, self._run_one(result.entry, SOLO, self._recorded_silent)
+            ran, result = result, self._run_unless_refused(result.entry, SOLO, self._recorded_silent)
             if "survivors" in ran.evidence and "survivors" not in result.evidence:
                 result = replace(result, evidence={**result.evidence, "survivors": ran.evidence["survivors"]})
         elif _went_silent(result):
