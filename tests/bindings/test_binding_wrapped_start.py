@@ -51,21 +51,26 @@ def _connection(tmp_path: Path, binding, wrap: tuple[str, ...]) -> BindingConnec
     return BindingConnection(binding, str(state), start_timeout=START_TIMEOUT_S, wrap=wrap)
 
 
-@pytest.mark.parametrize("name", TRANSPORTS)
-def test_a_server_that_exits_at_start_under_a_wrapper_that_lives_on_ends_the_wait(tmp_path, name):
-    binding = _binding(tmp_path, name, '["{python}", -c, "import sys; sys.exit(3)"]')
-    connection = _connection(tmp_path, binding, LIVES_ON)
+def _failed_start(connection: BindingConnection) -> tuple[HarnessStartError, float]:
+    """The start's failure and how long it took to come; the connection is ended either way."""
     began = time.monotonic()
     try:
         with pytest.raises(HarnessStartError) as failed:
             connection.start()
     finally:
         connection.kill()
-    took = time.monotonic() - began
+    return failed.value, time.monotonic() - began
+
+
+@pytest.mark.parametrize("name", TRANSPORTS)
+def test_a_server_that_exits_at_start_under_a_wrapper_that_lives_on_ends_the_wait(tmp_path, name):
+    binding = _binding(tmp_path, name, '["{python}", -c, "import sys; sys.exit(3)"]')
+    connection = _connection(tmp_path, binding, LIVES_ON)
+    failed, took = _failed_start(connection)
     assert took < NOTICED_WITHIN_S, f"noticed after {took:.2f}s"
-    assert "the command python" in failed.value.message and "ended while python lived on" in failed.value.message
+    assert "the command python" in failed.message and "ended while python lived on" in failed.message
     # What the wrapper said is kept, as strace's own words are for CRASH-POINTS' evidence.
-    assert "delayed wait data set already" in (failed.value.stderr or "")
+    assert "delayed wait data set already" in (failed.stderr or "")
     assert connection.exit_statuses() == [-signal.SIGKILL]  # the wrapper's group was ended
 
 
@@ -110,14 +115,9 @@ def test_a_wrapper_that_never_runs_its_command_ends_the_wait_after_a_grace(tmp_p
     binding = _binding(tmp_path, "reference-http.yaml")
     never_runs = (sys.executable, "-c", "import time; time.sleep(120)")  # ignores the command after it
     connection = _connection(tmp_path, binding, never_runs)
-    began = time.monotonic()
-    try:
-        with pytest.raises(HarnessStartError) as failed:
-            connection.start()
-    finally:
-        connection.kill()
-    assert time.monotonic() - began < NOTICED_WITHIN_S
-    assert "was not seen running within 0.5s" in failed.value.message
+    failed, took = _failed_start(connection)
+    assert took < NOTICED_WITHIN_S
+    assert "was not seen running within 0.5s" in failed.message
 
 
 SLOW_START = "[\"{python}\", -c, \"import os, sys, time; time.sleep(1.5); os.execv(sys.executable, [sys.executable, '-m', 'retryproof.reference_impl', '--http'])\"]"
