@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from retryproof.adapters.procfs import stat_fields, visible_pids
 from retryproof.conformance.errors import KitError
 
 #: Accounting's time unit (AHZ) and /proc's (USER_HZ).
@@ -143,7 +144,7 @@ class Census:
         known: set[int] = set()
         while not self._stop.is_set():
             now = time.monotonic()
-            pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+            pids = set(visible_pids())
             for pid in pids - known:
                 entry = _read_stat(pid)
                 if entry is not None:
@@ -231,11 +232,9 @@ def _exit_one() -> None:
 
 
 def _read_stat(pid: int) -> dict | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
+    fields = stat_fields(pid)
+    if fields is None:
         return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
     return {"pid": pid, "ppid": int(fields[1]), "start": int(fields[19]), "argv": _read_argv(pid)}
 
 
