@@ -150,12 +150,8 @@ def test_a_server_that_exits_at_start_under_strace_is_its_own_exit_not_a_lost_st
     binding = _binding(tmp_path, "reference-http.yaml", '["{python}", -c, "import sys; sys.exit(3)"]')
     wrap = (strace, *tracing_options(strace), "-o", str(tmp_path / "trace"), "--")
     connection = _connection(tmp_path, binding, wrap)
-    try:
-        with pytest.raises(HarnessStartError) as failed:
-            connection.start()
-    finally:
-        connection.kill()
-    assert "exited with status 3" in failed.value.message
+    failed, _ = _failed_start(connection)
+    assert "exited with status 3" in failed.message
 
 
 #: A launcher that forks the server and ends at once, as a daemonizing one does: the
@@ -202,10 +198,6 @@ def test_a_start_the_watch_gave_up_as_the_server_got_ready_fails(tmp_path, monke
     connection = _connection(
         tmp_path, binding, (sys.executable, "-c", "import os, sys; os.execv(sys.argv[1], sys.argv[1:])")
     )
-    try:
-        with pytest.raises(HarnessStartError) as failed:
-            connection.start()
-    finally:
-        connection.kill()
-    assert "ended while python lived on" in failed.value.message
+    failed, _ = _failed_start(connection)
+    assert "ended while python lived on" in failed.message
     assert not connection.alive
