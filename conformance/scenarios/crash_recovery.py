@@ -118,11 +118,15 @@ def crash_after_commit(ctx: Context) -> None:
 #: that refreshes the age at each read shows about none.
 AGE_STEP_S = 0.1
 AGE_GROWTH = 0.5 * AGE_STEP_S
+#: Readings taken beyond the second while a loaded machine's round trips leave a
+#: refreshed age and a true one too close to tell apart (``_age_not_refreshed``).
+AGE_EXTRA_READINGS = 5
 
 
 @scenario("STALE-RESERVATION-DIAGNOSTICS", long=2)
 def stale_reservation(ctx: Context) -> None:
     submission_id, task, state, pinned = stalled_reservation(ctx, AFTER_RESERVE)
+    stalled_at = time.time()  # the reservation is at least this old at every later reading
     stalled = ctx.diagnose(submission_id, "stale_after_s=0", stale_after_s=0)
     ctx.check(stalled.get("state") == "reserved", f"diagnose says state {stalled.get('state')}, expected reserved")
     ctx.check(stalled.get("task_exists") is False, "diagnose says the task exists, but it was never written")
@@ -138,12 +142,15 @@ def stale_reservation(ctx: Context) -> None:
     # age_s grows by AGE_STEP_S. The pause before the first reading matters: a runtime
     # that restarts the age at every read shows the same small age both times.
     time.sleep(AGE_STEP_S)
+    sent = [time.time()]
     first = ctx.diagnose(submission_id, "after a pause", stale_after_s=3600)
     _still_reserved(ctx, first, stalled, "the reading after a pause")
     time.sleep(AGE_STEP_S)
+    sent.append(time.time())
     second = ctx.diagnose(
         submission_id, f"{AGE_STEP_S}s later, stale_after_s={AGE_STEP_S / 2}", stale_after_s=AGE_STEP_S / 2
     )
+    answered = time.time()
     _still_reserved(ctx, second, stalled, f"the reading {AGE_STEP_S}s later")
     ages = (first.get("age_s"), second.get("age_s"))
     ctx.check(
@@ -154,6 +161,7 @@ def stale_reservation(ctx: Context) -> None:
         second.get("stalled") is True,
         f"a reservation {ages[1]}s old is not reported stalled past stale_after_s={AGE_STEP_S / 2}",
     )
+    _age_not_refreshed(ctx, submission_id, stalled, second, sent, answered, stalled_at)
     absent = ctx.diagnose(ctx.submission_id(), "an unknown id")
     ctx.check(
         absent.get("state") == "absent", f"diagnose of an unknown id says state {absent.get('state')}, expected absent"
@@ -170,6 +178,41 @@ def stale_reservation(ctx: Context) -> None:
     expect_kept(
         ctx, (result.get("task_id"), result.get("task_path")), pinned, "the retry after the diagnostics answered"
     )
+
+
+def _age_not_refreshed(
+    ctx: Context,
+    submission_id: str,
+    stalled: Mapping[str, Any],
+    reading: Mapping[str, Any],
+    sent: list[float],
+    answered: float,
+    stalled_at: float,
+) -> None:
+    """DIAG-1, judged without timing luck. The growth of age_s between two readings
+    tells a refreshed age from a true one only while the round trips are short: on a
+    loaded machine a slow second reading made a refreshing runtime's age grow enough.
+    So each reading is also held to bounds the kit knows: a true age is at least the
+    time from the stall to the reading's sending (less ``AGE_GROWTH`` for a coarse
+    clock), an age the previous reading refreshed at most the time from that reading's
+    sending to this one's answer. Once the first bound exceeds the second, an age that
+    meets it was not refreshed; until then, another reading ``AGE_STEP_S`` later, whose
+    true age has grown by that much more than a refreshed one can."""
+    for extra in range(AGE_EXTRA_READINGS + 1):
+        since_stall = sent[-1] - stalled_at
+        age = reading.get("age_s")
+        ctx.check(
+            isinstance(age, (int, float)) and age >= since_stall - AGE_GROWTH,
+            f"age_s was {age} at a reading sent {since_stall:.3f}s after the reservation stalled: "
+            "diagnostics must measure the reservation's age, and reading them must not refresh it",
+        )
+        if since_stall - AGE_GROWTH > answered - sent[-2] or extra == AGE_EXTRA_READINGS:
+            return
+        time.sleep(AGE_STEP_S)
+        sent.append(time.time())
+        reading = ctx.diagnose(submission_id, f"{AGE_STEP_S}s later again", stale_after_s=3600)
+        answered = time.time()
+        _still_reserved(ctx, reading, stalled, f"the reading {AGE_STEP_S}s later again")
 
 
 def _still_reserved(ctx: Context, reading: Mapping[str, Any], earlier: Mapping[str, Any], which: str) -> None:

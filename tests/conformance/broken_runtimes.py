@@ -158,6 +158,23 @@ class DiagnoseRefreshes(Runtime):
         return facts
 
 
+class DiagnoseRefreshesSlowly(DiagnoseRefreshes):
+    """A refreshing runtime on a loaded machine: from the second timed reading on (the
+    one that asks for a stall past a fraction of a second) each reading waits 80 ms
+    before it reads the clock, so the age it refreshed grows between two readings
+    0.1 s apart by more than half of that, as a true age does."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._slow = False
+
+    def diagnose(self, client_submission_id: Any, stale_after_s: Any) -> dict[str, Any]:
+        self._slow = self._slow or 0 < stale_after_s < 1
+        if self._slow:
+            time.sleep(0.08)
+        return super().diagnose(client_submission_id, stale_after_s)
+
+
 class ReportDedupByContent(Runtime):
     """Answers any earlier report with the same task and content, whatever its id, as
     a duplicate: two intents merged by content (RPT-1 is by id, like SUB-4)."""
@@ -264,6 +281,7 @@ DEFECTS = {
     "case-folded-ids": (CaseFoldedIds, (), None),
     "truncated-ids": (TruncatedIds, (), None),
     "diagnose-refreshes": (DiagnoseRefreshes, (), None),
+    "diagnose-refreshes-slowly": (DiagnoseRefreshesSlowly, (), None),
     "report-dedup-by-content": (ReportDedupByContent, (), None),
     "digest-of-raw-json": (DigestOfRawJson, (), None),
     "crash-hangs": (CrashHangs, (), None),

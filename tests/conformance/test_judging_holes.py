@@ -141,6 +141,9 @@ def test_a_report_id_bound_to_another_task_or_content_is_refused(tmp_path):
         ("case-folded-ids", "DISTINCT-IDS-DISTINCT-TASKS", "expected disposition created"),
         ("truncated-ids", "DISTINCT-IDS-DISTINCT-TASKS", "expected disposition created"),
         ("diagnose-refreshes", "STALE-RESERVATION-DIAGNOSTICS", "reading them must not refresh it"),
+        # A slow reading (a loaded machine) made the refreshed age grow as a true one does:
+        # it passed the growth check, and once passed the whole scenario (a CI run at load 4).
+        ("diagnose-refreshes-slowly", "STALE-RESERVATION-DIAGNOSTICS", "reading them must not refresh it"),
         ("report-dedup-by-content", "WRITE-REPORT-DEDUP", "deduplicated by content, not by id"),
     ],
 )
