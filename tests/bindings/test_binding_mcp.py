@@ -20,18 +20,23 @@ def _mcp_sdk() -> None:
 
 #: Each server start costs the SDK's import (seconds on a busy machine): the subsets
 #: keep restarts few; the HTTP tests cover the rest of what a binding offers. The
-#: reference's MCP server is one module whichever wire serves it: stdio takes what it
-#: maps (answers, errors, a cut and a kill, races, a restart, the protocol's claims);
-#: streamable HTTP what its wire changes (a session's calls and races, an error answer).
-#: A restart over streamable HTTP changes nothing of the reference's (its state is on
-#: disk whichever wire serves it) and its wire's part, a new session on a new server,
-#: is test_binding_faults.py's, as are a cut and a kill over that wire: KILL-NEMESIS
-#: kills the claim service's SDK server there five times, starts it again on its state
-#: each time, and then retries every key it sent until each answers its one effect (a
-#: graceful stop is SIGTERM to the server's group, as over plain HTTP, where the
-#: reference's RESTART-REUSE runs).
+#: reference's MCP server is one module whichever wire serves it (only the line that
+#: runs the SDK's transport differs), so a scenario runs over one wire unless the wire
+#: changes what it does. Stdio takes answers, errors, the protocol's claims, a lost
+#: answer (its caller leaves: the SDK cancels the call and the server exits) and a
+#: restart, graceful and by SIGKILL (RESTART-REUSE, also the control for the faulty
+#: reference below); streamable HTTP its session's calls, an error answer and the
+#: races (A4-CONCURRENT; over stdio, test_tool_shapes.py's SDK server races). The rest
+#: of each wire's own code is test_binding_faults.py's, on the claim service: a kill
+#: after an answer withheld on the pipe (A2-CRASH-BEFORE-RESPONSE over stdio), and over
+#: streamable HTTP a cut, a kill and a new session on a new server (KILL-NEMESIS kills
+#: its SDK server there five times, starts it again on its state each time, then
+#: retries every key it sent until each answers its one effect). A restart changes
+#: nothing of the reference's own (its state is on disk whichever wire serves it), and
+#: a graceful stop over streamable HTTP is SIGTERM to the server's group, as over plain
+#: HTTP, where the reference's RESTART-REUSE runs.
 SUBSETS = {
-    "reference-mcp": "WT-CREATE,INVALID-KEY,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,A4-CONCURRENT,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,LEGACY-NO-ID",
+    "reference-mcp": "WT-CREATE,INVALID-KEY,A2-RESPONSE-LOSS,RESTART-REUSE,CONFLICT-DIGEST,NORMALIZED-EQUAL,LEGACY-NO-ID",
     "reference-mcp-http": "WT-CREATE,A4-CONCURRENT,CONFLICT-DIGEST",
 }
 
