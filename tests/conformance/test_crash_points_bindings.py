@@ -103,14 +103,17 @@ def test_a_traced_start_lost_while_strace_lives_on_is_tried_again_at_once(tmp_pa
     "delayed wait data set already"): the wait for the server's ready took its whole
     bound, 60 s of a CRASH-POINTS run. The recording's first start is lost that way
     here: the wait ends when the server does, the start is tried once more, and the
-    scenario is judged, well within that bound."""
+    scenario is judged, well within that bound. At one point of the write
+    (``RETRYPROOF_CRASH_POINT``): the lost start is the recording's, before any point,
+    and each of the others would cost a traced start of the server and of this fake."""
     fake = tmp_path / "bin" / "strace"
     fake.parent.mkdir()
     lives_on = Path(__file__).with_name("strace_lives_on.py")
     fake.write_text(f'#!/bin/sh\nexec {sys.executable} {lives_on} {strace} {tmp_path / "lost"} "$@"\n')
     fake.chmod(0o755)
     out = tmp_path / "out"
-    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    path = f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "RETRYPROOF_CRASH_POINT": "link:1"}  # the task linked into place
     began = time.monotonic()
     done = retryproof_here(
         "run", "--binding", str(REFERENCE_HTTP), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out), env=env
@@ -118,6 +121,7 @@ def test_a_traced_start_lost_while_strace_lives_on_is_tried_again_at_once(tmp_pa
     took = time.monotonic() - began
     scenario = by_id(json.loads((out / "report.json").read_text()))["CRASH-POINTS"]
     assert scenario["status"] == "passed", done.stdout
+    assert [point["point"] for point in scenario["evidence"]["points"]] == ["link:1"]
     (lost,) = scenario["evidence"]["traced_starts_failed_once"]
     assert "delayed wait data set already" in lost
     assert took < 30, f"the lost start cost {took:.1f}s"  # 60 s of waiting before
