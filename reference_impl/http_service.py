@@ -7,10 +7,11 @@ on 127.0.0.1 at ``RETRYPROOF_PORT``; SIGTERM shuts it down after the requests in
 
 The HTTP/1.1 framing is written here, on ``socketserver``, not taken from
 ``http.server``: importing that loads ``http.client``, ``email``, ``ssl`` and ``urllib``,
-about 30 ms of CPU, a third of each start, and a test run starts this service a few
-hundred times (benchmarks/bench_start.py measures it). What it frames is what an
-Idempotency-Key client sends: a request line, headers, a ``Content-Length`` body,
-connections kept open as HTTP/1.1 says (HTTP/1.0: closed unless asked otherwise).
+about 25 ms of CPU, 40% of each start, and a test run starts this service a few hundred
+times (benchmarks/bench_start.py measures it). What it frames is what an Idempotency-Key
+client sends: a request line, headers, a ``Content-Length`` body, connections kept open
+as HTTP/1.1 says (HTTP/1.0: closed unless asked otherwise). A request it cannot read
+is answered with its status (400, 413, 414, 431, 501, 505) and the connection closed.
 """
 
 from __future__ import annotations
