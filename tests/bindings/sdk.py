@@ -4,7 +4,7 @@ paused. The suite starts these servers dozens of times, and each start is mostly
 SDK's import, during which the collector walked the heap of objects the import builds
 again and again: a start of claim_mcp.py until its port accepts took 0.64 CPU-s
 instead of 0.74 (eight each, alternating, 2 CPUs, load 7.5), and frozen, that heap
-is not walked again while the server runs. The reference's server freezes it too."""
+is not walked again while the server runs. The reference's server does the same."""
 
 import gc
 
