@@ -37,6 +37,11 @@ CLI = (sys.executable, "-m", "retryproof.conformance.cli")
 #: start that one). Paired on 2 CPUs: 0.022 CPU-s a start over stdin instead of 0.030,
 #: 0.050 instead of 0.058 serving HTTP; the suite starts the reference about a thousand times.
 REFERENCE = REFERENCE_COMMAND
+#: The interpreter for a harness written in standard-library Python alone (the independent
+#: runtimes of tests/independent): without ``site`` (``-S``), as the reference is started.
+#: A hello and shutdown of one costs 0.041-0.047 CPU-s instead of 0.051-0.055 (2 CPUs,
+#: load 5); the suite starts them about 150 times.
+STDLIB_PYTHON = f"{sys.executable} -S"
 #: For a pytest session a test starts to try the kit's pytest plugin (conftest.py's
 #: ``pytester``, and test_hostile_harnesses' own): the two third-party plugins of this
 #: environment that such a session never uses (they come with the test extra's hypothesis

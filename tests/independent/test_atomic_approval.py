@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from kit import by_id, certify, once_per_session, retryproof
+from kit import STDLIB_PYTHON, by_id, certify, once_per_session, retryproof
 
 from retryproof.spec import load_spec
 
@@ -62,7 +62,7 @@ def run_every_mode(root):
         out.mkdir()
         correct = mode == "correct"
         formats = "json,md,html,junit,badge" if correct else "json"
-        command = f"{sys.executable} {HARNESS} --mode {mode}"
+        command = f"{STDLIB_PYTHON} {HARNESS} --mode {mode}"
         options = {"timeout": 240, "env": environment} if correct else {"in_process": True}
         done, report = certify(out, command, formats=formats, **options)
         assert report is not None, f"{mode}: no report (exit {done.returncode}):\n{done.stdout}{done.stderr}"
