@@ -77,6 +77,31 @@ def retryproof_here(*args: str, env: dict[str, str] | None = None) -> subprocess
     return subprocess.CompletedProcess([*CLI, *args], code, out.getvalue(), err.getvalue())
 
 
+def matrix_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``retryproof matrix``'s ``retryproof run`` children run in this process
+    (``retryproof_here``, in the directory the matrix runs them from, their output passed
+    on); its setup scripts stay processes. For a test about what the matrix does with its
+    runs (their commands, reports, README, setup steps), not about their processes (a real
+    one ended with SIGTERM is tests/adapters/test_bundled_implementations.py's): a run in a
+    process of its own costs 0.35 CPU-s more."""
+    from retryproof.conformance.commands import matrix
+
+    real = matrix._finished
+    kit_run = list(CLI)
+
+    def finished(command: list[str], timeout: float, cwd: Path | None = None) -> int:
+        if command[: len(kit_run)] != kit_run:
+            return real(command, timeout, cwd)
+        with monkeypatch.context() as here:
+            here.chdir(cwd or Path.cwd())
+            done = retryproof_here(*command[len(kit_run) :])
+        sys.stdout.write(done.stdout)
+        sys.stderr.write(done.stderr)
+        return done.returncode
+
+    monkeypatch.setattr(matrix, "_finished", finished)
+
+
 def certify(
     out: Path,
     harness: str,

@@ -16,7 +16,7 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
-from kit import retryproof_here
+from kit import matrix_runs_here
 
 from retryproof.conformance.commands import matrix
 from retryproof.conformance.commands.matrix import reproduction
@@ -44,38 +44,16 @@ def _implementation(root: Path, name: str, modes: tuple[str, str]) -> None:
     (folder / "matrix.json").write_text(json.dumps({"targets": [target]}), encoding="utf-8")
 
 
-@pytest.fixture
-def runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The matrix's ``retryproof run`` children run in this process (``kit.retryproof_here``,
-    in the directory the matrix runs them from, their output passed on): these tests are
-    about what the matrix makes of its runs' reports, not about the runs' processes (a real
-    one ended with SIGTERM is tests/adapters/test_bundled_implementations.py's); a run
-    started in a process of its own cost 0.35 CPU-s more. Setup scripts still run."""
-    real = matrix._finished
-    kit_run = [sys.executable, "-m", "retryproof.conformance.cli"]
-
-    def finished(command: list[str], timeout: float, cwd: Path | None = None) -> int:
-        if command[:3] != kit_run:
-            return real(command, timeout, cwd)
-        with monkeypatch.context() as here:
-            here.chdir(cwd or Path.cwd())
-            done = retryproof_here(*command[3:])
-        sys.stdout.write(done.stdout)
-        sys.stderr.write(done.stderr)
-        return done.returncode
-
-    monkeypatch.setattr(matrix, "_finished", finished)
-
-
 def _row(readme: str, report: str) -> list[str]:
     line = next(line for line in readme.splitlines() if line.startswith((f"| [{report}]", f"| {report} |")))
     return [cell.strip() for cell in line.strip().strip("|").split(" | ")]
 
 
-def test_a_target_whose_failures_change_on_the_second_seed_is_named(tmp_path, monkeypatch, capsys, runs_here):
+def test_a_target_whose_failures_change_on_the_second_seed_is_named(tmp_path, monkeypatch, capsys):
     _implementation(tmp_path, "flaky", ("liar", "honest"))  # fails WT-CREATE on seed 1 only
     _implementation(tmp_path, "steady", ("liar", "liar"))  # fails it on both
     monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
+    matrix_runs_here(monkeypatch)
     out = tmp_path / "reports"
     status = matrix.main(Namespace(out=str(out), only=None, seeds=[1, 2], no_install=True))
     assert status == 1, "a target whose failures differ between seeds fails the matrix"
@@ -90,9 +68,10 @@ def test_a_target_whose_failures_change_on_the_second_seed_is_named(tmp_path, mo
     assert _row(readme, "steady")[-1] == "same (1 failed, 0 error, 0 skipped)"
 
 
-def test_one_seed_gives_no_reproduction_column(tmp_path, monkeypatch, runs_here):
+def test_one_seed_gives_no_reproduction_column(tmp_path, monkeypatch):
     _implementation(tmp_path, "steady", ("liar", "liar"))
     monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
+    matrix_runs_here(monkeypatch)
     out = tmp_path / "reports"
     assert matrix.main(Namespace(out=str(out), only=None, seeds=[3], no_install=True)) == 0
     assert json.loads((out / "steady" / "report.json").read_text())["seed"] == 3
@@ -138,7 +117,7 @@ def test_a_seed_list_names_distinct_integer_seeds(text, problem):
     assert seed_list("2, 1") == [2, 1]  # the first is the reports' seed, in the order given
 
 
-def test_a_report_the_kit_refuses_costs_its_row_not_the_readme(tmp_path, monkeypatch, capsys, runs_here):
+def test_a_report_the_kit_refuses_costs_its_row_not_the_readme(tmp_path, monkeypatch, capsys):
     """A report that fails validation (the kit's own fault, as CRASH-POINTS' once was)
     is named as no valid report; every other target still gets its row."""
     _implementation(tmp_path, "broken", ("liar", "liar"))
@@ -154,6 +133,7 @@ def test_a_report_the_kit_refuses_costs_its_row_not_the_readme(tmp_path, monkeyp
         return ran
 
     monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
+    matrix_runs_here(monkeypatch)
     monkeypatch.setattr(matrix, "_run", run)
     out = tmp_path / "reports"
     assert matrix.main(Namespace(out=str(out), only=None, seeds=[1], no_install=True)) == 1
