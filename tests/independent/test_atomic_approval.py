@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from kit import STDLIB_PYTHON, by_id, certify, once_per_session, retryproof
+from kit import STDLIB_PYTHON, by_id, certify, once_per_session, retryproof_here
 
 from retryproof.spec import load_spec
 
@@ -119,7 +119,7 @@ def test_a_report_claiming_task_creation_certified_is_invalid(runs, tmp_path):
     report["verdict"]["tool_paths"]["write_task"] = "certified"
     forged = tmp_path / "report.json"
     forged.write_text(json.dumps(report))
-    done = retryproof("validate-report", str(forged))
+    done = retryproof_here("validate-report", str(forged))
     assert done.returncode == 1 and "verdict/tool_paths" in done.stdout + done.stderr, done.stdout + done.stderr
 
 
