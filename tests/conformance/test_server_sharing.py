@@ -84,19 +84,20 @@ def shared_and_alone(
     options: Options, leave_out: tuple[str, ...] = ()
 ) -> tuple[dict[str, ScenarioResult], dict[str, ScenarioResult]]:
     """Each selected scenario's result, one after another, sharing and then not
-    (``leave_out``'s not), both under one hello: a probe starts a server of its own,
-    and its hello is the same for both runs."""
-    hello = probe(options)
+    (``leave_out``'s not), both under one hello: as in ``run``, the server the
+    handshake started is the shared run's first (a probe of its own was one more
+    server start per call), and its hello is the same for both runs."""
+    hello, kept = handshake(options)
 
-    def each(share: bool, left_out: tuple[str, ...]) -> dict[str, ScenarioResult]:
+    def each(share: bool, left_out: tuple[str, ...], first: Handshake | None) -> dict[str, ScenarioResult]:
         entries = [entry for entry in select(options.only, options.skip) if entry.id not in left_out]
-        session = Run(options, hello, [], len(entries), share=share)
+        session = Run(options, hello, [], len(entries), share=share, handshake=first)
         try:
             return {item.id: session.scenario(item) for item in entries}
         finally:
             session.close()
 
-    return each(True, ()), each(False, leave_out)
+    return each(True, (), kept), each(False, leave_out, None)
 
 
 def statuses(found: dict[str, ScenarioResult]) -> dict[str, str]:
@@ -117,8 +118,8 @@ def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
     shared, alone = shared_and_alone(options)
     assert statuses(shared) == statuses(alone) == dict.fromkeys(SELECTION, "passed")
     used = [shared[scenario_id].evidence["shared_server"] for scenario_id in (*SHARING, "INVALID-KEY")]
-    assert {item["server"] for item in used} == {1}, used  # one server for all of them
-    assert used[0]["started_by_this_scenario"] and not any(item["started_by_this_scenario"] for item in used[1:])
+    assert {item["server"] for item in used} == {1}, used  # one server for all of them: the handshake's
+    assert used[0]["started_by_handshake"] and not any(item["started_by_this_scenario"] for item in used)
     assert used[-1]["used_before_by"] == list(SHARING)
     assert "shared_server" not in shared["A4-CONCURRENT"].evidence
     for scenario_id in SELECTION:
