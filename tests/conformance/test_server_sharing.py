@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kit import REFERENCE, by_id, certify
+from kit import REFERENCE, by_id, certify, once_per_session
 
 from retryproof.conformance.cli import build_parser
 from retryproof.conformance.context import CatalogueViolation, Context
@@ -30,6 +30,7 @@ from retryproof.conformance.options import Options, from_arguments
 from retryproof.conformance.runner import Run, handshake, probe, run, select
 from retryproof.conformance.scenarios import registry
 from retryproof.conformance.sharing import Handshake, SharedServer
+from retryproof.spec.protocol import Hello
 from retryproof.reference_impl.faulty import killed_by
 
 #: Every scenario that takes a turn on the shared server in a binding run (LEGACY-NO-ID
@@ -78,6 +79,13 @@ def binding_options(
         ["run", "--binding", str(path), "--seed", "3", "--jobs", "1", "--start-timeout", "60", "--only", ",".join(only)]
     )
     return from_arguments(args)
+
+
+@pytest.fixture(scope="module")
+def reference_hello(tmp_path_factory: pytest.TempPathFactory) -> Hello:
+    """The reference's hello as an HTTP API, from one probe a session, for the tests that
+    need a hello beside a server of their own (a probe each was a server start each)."""
+    return once_per_session(tmp_path_factory, "sharing-hello", lambda path: probe(binding_options(path, None)))
 
 
 def shared_and_alone(
@@ -178,13 +186,13 @@ def test_a_broken_runtime_fails_the_same_scenarios_shared_or_not(tmp_path, fault
     ],
     ids=["kill", "restart", "stop", "spawn", "unstarted", "second start"],
 )
-def test_a_sharing_scenario_that_needs_its_own_process_is_a_kit_bug(tmp_path, act):
+def test_a_sharing_scenario_that_needs_its_own_process_is_a_kit_bug(tmp_path, act, reference_hello):
     options = binding_options(tmp_path, None, ("WT-CREATE",))
     entry = select(options.only, options.skip)[0]
     server = SharedServer(options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
     lease = server.lend(entry.id)
     unused = lambda: pytest.fail("a sharing scenario makes no connection of its own")  # noqa: E731
-    ctx = Context(entry, unused, probe(options), 1, 2, shared=(server, lease))
+    ctx = Context(entry, unused, reference_hello, 1, 2, shared=(server, lease))
     try:
         ctx.start()
         with pytest.raises(CatalogueViolation, match="shares a server"):
@@ -230,12 +238,11 @@ def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_pat
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeypatch):
+def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeypatch, reference_hello):
     """Its state is the shared server's: the runner makes no scratch directory for it."""
     from retryproof.conformance import runner
 
     options = binding_options(tmp_path, None, ("WT-CREATE", "A4-CONCURRENT"))
-    hello = probe(options)
     made: list[str] = []
     original = runner.Scratch
 
@@ -244,7 +251,7 @@ def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeyp
         return original(prefix)
 
     monkeypatch.setattr(runner, "Scratch", counted)
-    finished = run(options, hello, [])
+    finished = run(options, reference_hello, [])
     assert [result.status for result in finished.results] == ["passed", "passed"]
     assert made == ["retryproof-a4-concurrent-"]
 
@@ -350,7 +357,7 @@ def _faults(result: ScenarioResult) -> list[tuple[str, int]]:
     return [(call["op"], call["process"]) for call in result.calls if call["kind"] == "fault"]
 
 
-def test_a_scenario_that_takes_the_server_still_needs_no_process_beside_it(tmp_path):
+def test_a_scenario_that_takes_the_server_still_needs_no_process_beside_it(tmp_path, reference_hello):
     """It may end and restart the shared server; a process of its own, or failpoints
     (also on a restart), stay refused; a turn that restarted the server ends it."""
     options = binding_options(tmp_path, None, ("A2-CRASH-BEFORE-RESPONSE",))
@@ -358,7 +365,7 @@ def test_a_scenario_that_takes_the_server_still_needs_no_process_beside_it(tmp_p
     server = SharedServer(options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
     lease = server.lend(entry.id)
     unused = lambda: pytest.fail("a scenario on the shared server makes no connection of its own")  # noqa: E731
-    ctx = Context(entry, unused, probe(options), 1, 2, shared=(server, lease), takes=True)
+    ctx = Context(entry, unused, reference_hello, 1, 2, shared=(server, lease), takes=True)
     try:
         ctx.start()
         ctx.restart(graceful=True)
