@@ -83,8 +83,9 @@ def binding_options(
 
 @pytest.fixture(scope="module")
 def reference_hello(tmp_path_factory: pytest.TempPathFactory) -> Hello:
-    """The reference's hello as an HTTP API, from one probe a session, for the tests that
-    need a hello beside a server of their own (a probe each was a server start each)."""
+    """The reference's hello as an HTTP API (a binding's hello is its document's, the
+    same for every variant served by it), from one probe a session, for the tests that
+    need a hello beside servers of their own (a probe each was a server start each)."""
     return once_per_session(tmp_path_factory, "sharing-hello", lambda path: probe(binding_options(path, None)))
 
 
@@ -205,13 +206,13 @@ def test_a_sharing_scenario_that_needs_its_own_process_is_a_kit_bug(tmp_path, ac
 
 
 @pytest.mark.parametrize("fault", [None, "digest-ignored"])
-def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_path, fault):
+def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_path, fault, reference_hello):
     """Each server's start leaves a setsid process holding its output. A server ends in
     a turn, before that turn's result is written: the result of the turn that failed on
     it, or of the last turn the run expects, names the process that escaped it."""
     only = ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY", "A4-CONCURRENT")
-    hello = probe(binding_options(tmp_path, fault, only))  # the same hello, from a server that leaves nothing
-    finished = run(binding_options(tmp_path, fault, only, escape=True), hello, [])
+    # A binding's hello is its document's, the same for the variant: from a server that left nothing.
+    finished = run(binding_options(tmp_path, fault, only, escape=True), reference_hello, [])
     found = {result.entry.id: result for result in finished.results}
     escaped = {scenario_id: result.evidence.get("survivors", []) for scenario_id, result in found.items()}
     started = {int(pid) for pid in (tmp_path / "escaped").read_text().split()}
