@@ -63,12 +63,18 @@ def _port() -> int:
 
 
 def _options(argv: list[str]) -> argparse.Namespace | SimpleNamespace:
-    """The command line. The plain harness, started with no arguments about a hundred
-    times a run, and a faulty one (``--fault NAME`` alone, as the selftest starts it)
-    skip argparse: building a parser loads gettext, locale and shutil
-    (benchmarks/bench_start.py measures the start)."""
-    if not argv or (len(argv) == 2 and argv[0] == "--fault" and not argv[1].startswith("-")):
-        return SimpleNamespace(fault=argv[1] if argv else None, wait_timeout=WAIT_TIMEOUT_S, http=False, mcp=None)
+    """The command line. The forms the kit starts hundreds of times a run skip argparse
+    (building a parser loads gettext, locale and shutil; benchmarks/bench_start.py
+    measures the start): the plain harness, with no arguments; a faulty one, ``--fault
+    NAME`` (as the selftest starts it); and either one as an HTTP API, ``--http`` last."""
+    http = argv[-1:] == ["--http"]
+    rest = argv[:-1] if http else argv
+    if not rest or (len(rest) == 2 and rest[0] == "--fault" and not rest[1].startswith("-")):
+        return SimpleNamespace(fault=rest[1] if rest else None, wait_timeout=WAIT_TIMEOUT_S, http=http, mcp=None)
+    return _parser().parse_args(argv)
+
+
+def _parser() -> argparse.ArgumentParser:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m retryproof.reference_impl", description=__doc__.splitlines()[0])
@@ -85,7 +91,7 @@ def _options(argv: list[str]) -> argparse.Namespace | SimpleNamespace:
     served_as.add_argument(
         "--mcp", choices=("stdio", "http"), help="serve an MCP server (official mcp SDK) over stdio or streamable HTTP"
     )
-    return parser.parse_args(argv)
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,13 +18,17 @@ from retryproof.reference_impl.runtime import Runtime
 
 
 def serve(runtime: Runtime, transport: str, port: int | None, name: str) -> None:
-    from mcp.server.mcpserver import MCPServer
-    from mcp_types import CallToolResult, TextContent
-
     # The SDK's import leaves a heap of long-lived objects (its types and schemas) that
-    # the collector need never walk: not at each full collection, and not at exit,
-    # where walking it took longer than serving (0.6-0.9 s after stdin closed).
-    gc.freeze()
+    # the collector need never walk: not while they pile up (collections during the
+    # import took a tenth of its CPU), not at each full collection, and not at exit,
+    # where walking them took longer than serving (0.6-0.9 s after stdin closed).
+    gc.disable()
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp_types import CallToolResult, TextContent
+    finally:
+        gc.freeze()
+        gc.enable()
 
     server = MCPServer(name)
 

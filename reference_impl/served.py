@@ -9,11 +9,13 @@ body: the creation result, or ``{"error": {"code", "message"}}``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from retryproof.reference_impl.runtime import Runtime
 from retryproof.spec.digest import ContractError
 from retryproof.spec.protocol import ProtocolError
+
+TYPE_CHECKING = False  # not typing's: importing typing would be paid at every start of --http
+if TYPE_CHECKING:
+    from typing import Any
 
 STATUS = {"created": 201, "reused": 200, "conflict": 422}
 ERROR_STATUS = {"invalid_request": 400, "invalid_submission_id": 400, "in_progress": 409}

@@ -1,7 +1,9 @@
 """A tiny protocol client for the reference harness, knowing only ``spec``.
 
-The tests drive ``python -m retryproof.reference_impl`` as a real OS process, the way the kit
-does, so what they prove holds for the harness a vendor would read. Every success is
+The tests drive the harness as a real OS process, started as the kit starts it (``python -S
+reference_impl/launch.py``: the same ``main`` as ``python -m retryproof.reference_impl``, less
+the ``site`` module's start cost; test_startup_imports.py holds the two alike), so what they
+prove holds for the harness a vendor would read. Every success is
 validated against its op's result schema on arrival: a shape error fails the test that
 provoked it, whatever that test asserts.
 """
@@ -17,6 +19,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import retryproof.reference_impl
 from retryproof.spec import validator
 from retryproof.spec.protocol import (
     PROTOCOL,
@@ -31,12 +34,15 @@ from retryproof.spec.protocol import (
 RESPONSE_TIMEOUT_S = 20.0
 
 
+LAUNCHER = os.path.join(os.path.dirname(retryproof.reference_impl.__file__), "launch.py")
+
+
 class HarnessDied(Exception):
     """The harness exited (or closed stdout) before answering."""
 
 
 class Harness:
-    """One running ``python -m retryproof.reference_impl`` and its connection."""
+    """One running reference harness and its connection."""
 
     def __init__(self, state_dir: os.PathLike[str] | str, failpoints: Mapping[str, str] | None = None, *options: str):
         env = {**os.environ, "RETRYPROOF_STATE_DIR": str(state_dir)}
@@ -44,7 +50,7 @@ class Harness:
         if failpoints:
             env["RETRYPROOF_FAILPOINTS"] = format_failpoints(failpoints)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "retryproof.reference_impl", *options],
+            [sys.executable, "-S", LAUNCHER, *options],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -16,7 +16,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
 from retryproof.conformance.options import REFERENCE_COMMAND
+from retryproof.reference_impl import __main__ as reference_main
 from retryproof.reference_impl import approval, approval_names
 from retryproof.reference_impl.harness import approval_ops, build_handlers, op_groups
 from retryproof.reference_impl.runtime import Runtime
@@ -174,3 +177,21 @@ def test_reports_show_the_launcher_as_the_command_a_reader_types():
 
     options = Options(command=(*REFERENCE_COMMAND, "--fault", "memory-dedup"), target="", seed=1)
     assert harness_command(options.way_in.started) == "python -m retryproof.reference_impl --fault memory-dedup"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[], ["--fault", "memory-dedup"], ["--http"], ["--fault", "memory-dedup", "--http"]],
+    ids=["plain", "fault", "http", "fault-http"],
+)
+def test_the_command_lines_the_kit_starts_mean_what_argparse_makes_of_them(argv):
+    """The forms the kit starts skip argparse (it costs each start a few milliseconds):
+    the options they give are argparse's own for them."""
+    assert vars(reference_main._options(argv)) == vars(reference_main._parser().parse_args(argv))
+
+
+def test_a_command_line_the_kit_does_not_start_is_argparse_s(capsys):
+    with pytest.raises(SystemExit):
+        reference_main._options(["--fault", "--http"])
+    assert "expected one argument" in capsys.readouterr().err
+    assert reference_main._options(["--wait-timeout", "2", "--http"]).wait_timeout == 2.0
