@@ -30,8 +30,8 @@ from retryproof.conformance.options import Options, from_arguments
 from retryproof.conformance.runner import Run, handshake, probe, run, select
 from retryproof.conformance.scenarios import registry
 from retryproof.conformance.sharing import Handshake, SharedServer
-from retryproof.spec.protocol import Hello
 from retryproof.reference_impl.faulty import killed_by
+from retryproof.spec.protocol import Hello
 
 #: Every scenario that takes a turn on the shared server in a binding run (LEGACY-NO-ID
 #: too, though its tasks carry no key: its turn holds the server alone); beside them
