@@ -37,6 +37,9 @@ MAX_BODY = 1 << 20
 #: The longest request or header line, and the most header lines, as ``http.server`` has them.
 MAX_LINE = 65536
 MAX_HEADERS = 100
+#: Headers a request may carry once: two keys or two lengths are no request this service can
+#: read unambiguously (which one a proxy honoured is unknown), so both are refused.
+SINGLE = frozenset({KEY_HEADER.lower(), "content-length"})
 
 
 class _Refused(Exception):
@@ -89,9 +92,14 @@ def serve(runtime: Runtime, port: int) -> None:
                 if len(line) > MAX_LINE or lines > MAX_HEADERS:
                     raise _Refused(431, "header line too long or too many headers")
                 name, colon, value = line.decode("iso-8859-1").partition(":")
-                if not colon or not name.strip():
+                # Only spaces and tabs surround a value (RFC 9110, 5.5): str.strip() would
+                # also take a no-break space off a key, and a malformed key would match a valid one.
+                name, value = name.strip(" \t").lower(), value.strip(" \t\r\n")
+                if not colon or not name:
                     raise _Refused(400, f"bad header line {line[:80]!r}")
-                headers[name.strip().lower()] = value.strip()
+                if name in headers and name in SINGLE:
+                    raise _Refused(400, f"{name} given twice")
+                headers[name] = value
             connection = headers.get("connection", "").lower()
             keep_open = connection != "close" and (version == "HTTP/1.1" or connection == "keep-alive")
             if headers.get("expect", "").lower() == "100-continue" and version == "HTTP/1.1":
@@ -102,8 +110,8 @@ def serve(runtime: Runtime, port: int) -> None:
             if method not in ("POST", "GET"):
                 raise _Refused(501, f"unsupported method {method!r}")
             text = headers.get("content-length", "0")
-            if not text.isdigit():
-                raise _Refused(400, f"bad Content-Length {text!r}")
+            if not (text.isascii() and text.isdigit() and len(text) <= 19):
+                raise _Refused(400, f"bad Content-Length {text[:40]!r}")
             length = int(text)
             if length > MAX_BODY:
                 raise _Refused(413, "body too large")  # unread, it ends the connection

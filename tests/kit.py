@@ -37,6 +37,11 @@ CLI = (sys.executable, "-m", "retryproof.conformance.cli")
 #: start that one). Paired on 2 CPUs: 0.022 CPU-s a start over stdin instead of 0.030,
 #: 0.050 instead of 0.058 serving HTTP; the suite starts the reference about a thousand times.
 REFERENCE = REFERENCE_COMMAND
+#: The interpreter for a harness written in standard-library Python alone (the independent
+#: runtimes of tests/independent): without ``site`` (``-S``), as the reference is started.
+#: A hello and shutdown of one costs 0.041-0.047 CPU-s instead of 0.051-0.055 (2 CPUs,
+#: load 5); the suite starts them about 150 times.
+STDLIB_PYTHON = f"{sys.executable} -S"
 #: For a pytest session a test starts to try the kit's pytest plugin (conftest.py's
 #: ``pytester``, and test_hostile_harnesses' own): the two third-party plugins of this
 #: environment that such a session never uses (they come with the test extra's hypothesis
@@ -70,6 +75,31 @@ def retryproof_here(*args: str, env: dict[str, str] | None = None) -> subprocess
     if code == 130:  # the CLI answered a Ctrl-C: it was meant for the test session
         raise KeyboardInterrupt
     return subprocess.CompletedProcess([*CLI, *args], code, out.getvalue(), err.getvalue())
+
+
+def matrix_runs_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``retryproof matrix``'s ``retryproof run`` children run in this process
+    (``retryproof_here``, in the directory the matrix runs them from, their output passed
+    on); its setup scripts stay processes. For a test about what the matrix does with its
+    runs (their commands, reports, README, setup steps), not about their processes (a real
+    one ended with SIGTERM is tests/adapters/test_bundled_implementations.py's): a run in a
+    process of its own costs 0.35 CPU-s more."""
+    from retryproof.conformance.commands import matrix
+
+    real = matrix._finished
+    kit_run = list(CLI)
+
+    def finished(command: list[str], timeout: float, cwd: Path | None = None) -> int:
+        if command[: len(kit_run)] != kit_run:
+            return real(command, timeout, cwd)
+        with monkeypatch.context() as here:
+            here.chdir(cwd or Path.cwd())
+            done = retryproof_here(*command[len(kit_run) :])
+        sys.stdout.write(done.stdout)
+        sys.stderr.write(done.stderr)
+        return done.returncode
+
+    monkeypatch.setattr(matrix, "_finished", finished)
 
 
 def certify(

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from kit import matrix_runs_here
 
 from retryproof import spec
 from retryproof.adapters.process_groups import run_to_end
@@ -209,6 +210,7 @@ def test_a_targets_options_reach_its_run(tmp_path, monkeypatch):
     (folder / "setup").chmod(0o755)
     target = {"report": "fake", "harness": "false", "options": ["--start-timeout", "60"]}
     (folder / "matrix.json").write_text(json.dumps({"targets": [target]}))
+    matrix_runs_here(monkeypatch)
     runs = []
     real = matrix._finished
 
@@ -238,6 +240,7 @@ def test_matrix_stops_what_it_started_when_a_run_fails(tmp_path, monkeypatch):
     # A harness that exits at once: the kit cannot run it, so no report is written.
     (folder / "matrix.json").write_text(json.dumps({"targets": [{"report": "fake", "harness": "false"}]}))
     monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
+    matrix_runs_here(monkeypatch)
     args = Namespace(out=str(tmp_path / "reports"), only=None, seeds=[1], no_install=False)
     with pytest.raises(KitError, match="no implementation produced a report"):
         matrix.main(args)

@@ -23,7 +23,7 @@ def raw_request_compare(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, 
     """A4-CONCURRENT and FUZZ-MODEL, seed 3, against broken_runtimes.py's
     ``raw-request-compare`` (equal requests in another key order answered conflict), once
     per session: test_judging_holes reads its verdict, test_messages its FUZZ-MODEL reason."""
-    harness = f"{sys.executable} {Path(__file__).with_name('broken_runtimes.py')} raw-request-compare"
+    harness = f"{sys.executable} -S {Path(__file__).with_name('broken_runtimes.py')} raw-request-compare"
     return once_per_session(
         tmp_path_factory,
         "raw-request-compare",

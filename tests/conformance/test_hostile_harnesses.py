@@ -107,7 +107,7 @@ def test_a_harness_that_goes_silent_costs_a_few_deadlines_not_one_per_call(tmp_p
     after a few scenarios lost that way the rest are not started. Every scenario is
     accounted for, as error with its reason; none passed. Which scenarios are not run
     follows catalogue order, as with one job, whichever finished first."""
-    harness = f"{sys.executable} {BROKEN} never-answers-write-task"
+    harness = f"{sys.executable} -S {BROKEN} never-answers-write-task"
     done, report = certify(tmp_path / "jobs-2", harness, "--call-timeout", "1", "--jobs", "2", seed=7)
     assert done.returncode == 1, done.stderr
     scenarios = list(by_id(report).values())
@@ -190,7 +190,7 @@ RECORDING_WRAPPER = """
 import os, sys
 with open({log!r}, "a") as log:
     log.write(f"{{os.getpid()}} {{os.environ['RETRYPROOF_STATE_DIR']}}\\n")
-os.execv(sys.executable, [sys.executable, {broken!r}, "never-answers-write-task"])
+os.execv(sys.executable, [sys.executable, "-S", {broken!r}, "never-answers-write-task"])
 """
 
 
@@ -251,7 +251,7 @@ def test_an_interrupted_run_ends_every_harness_group_and_keeps_earlier_reports(
     wrapper = tmp_path / "wrapper.py"
     wrapper.write_text(RECORDING_WRAPPER.format(log=str(log), broken=BROKEN))
     kit = subprocess.Popen(
-        command(f"{sys.executable} {wrapper}", out),
+        command(f"{sys.executable} -S {wrapper}", out),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -311,7 +311,7 @@ def test_noise_in_a_pipelined_batch_is_the_reason_at_once_and_in_the_evidence(tm
 
 
 def test_a_task_path_that_leaves_the_state_directory_fails(tmp_path):
-    harness = f"{sys.executable} {BROKEN} escaping-task-path"
+    harness = f"{sys.executable} -S {BROKEN} escaping-task-path"
     done, report = certify(tmp_path, harness, "--only", "WT-CREATE", seed=7, in_process=True)
     judged = by_id(report)["WT-CREATE"]
     assert judged["status"] == "failed" and "task_path" in judged["reason"], judged["reason"]

@@ -16,6 +16,7 @@ from argparse import Namespace
 from pathlib import Path
 
 import pytest
+from kit import matrix_runs_here
 
 from retryproof.conformance.commands import matrix
 from retryproof.conformance.commands.matrix import reproduction
@@ -52,6 +53,7 @@ def test_a_target_whose_failures_change_on_the_second_seed_is_named(tmp_path, mo
     _implementation(tmp_path, "flaky", ("liar", "honest"))  # fails WT-CREATE on seed 1 only
     _implementation(tmp_path, "steady", ("liar", "liar"))  # fails it on both
     monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
+    matrix_runs_here(monkeypatch)
     out = tmp_path / "reports"
     status = matrix.main(Namespace(out=str(out), only=None, seeds=[1, 2], no_install=True))
     assert status == 1, "a target whose failures differ between seeds fails the matrix"
@@ -69,6 +71,7 @@ def test_a_target_whose_failures_change_on_the_second_seed_is_named(tmp_path, mo
 def test_one_seed_gives_no_reproduction_column(tmp_path, monkeypatch):
     _implementation(tmp_path, "steady", ("liar", "liar"))
     monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
+    matrix_runs_here(monkeypatch)
     out = tmp_path / "reports"
     assert matrix.main(Namespace(out=str(out), only=None, seeds=[3], no_install=True)) == 0
     assert json.loads((out / "steady" / "report.json").read_text())["seed"] == 3
@@ -130,6 +133,7 @@ def test_a_report_the_kit_refuses_costs_its_row_not_the_readme(tmp_path, monkeyp
         return ran
 
     monkeypatch.setattr(matrix, "repository_root", lambda: tmp_path)
+    matrix_runs_here(monkeypatch)
     monkeypatch.setattr(matrix, "_run", run)
     out = tmp_path / "reports"
     assert matrix.main(Namespace(out=str(out), only=None, seeds=[1], no_install=True)) == 1

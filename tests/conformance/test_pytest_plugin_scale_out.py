@@ -15,7 +15,7 @@ import time
 
 import pytest
 import sharded
-from kit import retryproof_here
+from kit import REFERENCE, retryproof_here
 
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.conformance.records import Shard
@@ -109,7 +109,8 @@ def test_under_xdist_an_alone_part_overlaps_no_other_test(pytester):
     by a plugin of the session's own), the span of every alone part with the test it
     ran in, and the time every harness process started, with the scenario whose scratch
     folder it was given. No other test runs, and no other harness starts, while an
-    alone part runs."""
+    alone part runs. The wrapper and the reference it becomes start without ``site``,
+    as the kit starts the reference (each start with it cost half as much again)."""
     calls, parts, starts = pytester.path / "calls.log", pytester.path / "parts.log", pytester.path / "starts.log"
     pytester.makepyfile(
         timeline=f"""
@@ -148,13 +149,13 @@ def test_under_xdist_an_alone_part_overlaps_no_other_test(pytester):
         with open({str(starts)!r}, "a") as log:
             # the state directory is state/ in the scenario's (or the probe's) scratch folder
             log.write(f"{{time.time()}} {{os.path.basename(os.path.dirname(os.environ['RETRYPROOF_STATE_DIR']))}}\\n")
-        os.execv(sys.executable, [sys.executable, "-m", "retryproof.reference_impl"])
+        os.execv(sys.executable, {list(REFERENCE)!r})
         """,
         test_own="def test_own_one(): pass\ndef test_own_two(): pass\n",
     )
     out = pytester.path / "reports"
     result = pytester.runpytest_subprocess(
-        "-n", "2", "-p", "no:cacheprovider", "-p", "timeline", "--retryproof-harness", f"{sys.executable} wrapper.py",
+        "-n", "2", "-p", "no:cacheprovider", "-p", "timeline", "--retryproof-harness", f"{sys.executable} -S wrapper.py",
         "--retryproof-only", ",".join(ALONE + ORDINARY), "--retryproof-out", str(out),
     )  # fmt: skip
     statuses = {s["id"]: s["status"] for s in json.loads((out / "report.json").read_text())["scenarios"]}

@@ -34,7 +34,7 @@ RACES = "A4-CONCURRENT,A4-MULTIPROCESS,FUZZ-MODEL"
 def test_a_narrow_check_then_set_window_fails_every_race_probe(tmp_path, seed):
     done, report = certify(
         tmp_path,
-        f"{sys.executable} {BROKEN} narrowly-unlocked",
+        f"{sys.executable} -S {BROKEN} narrowly-unlocked",
         "--only",
         RACES,
         seed=seed,

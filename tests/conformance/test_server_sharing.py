@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kit import REFERENCE, by_id, certify
+from kit import REFERENCE, by_id, certify, once_per_session
 
 from retryproof.conformance.cli import build_parser
 from retryproof.conformance.context import CatalogueViolation, Context
@@ -31,6 +31,7 @@ from retryproof.conformance.runner import Run, handshake, probe, run, select
 from retryproof.conformance.scenarios import registry
 from retryproof.conformance.sharing import Handshake, SharedServer
 from retryproof.reference_impl.faulty import killed_by
+from retryproof.spec.protocol import Hello
 
 #: Every scenario that takes a turn on the shared server in a binding run (LEGACY-NO-ID
 #: too, though its tasks carry no key: its turn holds the server alone); beside them
@@ -80,23 +81,32 @@ def binding_options(
     return from_arguments(args)
 
 
+@pytest.fixture(scope="module")
+def reference_hello(tmp_path_factory: pytest.TempPathFactory) -> Hello:
+    """The reference's hello as an HTTP API (a binding's hello is its document's, the
+    same for every variant served by it), from one probe a session, for the tests that
+    need a hello beside servers of their own (a probe each was a server start each)."""
+    return once_per_session(tmp_path_factory, "sharing-hello", lambda path: probe(binding_options(path, None)))
+
+
 def shared_and_alone(
     options: Options, leave_out: tuple[str, ...] = ()
 ) -> tuple[dict[str, ScenarioResult], dict[str, ScenarioResult]]:
     """Each selected scenario's result, one after another, sharing and then not
-    (``leave_out``'s not), both under one hello: a probe starts a server of its own,
-    and its hello is the same for both runs."""
-    hello = probe(options)
+    (``leave_out``'s not), both under one hello: as in ``run``, the server the
+    handshake started is the shared run's first (a probe of its own was one more
+    server start per call), and its hello is the same for both runs."""
+    hello, kept = handshake(options)
 
-    def each(share: bool, left_out: tuple[str, ...]) -> dict[str, ScenarioResult]:
+    def each(share: bool, left_out: tuple[str, ...], first: Handshake | None) -> dict[str, ScenarioResult]:
         entries = [entry for entry in select(options.only, options.skip) if entry.id not in left_out]
-        session = Run(options, hello, [], len(entries), share=share)
+        session = Run(options, hello, [], len(entries), share=share, handshake=first)
         try:
             return {item.id: session.scenario(item) for item in entries}
         finally:
             session.close()
 
-    return each(True, ()), each(False, leave_out)
+    return each(True, (), kept), each(False, leave_out, None)
 
 
 def statuses(found: dict[str, ScenarioResult]) -> dict[str, str]:
@@ -117,8 +127,8 @@ def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
     shared, alone = shared_and_alone(options)
     assert statuses(shared) == statuses(alone) == dict.fromkeys(SELECTION, "passed")
     used = [shared[scenario_id].evidence["shared_server"] for scenario_id in (*SHARING, "INVALID-KEY")]
-    assert {item["server"] for item in used} == {1}, used  # one server for all of them
-    assert used[0]["started_by_this_scenario"] and not any(item["started_by_this_scenario"] for item in used[1:])
+    assert {item["server"] for item in used} == {1}, used  # one server for all of them: the handshake's
+    assert used[0]["started_by_handshake"] and not any(item["started_by_this_scenario"] for item in used)
     assert used[-1]["used_before_by"] == list(SHARING)
     assert "shared_server" not in shared["A4-CONCURRENT"].evidence
     for scenario_id in SELECTION:
@@ -177,13 +187,13 @@ def test_a_broken_runtime_fails_the_same_scenarios_shared_or_not(tmp_path, fault
     ],
     ids=["kill", "restart", "stop", "spawn", "unstarted", "second start"],
 )
-def test_a_sharing_scenario_that_needs_its_own_process_is_a_kit_bug(tmp_path, act):
+def test_a_sharing_scenario_that_needs_its_own_process_is_a_kit_bug(tmp_path, act, reference_hello):
     options = binding_options(tmp_path, None, ("WT-CREATE",))
     entry = select(options.only, options.skip)[0]
     server = SharedServer(options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
     lease = server.lend(entry.id)
     unused = lambda: pytest.fail("a sharing scenario makes no connection of its own")  # noqa: E731
-    ctx = Context(entry, unused, probe(options), 1, 2, shared=(server, lease))
+    ctx = Context(entry, unused, reference_hello, 1, 2, shared=(server, lease))
     try:
         ctx.start()
         with pytest.raises(CatalogueViolation, match="shares a server"):
@@ -196,13 +206,13 @@ def test_a_sharing_scenario_that_needs_its_own_process_is_a_kit_bug(tmp_path, ac
 
 
 @pytest.mark.parametrize("fault", [None, "digest-ignored"])
-def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_path, fault):
+def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_path, fault, reference_hello):
     """Each server's start leaves a setsid process holding its output. A server ends in
     a turn, before that turn's result is written: the result of the turn that failed on
     it, or of the last turn the run expects, names the process that escaped it."""
     only = ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY", "A4-CONCURRENT")
-    hello = probe(binding_options(tmp_path, fault, only))  # the same hello, from a server that leaves nothing
-    finished = run(binding_options(tmp_path, fault, only, escape=True), hello, [])
+    # A binding's hello is its document's, the same for the variant: from a server that left nothing.
+    finished = run(binding_options(tmp_path, fault, only, escape=True), reference_hello, [])
     found = {result.entry.id: result for result in finished.results}
     escaped = {scenario_id: result.evidence.get("survivors", []) for scenario_id, result in found.items()}
     started = {int(pid) for pid in (tmp_path / "escaped").read_text().split()}
@@ -229,12 +239,11 @@ def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_pat
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeypatch):
+def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeypatch, reference_hello):
     """Its state is the shared server's: the runner makes no scratch directory for it."""
     from retryproof.conformance import runner
 
     options = binding_options(tmp_path, None, ("WT-CREATE", "A4-CONCURRENT"))
-    hello = probe(options)
     made: list[str] = []
     original = runner.Scratch
 
@@ -243,7 +252,7 @@ def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeyp
         return original(prefix)
 
     monkeypatch.setattr(runner, "Scratch", counted)
-    finished = run(options, hello, [])
+    finished = run(options, reference_hello, [])
     assert [result.status for result in finished.results] == ["passed", "passed"]
     assert made == ["retryproof-a4-concurrent-"]
 
@@ -349,7 +358,7 @@ def _faults(result: ScenarioResult) -> list[tuple[str, int]]:
     return [(call["op"], call["process"]) for call in result.calls if call["kind"] == "fault"]
 
 
-def test_a_scenario_that_takes_the_server_still_needs_no_process_beside_it(tmp_path):
+def test_a_scenario_that_takes_the_server_still_needs_no_process_beside_it(tmp_path, reference_hello):
     """It may end and restart the shared server; a process of its own, or failpoints
     (also on a restart), stay refused; a turn that restarted the server ends it."""
     options = binding_options(tmp_path, None, ("A2-CRASH-BEFORE-RESPONSE",))
@@ -357,7 +366,7 @@ def test_a_scenario_that_takes_the_server_still_needs_no_process_beside_it(tmp_p
     server = SharedServer(options.way_in, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
     lease = server.lend(entry.id)
     unused = lambda: pytest.fail("a scenario on the shared server makes no connection of its own")  # noqa: E731
-    ctx = Context(entry, unused, probe(options), 1, 2, shared=(server, lease), takes=True)
+    ctx = Context(entry, unused, reference_hello, 1, 2, shared=(server, lease), takes=True)
     try:
         ctx.start()
         ctx.restart(graceful=True)
@@ -454,9 +463,14 @@ def test_a_harness_run_shares_its_harness_and_judges_as_alone(fault):
     broken runtime fails the same scenarios either way. The takes_server ones run as
     they would alone (no shared_server in their evidence), so only the shared run has
     them, between the sharing turns: running them again alone repeated the same
-    scenarios on the same path, a third of each alone run's harness starts."""
+    scenarios on the same path, a third of each alone run's harness starts. They run
+    with the reference and with a variant one of them must fail: with the others
+    (whose killers are all sharing scenarios) they repeated the reference's proof, on
+    harnesses of their own."""
     sharing = tuple(scenario_id for scenario_id, bound in registry().items() if bound.shares_server)
     takes = ("RESTART-REUSE", "A2-RESPONSE-LOSS", "A2-CRASH-BEFORE-RESPONSE")
+    if fault is not None and not set(takes) & set(killed_by(fault)):
+        takes = ()
     options = harness_options(fault, (*sharing, *takes))
     shared, alone = shared_and_alone(options, leave_out=takes)
     assert {scenario_id: status for scenario_id, status in statuses(shared).items() if scenario_id in alone} == (

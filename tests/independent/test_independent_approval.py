@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import certify, once_per_session
+from kit import STDLIB_PYTHON, certify, once_per_session
 
 from retryproof.spec import load_spec
 
@@ -63,9 +63,9 @@ def run_every_harness(root):
     process (kit.certify's ``in_process``: how the runtimes are judged is the point, and
     none of these runs has a FUZZ-MODEL or a hang); name -> (exit code, report.json,
     output). As nine processes at once the module took 6-7 CPU-s, so 4 (bench_suite.py -n 2, load 8-11)."""
-    harnesses = {mode: (f"{sys.executable} {HARNESS} --mode {mode}", SCENARIOS) for mode in MODES}
+    harnesses = {mode: (f"{STDLIB_PYTHON} {HARNESS} --mode {mode}", SCENARIOS) for mode in MODES}
     harnesses |= {
-        variant: (f"{sys.executable} {VARIANTS_SCRIPT} {variant}", tuple(expected))
+        variant: (f"{STDLIB_PYTHON} {VARIANTS_SCRIPT} {variant}", tuple(expected))
         for variant, expected in VARIANTS.items()
     }
     results = {}

@@ -7,17 +7,16 @@ runtime makes every commit durable and must pass; with ``synchronous=OFF`` it ne
 syncs anything and must not.
 """
 
-import sys
 from pathlib import Path
 
 import pytest
-from kit import by_id, certify
+from kit import STDLIB_PYTHON, by_id, certify
 
 HARNESS = Path(__file__).parent / "sqlite_harness" / "harness.py"
 
 
 def run_kit(tmp_path, only, *harness_args):
-    command = " ".join([sys.executable, str(HARNESS), *harness_args])
+    command = " ".join([STDLIB_PYTHON, str(HARNESS), *harness_args])
     done, report = certify(tmp_path, command, "--only", only, in_process=True)  # kit.certify: in this process
     return done, by_id(report)
 

@@ -2,7 +2,8 @@
 ``spec`` or ``adapters`` package.
 
 The wheel is built once per session from the working tree (``pip wheel``), so these
-tests see exactly what a user's ``pip install retryproof`` would put on disk.
+tests see exactly the files a user's ``pip install retryproof`` would put on disk, bytecode
+aside (these tests do not read it).
 """
 
 from __future__ import annotations
@@ -68,8 +69,12 @@ def test_the_kit_and_a_vendors_own_spec_and_adapters_packages_live_side_by_side(
         ).stdout.strip()
     )
     (site / "kit-dependencies.pth").write_text(str(Path(yaml.__file__).resolve().parents[1]) + "\n")
+    # Without compiling the kit's modules to bytecode (pip's --no-compile): the run below
+    # compiles what it imports, and the test session's processes keep their bytecode in a
+    # cache of their own when PYTHONDONTWRITEBYTECODE is set, so pip's would not be read.
+    install = ["install", "--quiet", "--no-deps", "--no-compile", "--target", str(site), str(wheel)]
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(wheel)],
+        [sys.executable, "-m", "pip", *install],
         check=True,
         capture_output=True,
         timeout=300,

@@ -10,6 +10,7 @@ provoked it, whatever that test asserts.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -19,7 +20,6 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-import retryproof.reference_impl
 from retryproof.spec import validator
 from retryproof.spec.protocol import (
     PROTOCOL,
@@ -33,8 +33,8 @@ from retryproof.spec.protocol import (
 
 RESPONSE_TIMEOUT_S = 20.0
 
-
-LAUNCHER = os.path.join(os.path.dirname(retryproof.reference_impl.__file__), "launch.py")
+#: Where the harness's launcher is: found, not imported (this client knows only ``spec``).
+LAUNCHER = os.path.join(os.path.dirname(importlib.util.find_spec("retryproof.reference_impl").origin), "launch.py")
 
 
 class HarnessDied(Exception):

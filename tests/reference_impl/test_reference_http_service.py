@@ -121,6 +121,24 @@ def test_bad_bodies_and_paths_are_answered_and_the_connection_stays(port):
     connection.close()
 
 
+def test_an_http_1_1_connection_stays_open_for_the_next_request(port):
+    # Two requests on one socket: a service that closed after the first answer sends one.
+    answer = exchange(port, b"GET /tasks HTTP/1.1\r\n\r\nGET /tasks HTTP/1.1\r\nConnection: close\r\n\r\n")
+    assert answer.count(b"HTTP/1.1 200 OK\r\n") == 2
+
+
+@pytest.mark.parametrize("space", [b"\xa0", b"\x0b", b"\x85", b"\x1f"])
+def test_a_key_is_stripped_of_spaces_and_tabs_only_so_other_white_space_keeps_it_invalid(port, space):
+    body = b'{"subject": "a"}'
+    answer = exchange(
+        port,
+        b"POST /tasks HTTP/1.1\r\nIdempotency-Key: \t key-4%s \r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+        % (space, len(body), body),
+    )
+    head, _, text = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and json.loads(text)["error"]["code"] == "invalid_submission_id"
+
+
 def test_http_1_0_and_connection_close_end_the_connection_after_the_answer(port):
     body = b'{"subject": "Old client"}'
     old = exchange(port, b"POST /tasks HTTP/1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
@@ -152,8 +170,25 @@ def test_a_client_expecting_100_continue_gets_it_before_sending_the_body(port):
         (b"GET /" + b"x" * 70000 + b" HTTP/1.1\r\n\r\n", 414),
         (b"GET /tasks HTTP/1.1\r\n" + b"X-A: b\r\n" * 101 + b"\r\n", 431),
         (b"GET /tasks HTTP/1.1\r\nno colon here\r\n\r\n", 400),
+        (b"POST /tasks HTTP/1.1\r\nContent-Length: \xb2\r\n\r\n", 400),
+        (b"POST /tasks HTTP/1.1\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n", 400),
+        (b"POST /tasks HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400),
+        (b"POST /tasks HTTP/1.1\r\nIdempotency-Key: k1\r\nIdempotency-Key: k2\r\nContent-Length: 2\r\n\r\n{}", 400),
     ],
-    ids=["request-line", "version", "method", "length", "too-large", "long-line", "many-headers", "header-line"],
+    ids=[
+        "request-line",
+        "version",
+        "method",
+        "length",
+        "too-large",
+        "long-line",
+        "many-headers",
+        "header-line",
+        "superscript-length",
+        "huge-length",
+        "two-lengths",
+        "two-keys",
+    ],
 )
 def test_what_cannot_be_read_is_refused_with_a_status_and_a_closed_connection(port, request_bytes, status):
     answer = exchange(port, request_bytes + b"GET /tasks HTTP/1.1\r\n\r\n")
