@@ -12,8 +12,7 @@ from typing import Any, cast
 
 import anyio
 import claim_store
-from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, TextContent
+from sdk import CallToolResult, MCPServer, TextContent
 
 server = MCPServer("claim-store")
 

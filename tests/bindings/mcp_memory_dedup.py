@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from keyed_store import SETTLE_S
-from mcp.server.mcpserver import Context, MCPServer
+from sdk import Context, MCPServer
 
 STATE = os.environ["RETRYPROOF_STATE_DIR"]
 LOCK = threading.Lock()

@@ -16,8 +16,7 @@ from typing import Any
 
 import anyio
 import keyed_store as store
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from sdk import MCPServer, ToolError
 
 PENDING: set[str] = set()
 REPLAYS_ANY_PAYLOAD = sys.argv[1:] == ["--defect", "replays-any-payload"]

@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from kit import by_id, retryproof_here
+import pytest
+from kit import by_id, once_per_session, retryproof_here
 
 from retryproof.adapters.binding.connection import BindingConnection
 from retryproof.adapters.connection import Lost
@@ -28,17 +29,29 @@ WRITE_POINTS = [
 ]
 
 
-def test_a_server_still_starting_after_its_ready_is_settled_before_the_recorded_write(tmp_path, strace):
+@pytest.fixture(scope="module")
+def logged(tmp_path_factory: pytest.TempPathFactory, strace: str) -> tuple[str, dict]:
+    """CRASH-POINTS over ``logging-listings.yaml`` on seed 1, its output and its
+    scenario: one run, read by both tests about what is none of the write's points.
+    Its server is still-starting.yaml's that also records each listing it answers: it
+    goes on starting past its ready all the same, so the run shows both."""
+
+    def run(directory: Path) -> tuple[str, dict]:
+        out = directory / "out"
+        done = retryproof_here(
+            "run", "--binding", str(LOGGING_LISTINGS), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out)
+        )
+        return done.stdout, by_id(json.loads((out / "report.json").read_text()))["CRASH-POINTS"]
+
+    return once_per_session(tmp_path_factory, "crash-points-logged-listings", run)
+
+
+def test_a_server_still_starting_after_its_ready_is_settled_before_the_recorded_write(logged):
     """Before, its start-up's writes fell inside the recorded write: 5 of 8 points were
     ``startup.log``'s, whose kills landed while the kit read the listing before
     the write, and that listing waited 10 s for a dead server (51 s in all)."""
-    out = tmp_path / "out"
-    done = retryproof_here(
-        "run", "--binding", str(STILL_STARTING), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out)
-    )
-    report = json.loads((out / "report.json").read_text())
-    scenario = by_id(report)["CRASH-POINTS"]
-    assert scenario["status"] == "passed", done.stdout
+    stdout, scenario = logged
+    assert scenario["status"] == "passed", stdout
     evidence = scenario["evidence"]
     assert evidence["settled_before_the_write"]["calls"] > 0  # it went on after its ready
     assert [(o["point"], o["target"]) for o in evidence["points"]] == WRITE_POINTS
@@ -61,19 +74,15 @@ def test_the_listing_before_a_write_ends_when_its_server_has(tmp_path):
     assert reply == Lost("the server ended while the listing command ran")
 
 
-def test_what_the_server_does_for_the_listing_read_before_the_write_is_no_point(tmp_path, strace):
+def test_what_the_server_does_for_the_listing_read_before_the_write_is_no_point(logged):
     """The kit reads the listing before it sends the write (the binding has no reused
     rule), and this server records each listing it answers in ``listings.log``, fsynced.
     Those calls come before the request is sent, so they are none of the write's points.
     Before, the recorded window began before that listing: ``listings.log``'s create and
     write were points, and their kills, which landed in the listing of the kill runs
     (the write never sent), counted as landed on their recorded calls."""
-    out = tmp_path / "out"
-    done = retryproof_here(
-        "run", "--binding", str(LOGGING_LISTINGS), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out)
-    )
-    scenario = by_id(json.loads((out / "report.json").read_text()))["CRASH-POINTS"]
-    assert scenario["status"] == "passed", done.stdout
+    stdout, scenario = logged
+    assert scenario["status"] == "passed", stdout
     evidence = scenario["evidence"]
     assert [(o["point"], o["target"]) for o in evidence["points"]] == WRITE_POINTS
     assert evidence["points_landed_elsewhere"] == []
@@ -103,14 +112,17 @@ def test_a_traced_start_lost_while_strace_lives_on_is_tried_again_at_once(tmp_pa
     "delayed wait data set already"): the wait for the server's ready took its whole
     bound, 60 s of a CRASH-POINTS run. The recording's first start is lost that way
     here: the wait ends when the server does, the start is tried once more, and the
-    scenario is judged, well within that bound."""
+    scenario is judged, well within that bound. At one point of the write
+    (``RETRYPROOF_CRASH_POINT``): the lost start is the recording's, before any point,
+    and each of the others would cost a traced start of the server and of this fake."""
     fake = tmp_path / "bin" / "strace"
     fake.parent.mkdir()
     lives_on = Path(__file__).with_name("strace_lives_on.py")
     fake.write_text(f'#!/bin/sh\nexec {sys.executable} {lives_on} {strace} {tmp_path / "lost"} "$@"\n')
     fake.chmod(0o755)
     out = tmp_path / "out"
-    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    path = f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, "RETRYPROOF_CRASH_POINT": "link:1"}  # the task linked into place
     began = time.monotonic()
     done = retryproof_here(
         "run", "--binding", str(REFERENCE_HTTP), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out), env=env
@@ -118,6 +130,7 @@ def test_a_traced_start_lost_while_strace_lives_on_is_tried_again_at_once(tmp_pa
     took = time.monotonic() - began
     scenario = by_id(json.loads((out / "report.json").read_text()))["CRASH-POINTS"]
     assert scenario["status"] == "passed", done.stdout
+    assert [point["point"] for point in scenario["evidence"]["points"]] == ["link:1"]
     (lost,) = scenario["evidence"]["traced_starts_failed_once"]
     assert "delayed wait data set already" in lost
     assert took < 30, f"the lost start cost {took:.1f}s"  # 60 s of waiting before
