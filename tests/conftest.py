@@ -87,7 +87,6 @@ def pytest_configure(config: pytest.Config) -> None:
     at once at load 9-24: the suite took 359 CPU-s with the prefix, 386 without. Where
     bytecode is written, the test modules' rewritten asserts are cached before the workers
     start (``_rewrite_once``)."""
-    _temporary_files_in_memory()
     workers = getattr(config.option, "numprocesses", None) or 0
     if not workers:
         return
@@ -100,31 +99,6 @@ def pytest_configure(config: pytest.Config) -> None:
         sys.pycache_prefix, sys.dont_write_bytecode = prefix, False
     if not sys.dont_write_bytecode:
         _rewrite_once(config)
-
-
-#: Where the session's temporary files go when the user chose no place (TMPDIR), and the
-#: room that filesystem must have free for them (the install tests' environments among them).
-MEMORY_FILESYSTEM, MEMORY_ROOM = "/dev/shm", 2 << 30
-
-
-def _temporary_files_in_memory() -> None:
-    """Put the session's temporary files (``tmp_path``, the kit's scratch state
-    directories, the runtimes' durable files) on a memory filesystem when there is one
-    with room, unless the user set ``TMPDIR``. The tests prove what a runtime does, its
-    system calls (fsync of file and directory, under strace) and its state after a
-    SIGKILL; none proves what a disk keeps through a power cut, which is the only thing
-    a memory filesystem does not keep. On a disk those syncs are paid in kernel CPU:
-    the reference run, the HTTP binding, the server-sharing and KILL-NEMESIS tests
-    (``-n 2``, twice each, alternated, load 2.4-3.7) took 13.7 and 12.7 system CPU-s on
-    ext4, 8.4 and 8.9 on tmpfs, and 74-76 s against 67 s. Set before anything asks
-    ``tempfile`` where to write; the workers and every process started inherit it."""
-    if os.environ.get("TMPDIR") or not os.access(MEMORY_FILESYSTEM, os.W_OK | os.X_OK):
-        return
-    free = os.statvfs(MEMORY_FILESYSTEM)
-    if free.f_bavail * free.f_frsize < MEMORY_ROOM:
-        return
-    os.environ["TMPDIR"] = MEMORY_FILESYSTEM
-    tempfile.tempdir = None  # gettempdir() asks again
 
 
 def _seed_bytecode(prefix: str) -> None:
