@@ -75,6 +75,9 @@ class _Browser:
             stderr=subprocess.DEVNULL,
             pass_fds=(commands, answers),
             start_new_session=True,
+            # Chromium makes its singleton socket's folder in TMPDIR and, killed, leaves it
+            # there: inside the profile, it is removed with the profile.
+            env={**os.environ, "TMPDIR": self.profile},
         )
         os.close(commands)
         os.close(answers)
