@@ -63,15 +63,18 @@ def strace() -> str:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto`` (.ci/run): two workers per CPU this process may use, and one more. Most
+    """``-n auto`` (.ci/run): three workers per CPU this process may use, and one more. Most
     of a test's time is spent in the processes it starts (kit runs, harnesses, servers,
     pytest sessions), and much of it waiting on them (call timeouts, restarts, a run-alone
-    turn, a crash point's retries), so with few workers the CPUs stood idle. Measured on 2
-    CPUs (``--dist worksteal``, back to back, load 0.5-3.6, 2026-12-02): 5 workers 168.9 s
-    wall and 270 CPU-s, 3 workers 204.5 s and 255 CPU-s (with the suite of that time; an
-    older suite: 2 workers 106 s and 91 s, 3 workers 82 s and 83 s, 4 workers 85 s)."""
+    turn, a crash point's retries, a lease's expiry), so with few workers the CPUs stand
+    idle. The fewer CPU-s the suite costs, the more of its time is such waiting: on 2 CPUs
+    (``--dist worksteal``, the README's command, four rounds alternated, load 4-8 from the
+    runs themselves), 7 workers took 120-132 s (mean 125) and 202-225 CPU-s, 5 workers
+    131-139 s (mean 135) and 195-209 CPU-s. Earlier suites, costlier in CPU: 5 workers
+    169 s and 270 CPU-s against 3 workers 205 s and 255 CPU-s; 2 workers 106 s, 3 workers
+    82 s, 4 workers 85 s."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return 2 * cpus + 1
+    return 3 * cpus + 1
 
 
 def pytest_configure(config: pytest.Config) -> None:
