@@ -42,6 +42,7 @@ that reads one line, they are most of the way to 2x (the ``json`` row shows it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import selectors
@@ -52,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 import bytecode
 from cpu import cpu_seconds
@@ -75,6 +77,17 @@ HTTP_FLOOR = (
 TIMEOUT_S = 60.0
 
 
+@contextlib.contextmanager
+def _killed_at_end(popen: subprocess.Popen[bytes]) -> Iterator[None]:
+    """Whatever the measurement raised, no started process outlives it."""
+    try:
+        yield
+    finally:
+        if popen.poll() is None:
+            popen.kill()
+            popen.wait()
+
+
 def to_answer(command: list[str], env: dict[str, str]) -> float:
     """Seconds from spawn until the first line of stdout (the answer to ``HELLO``) is read."""
     began = time.perf_counter()
@@ -86,7 +99,7 @@ def to_answer(command: list[str], env: dict[str, str]) -> float:
         env=env,
         start_new_session=True,
     )
-    try:
+    with _killed_at_end(popen):
         assert popen.stdin is not None and popen.stdout is not None
         popen.stdin.write(HELLO)
         popen.stdin.flush()
@@ -103,10 +116,6 @@ def to_answer(command: list[str], env: dict[str, str]) -> float:
         if json.loads(answer).get("ok") is False:
             raise SystemExit(f"{command} refused hello: {answer!r}")
         return seconds
-    finally:
-        if popen.poll() is None:
-            popen.kill()
-            popen.wait()
 
 
 def to_http_answer(command: list[str], env: dict[str, str]) -> float:
@@ -118,7 +127,7 @@ def to_http_answer(command: list[str], env: dict[str, str]) -> float:
     popen = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, env={**env, "RETRYPROOF_PORT": str(port)}, start_new_session=True
     )
-    try:
+    with _killed_at_end(popen):
         while True:
             try:
                 connection = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S)
@@ -138,10 +147,6 @@ def to_http_answer(command: list[str], env: dict[str, str]) -> float:
         if popen.wait(TIMEOUT_S) not in (0, -signal.SIGTERM):  # the floor has no handler
             raise SystemExit(f"{command} exited {popen.returncode}")
         return seconds
-    finally:
-        if popen.poll() is None:
-            popen.kill()
-            popen.wait()
 
 
 def to_exit(command: list[str], stdin: str, env: dict[str, str]) -> float:
