@@ -19,6 +19,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +27,7 @@ from unittest import mock
 
 import pytest
 
+from retryproof.adapters.connection import Connection, HarnessStartError
 from retryproof.conformance.options import REFERENCE_COMMAND
 
 Shared = TypeVar("Shared")
@@ -173,3 +175,15 @@ def once_per_session(factory: pytest.TempPathFactory, name: str, compute: Callab
         result = compute(Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root)))
         stored.write_bytes(pickle.dumps(result))
         return result
+
+
+def failed_start(connection: Connection) -> tuple[HarnessStartError, float]:
+    """A start that must fail (a harness's or a binding server's): its failure and how
+    long it took to come; the connection is ended either way."""
+    began = time.monotonic()
+    try:
+        with pytest.raises(HarnessStartError) as failed:
+            connection.start()
+    finally:
+        connection.kill()
+    return failed.value, time.monotonic() - began

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kit import failed_start
 
 from retryproof.adapters import process_groups
 from retryproof.adapters.binding import connection as connection_module
@@ -51,22 +52,11 @@ def _connection(tmp_path: Path, binding, wrap: tuple[str, ...]) -> BindingConnec
     return BindingConnection(binding, str(state), start_timeout=START_TIMEOUT_S, wrap=wrap)
 
 
-def _failed_start(connection: BindingConnection) -> tuple[HarnessStartError, float]:
-    """The start's failure and how long it took to come; the connection is ended either way."""
-    began = time.monotonic()
-    try:
-        with pytest.raises(HarnessStartError) as failed:
-            connection.start()
-    finally:
-        connection.kill()
-    return failed.value, time.monotonic() - began
-
-
 @pytest.mark.parametrize("name", TRANSPORTS)
 def test_a_server_that_exits_at_start_under_a_wrapper_that_lives_on_ends_the_wait(tmp_path, name):
     binding = _binding(tmp_path, name, '["{python}", -c, "import sys; sys.exit(3)"]')
     connection = _connection(tmp_path, binding, LIVES_ON)
-    failed, took = _failed_start(connection)
+    failed, took = failed_start(connection)
     assert took < NOTICED_WITHIN_S, f"noticed after {took:.2f}s"
     assert "the command python" in failed.message and "ended while python lived on" in failed.message
     # What the wrapper said is kept, as strace's own words are for CRASH-POINTS' evidence.
@@ -115,7 +105,7 @@ def test_a_wrapper_that_never_runs_its_command_ends_the_wait_after_a_grace(tmp_p
     binding = _binding(tmp_path, "reference-http.yaml")
     never_runs = (sys.executable, "-c", "import time; time.sleep(120)")  # ignores the command after it
     connection = _connection(tmp_path, binding, never_runs)
-    failed, took = _failed_start(connection)
+    failed, took = failed_start(connection)
     assert took < NOTICED_WITHIN_S
     assert "was not seen running within 0.5s" in failed.message
 
@@ -150,7 +140,7 @@ def test_a_server_that_exits_at_start_under_strace_is_its_own_exit_not_a_lost_st
     binding = _binding(tmp_path, "reference-http.yaml", '["{python}", -c, "import sys; sys.exit(3)"]')
     wrap = (strace, *tracing_options(strace), "-o", str(tmp_path / "trace"), "--")
     connection = _connection(tmp_path, binding, wrap)
-    failed, _ = _failed_start(connection)
+    failed, _ = failed_start(connection)
     assert "exited with status 3" in failed.message
 
 
@@ -198,6 +188,6 @@ def test_a_start_the_watch_gave_up_as_the_server_got_ready_fails(tmp_path, monke
     connection = _connection(
         tmp_path, binding, (sys.executable, "-c", "import os, sys; os.execv(sys.argv[1], sys.argv[1:])")
     )
-    failed, _ = _failed_start(connection)
+    failed, _ = failed_start(connection)
     assert "ended while python lived on" in failed.message
     assert not connection.alive
