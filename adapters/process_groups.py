@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from retryproof.adapters.connection import HarnessStartError
 from retryproof.adapters.pipes import ChildPipes
-from retryproof.adapters.procfs import running, stat_fields, visible_pids
+from retryproof.adapters.procfs import ENDED, running, stat_fields, visible_pids
 
 #: Where every child the kit starts finds its state directory.
 STATE_DIR_ENV = "RETRYPROOF_STATE_DIR"
@@ -278,7 +278,7 @@ def _keeps_running_for(wrapper: int) -> bool:
         if pid == wrapper:
             continue
         fields = stat_fields(pid)
-        if fields is None or fields[0] in ("Z", "X"):
+        if fields is None or fields[0] in ENDED:
             continue
         if int(fields[2]) == wrapper or _tracer(pid) == wrapper:
             return True

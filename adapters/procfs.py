@@ -19,10 +19,14 @@ def stat_fields(pid: int) -> list[str] | None:
     return None if end < 0 else text[end + 2 :].split()
 
 
+#: The states (``stat_fields``' first) of a process that has ended: a zombie, or dead.
+ENDED = ("Z", "X")
+
+
 def running(pid: int) -> bool:
     """Whether ``pid`` is a process that has not ended (a zombie has)."""
     fields = stat_fields(pid)
-    return fields is not None and fields[0] not in ("Z", "X")
+    return fields is not None and fields[0] not in ENDED
 
 
 def visible_pids() -> list[int]:
