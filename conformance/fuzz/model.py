@@ -78,12 +78,12 @@ CRASH_FAILPOINT_PREFIX = "write_task."
 
 #: FUZZ-MODEL's concurrency probe: every run, whatever its seed, first runs this many
 #: ``race`` steps, each on ``PROBE_IDS`` fresh ids, as wide as the run's concurrency
-#: setting: A4-CONCURRENT's races (``scenarios/retries.py`` says why several ids race
-#: at once). Exploration
+#: setting: A4-CONCURRENT's races and rounds (``scenarios/retries.py`` says why several
+#: ids race at once, and why three rounds). Exploration
 #: alone checked races only when a seed's histories happened to burst on a fresh id and
 #: that burst happened to interleave, so a lookup-then-SET library failed FUZZ-MODEL on
 #: one seed and passed it on another.
-PROBE_ROUNDS = 2
+PROBE_ROUNDS = 3  # A4_ROUNDS (tests/conformance/test_races.py holds them equal)
 PROBE_IDS = 8
 
 # Generous bounds for hand-edited replays; the explorer stays far inside them.
