@@ -206,6 +206,15 @@ BAD_TASKS = {
 }
 
 
+def _shown(value: object) -> str:
+    """``value`` as JSON for a reader: a non-ASCII letter as it is, but a character no one
+    can see or tell from another (a no-break space, a format character) escaped, so the
+    key "a\u00a0" is not shown as "a " (an ASCII space, which is another key)."""
+    return "".join(
+        char if char.isprintable() else json.dumps(char)[1:-1] for char in json.dumps(value, ensure_ascii=False)
+    )
+
+
 @scenario("INVALID-INPUT")
 def invalid_input(ctx: Context) -> None:
     ctx.start()
@@ -213,9 +222,7 @@ def invalid_input(ctx: Context) -> None:
     task = ctx.task()
     for bad_id in BAD_SUBMISSION_IDS:
         call = ctx.call("write_task", {"client_submission_id": bad_id, "task": task})
-        ctx.expect_error(
-            call, "invalid_submission_id", f"client_submission_id {json.dumps(bad_id, ensure_ascii=False)}"
-        )
+        ctx.expect_error(call, "invalid_submission_id", f"client_submission_id {_shown(bad_id)}")
     submission_id = ctx.submission_id()
     for name, bad_task in BAD_TASKS.items():
         ctx.expect_error(ctx.write_task(submission_id, bad_task), "invalid_request", f"task with {name}")
@@ -247,7 +254,7 @@ def invalid_key(ctx: Context) -> None:
     task = ctx.task()
     accepted = []
     for bad_id in BAD_TEXT_KEYS:
-        shown = json.dumps(bad_id, ensure_ascii=False)
+        shown = _shown(bad_id)
         # Read leniently: a malformed key that was accepted is judged below, in words
         # about what the runtime did, not as a result the schema refuses.
         call = ctx.call("write_task", {"client_submission_id": bad_id, "task": task}, schema_checked=False)
@@ -259,8 +266,7 @@ def invalid_key(ctx: Context) -> None:
     written = [item for item in after.tasks if item.get("task_id") not in before.ids]
     if accepted or written:
         effects = ", ".join(
-            f"{item.get('task_id')} under key {json.dumps(item.get('client_submission_id'), ensure_ascii=False)}"
-            for item in written
+            f"{item.get('task_id')} under key {_shown(item.get('client_submission_id'))}" for item in written
         )
         ctx.note("accepted_keys", accepted)
         ctx.check(

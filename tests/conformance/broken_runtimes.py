@@ -271,6 +271,15 @@ def escaping_task_path(result: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**result, "task_path": "../../../../etc/passwd"}
 
 
+def trimmed_id(args: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A "tolerant" key reader: the id trimmed with the language's own strip (Unicode
+    whitespace) before anything checks it. Over a header only a trailing no-break space
+    reaches such a reader (HTTP drops spaces and tabs at a value's ends; a line feed cannot
+    travel), so INVALID-KEY catches it by the submission-id vector that holds one alone."""
+    submission_id = args.get("client_submission_id")
+    return {**args, "client_submission_id": submission_id.strip()} if isinstance(submission_id, str) else args
+
+
 def never_answered(result: Mapping[str, Any]) -> Mapping[str, Any]:
     """A write_task that does its work and then never answers (a deadlock after the
     effect): the harness goes silent on the one op most scenarios need."""
@@ -304,10 +313,13 @@ DEFECTS = {
     "never-answers-write-task": (Runtime, (), {"write_task": never_answered}),
     "escaping-task-path": (Runtime, (), {"write_task": escaping_task_path}),
 }
+# defect -> op -> rewrite of its args, before the harness reads them
+ARGUMENT_DEFECTS = {"trims-id-whitespace": {"write_task": trimmed_id}}
 
 
 def main() -> None:
-    runtime_class, withheld, rewrites = DEFECTS[sys.argv[1]]
+    runtime_class, withheld, rewrites = DEFECTS.get(sys.argv[1], (Runtime, (), None))
+    arguments = ARGUMENT_DEFECTS.get(sys.argv[1], {})
     runtime = runtime_class(
         os.environ["RETRYPROOF_STATE_DIR"],
         parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS")),
@@ -319,6 +331,9 @@ def main() -> None:
         for op, rewrite in (rewrites or {}).items():
             if op in handlers:
                 handlers[op] = lambda args, serve=handlers[op], rewrite=rewrite: rewrite(serve(args))
+        for op, rewrite in arguments.items():
+            if op in handlers:
+                handlers[op] = lambda args, serve=handlers[op], rewrite=rewrite: serve(rewrite(args))
         capabilities = tuple(name for name in group.capabilities if name not in withheld)
         actions = getattr(runtime_class, "tamper_actions", group.tamper_actions) if "tamper" in handlers else ()
         groups.append(OpGroup(handlers, capabilities, group.failpoints, actions))
