@@ -9,6 +9,9 @@ file, ``-n 2``, ``-k``). Wall seconds summed over tests are worker-seconds: on a
 machine they grow with the load, while CPU seconds (the test's process and every
 process it started and reaped: kit runs, harnesses, servers) grow much less, so read
 both (``--by cpu`` ranks files and tests by CPU, the figure to compare across loads).
+The file table's "of it in worker" column is the part of a file's CPU spent in the pytest
+worker itself (in-process kit runs, Hypothesis, collection of a test's fixtures); the
+rest is in the processes its tests started, so it says which of the two to cut.
 A process a worker keeps for several tests is counted in no test, only in the
 command's total once the worker has reaped it: the headless Chromium that renders
 every page of a worker's tests (tests/conformance/headless_chromium.py).
@@ -52,13 +55,15 @@ OUT_ENV = "RETRYPROOF_BENCH_SUITE_OUT"
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Setup, call and teardown of one test, as the plugin of each worker sees them."""
-    began, cpu, at = time.perf_counter(), sum(cpu_seconds()), time.time()
+    began, (own, reaped), at = time.perf_counter(), cpu_seconds(), time.time()
     yield
+    own_after, reaped_after = cpu_seconds()
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     line = {
         "test": item.nodeid,
         "wall_s": time.perf_counter() - began,
-        "cpu_s": sum(cpu_seconds()) - cpu,
+        "cpu_s": own_after + reaped_after - own - reaped,
+        "own_cpu_s": own_after - own,
         "at": at,
         "worker": worker,
         "pid": os.getpid(),
@@ -68,26 +73,28 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 def summary(lines: list[dict], top: int, by: str = "wall") -> str:
-    files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    files: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0])
     for line in lines:
         totals = files[line["test"].split("::")[0]]
         totals[0] += line["wall_s"]
         totals[1] += line["cpu_s"]
-        totals[2] += 1
+        totals[2] += line["own_cpu_s"]
+        totals[3] += 1
     column = 2 if by == "wall" else 3
     rows = sorted(
-        ([name, n, f"{wall:.1f}", f"{cpu:.1f}"] for name, (wall, cpu, n) in files.items()),
+        ([name, n, f"{wall:.1f}", f"{cpu:.1f}", f"{own:.1f}"] for name, (wall, cpu, own, n) in files.items()),
         key=lambda row: -float(row[column]),
     )
     ranked = sorted(lines, key=lambda line: -line[f"{by}_s"])[:top]
     longest = max(lines, key=lambda line: line["wall_s"])
     wall = sum(line["wall_s"] for line in lines)
     cpu = sum(line["cpu_s"] for line in lines)
+    own = sum(line["own_cpu_s"] for line in lines)
     return "\n\n".join(
         [
-            f"{len(lines)} tests: {wall:.0f} worker-seconds, {cpu:.0f} CPU-seconds; "
+            f"{len(lines)} tests: {wall:.0f} worker-seconds, {cpu:.0f} CPU-seconds ({own:.0f} in the workers); "
             f"longest test {longest['wall_s']:.1f} s ({longest['test']})\n" + _workers(lines),
-            tabulate(rows[:top], headers=["file", "tests", "wall s", "cpu s"]),
+            tabulate(rows[:top], headers=["file", "tests", "wall s", "cpu s", "of it in worker"]),
             tabulate(
                 [[line["test"], f"{line['wall_s']:.1f}", f"{line['cpu_s']:.1f}"] for line in ranked],
                 headers=["test", "wall s", "cpu s"],

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from kit import matrix_runs_here
+from kit import matrix_runs_here, retryproof_here
 
 from retryproof import spec
 from retryproof.adapters.process_groups import run_to_end
@@ -105,7 +105,7 @@ def test_dbos_harness_handshake_and_one_reuse(tmp_path):
 
 
 #: Seconds the matrix test's steps may take: the install (from the package index), setup
-#: start and stop, a run through each way in.
+#: start and stop, a run through each way in (in the test's process: its phase's bound).
 INSTALL_S, STEP_S, RUN_S = 900, 60, 300
 
 
@@ -135,13 +135,16 @@ def _step(command: list[str], cwd: Path, timeout: float, what: str, **env: str) 
 
 
 @pytest.mark.phase_limit(INSTALL_S + 2 * STEP_S + 2 * RUN_S)  # its steps' own bounds (tests/phase_limit.py)
-def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_ways_in(tmp_path):
+def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_ways_in(tmp_path, monkeypatch):
     """The matrix's plumbing on the smallest real target, as ``retryproof matrix`` does
     it: the folder's own ``setup install`` (the pinned django-idempotency-key, Django,
     waitress and the kit, from the package index), ``setup start``, one scenario through
     each target of its matrix.json (the harness, and the binding with its listing run
     in the folder's environment), ``setup stop``. In a copy of the sources, so the
-    checkout is left as it was.
+    checkout is left as it was. The setup steps, the harness and the server are
+    processes; each ``retryproof run`` runs in this process, from the copy, as
+    ``kit.matrix_runs_here`` runs the matrix's (what a run's own process does on SIGTERM
+    is test_a_terminated_matrix_ends_its_run_and_stops_its_servers').
 
     It needs the package index, on purpose, and never skips: CI reaches PyPI, and an
     install that cannot (the index unreachable, a pin withdrawn) fails here with pip's
@@ -161,9 +164,13 @@ def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_wa
     try:
         for target in django.targets:
             out = tmp_path / target.report
-            command = [sys.executable, "-m", "retryproof.conformance.cli", "run", *target.way, "--only", "WT-CREATE"]
-            command += ["--seed", "1", "--out", str(out), "--format", "json", *target.options]
-            _step(command, root, RUN_S, f"retryproof run for {target.report}")
+            with monkeypatch.context() as here:
+                here.chdir(root)  # the matrix's relative command lines resolve in the copy
+                done = retryproof_here(
+                    "run", *target.way, "--only", "WT-CREATE", "--seed", "1", "--out", str(out), "--format", "json",
+                    *target.options,
+                )  # fmt: skip
+            assert done.returncode == 0, f"retryproof run for {target.report}:\n{done.stdout[-2000:]}\n{done.stderr}"
             text = (out / "report.json").read_text(encoding="utf-8")
             report = json.loads(text)
             assert report["implementation"]["name"] == "django-idempotency-key"
