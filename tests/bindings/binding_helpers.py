@@ -16,6 +16,10 @@ from kit import retryproof_here
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+#: How a binding here starts a test service written in standard-library Python alone
+#: (the HTTP services, ``claim_stdio.py``, ``list_effects.py``): without ``site``, as
+#: ``kit.STDLIB_PYTHON`` starts a harness; the suite starts them a few hundred times.
+STDLIB = ("{python}", "-S")
 
 
 def run_cli(
@@ -87,7 +91,7 @@ def http_binding(script: str, name: str, **extra) -> dict:
         "binding": "retryproof-binding/1",
         "name": name,
         "transport": "http",
-        "start": {"command": ["{python}", str(HERE / script)], "url": "http://127.0.0.1:{port}"},
+        "start": {"command": [*STDLIB, str(HERE / script)], "url": "http://127.0.0.1:{port}"},
         "call": {"method": "POST", "path": "/tasks", "key": {"header": "Idempotency-Key"}},
         "answers": {
             "task_id": "body.id",
@@ -116,7 +120,7 @@ def claim_binding(wire: str, defect: str = "") -> dict[str, Any]:
         document = http_binding("claim_http.py", name, recovery_s=1.0)
         document["start"]["env"] = env
         return document
-    start: dict[str, Any] = {"command": ["{python}", str(HERE / "claim_stdio.py")], "env": env}
+    start: dict[str, Any] = {"command": [*STDLIB, str(HERE / "claim_stdio.py")], "env": env}
     if wire == "mcp-http":
         start = {"command": ["{python}", str(HERE / "claim_mcp.py")], "env": env, "url": "http://127.0.0.1:{port}/mcp"}
     return {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from binding_helpers import HERE, http_binding, run_binding, run_cli, shipped, statuses, write_binding
+from binding_helpers import HERE, STDLIB, http_binding, run_binding, run_cli, shipped, statuses, write_binding
 from kit import once_per_session
 
 pytest_plugins = ["pytester"]
@@ -108,7 +108,7 @@ def test_fuzz_model_over_http_finds_a_defect_and_its_shrunk_history_replays(tmp_
 
 def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflict_and_bad_keys(tmp_path):
     # Its effects are listed by a read-only command over its state, as a database query would.
-    listing = {"command": ["{python}", str(HERE / "list_effects.py"), "{state_dir}"], "items": "body"}
+    listing = {"command": [*STDLIB, str(HERE / "list_effects.py"), "{state_dir}"], "items": "body"}
     document = http_binding("replays_any_body.py", "replays-any-body")
     document["listing"].update(listing)
     del document["listing"]["get"]
