@@ -111,13 +111,16 @@ def http_binding(script: str, name: str, **extra) -> dict:
 WIRES = ("http", "mcp-stdio", "mcp-http")
 
 
-def claim_binding(wire: str, defect: str = "") -> dict[str, Any]:
+def claim_binding(wire: str, defect: str = "", waits: bool = True) -> dict[str, Any]:
     """A binding for the claim store over ``wire``, broken by ``defect`` (claim_store.py's
-    RETRYPROOF_DEFECT; empty: the fixed store). Its recovery bound is the store's lease."""
-    env = {"RETRYPROOF_DEFECT": defect}
+    RETRYPROOF_DEFECT; empty: the fixed store); without ``waits``, its calls make their
+    steps at once (RETRYPROOF_CLAIM_WAITS=none: for CRASH-POINTS alone). Its recovery
+    bound is the store's lease."""
+    env = {"RETRYPROOF_DEFECT": defect, **({} if waits else {"RETRYPROOF_CLAIM_WAITS": "none"})}
+    recovery_s = 1.0 if waits else 0.2
     name = f"claim-{wire}-{defect or 'fixed'}"
     if wire == "http":
-        document = http_binding("claim_http.py", name, recovery_s=1.0)
+        document = http_binding("claim_http.py", name, recovery_s=recovery_s)
         document["start"]["env"] = env
         return document
     start: dict[str, Any] = {"command": [*STDLIB, str(HERE / "claim_stdio.py")], "env": env}
@@ -138,5 +141,5 @@ def claim_binding(wire: str, defect: str = "") -> dict[str, Any]:
             ],
         },
         "listing": {"tool": "list_effects", "items": "result.effects", "task_id": "id", "key": "key", "task": "task"},
-        "recovery_s": 1.0,
+        "recovery_s": recovery_s,
     }
