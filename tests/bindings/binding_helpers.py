@@ -16,6 +16,10 @@ from kit import retryproof_here
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+#: How a binding here starts a test service written in standard-library Python alone
+#: (the HTTP services, ``claim_stdio.py``, ``list_effects.py``): without ``site``, as
+#: ``kit.STDLIB_PYTHON`` starts a harness; the suite starts them a few hundred times.
+STDLIB = ("{python}", "-S")
 
 
 def run_cli(
@@ -87,7 +91,7 @@ def http_binding(script: str, name: str, **extra) -> dict:
         "binding": "retryproof-binding/1",
         "name": name,
         "transport": "http",
-        "start": {"command": ["{python}", str(HERE / script)], "url": "http://127.0.0.1:{port}"},
+        "start": {"command": [*STDLIB, str(HERE / script)], "url": "http://127.0.0.1:{port}"},
         "call": {"method": "POST", "path": "/tasks", "key": {"header": "Idempotency-Key"}},
         "answers": {
             "task_id": "body.id",
@@ -107,16 +111,19 @@ def http_binding(script: str, name: str, **extra) -> dict:
 WIRES = ("http", "mcp-stdio", "mcp-http")
 
 
-def claim_binding(wire: str, defect: str = "") -> dict[str, Any]:
+def claim_binding(wire: str, defect: str = "", waits: bool = True) -> dict[str, Any]:
     """A binding for the claim store over ``wire``, broken by ``defect`` (claim_store.py's
-    RETRYPROOF_DEFECT; empty: the fixed store). Its recovery bound is the store's lease."""
-    env = {"RETRYPROOF_DEFECT": defect}
+    RETRYPROOF_DEFECT; empty: the fixed store); without ``waits``, its calls make their
+    steps at once (RETRYPROOF_CLAIM_WAITS=none: for CRASH-POINTS alone). Its recovery
+    bound is the store's lease."""
+    env = {"RETRYPROOF_DEFECT": defect, **({} if waits else {"RETRYPROOF_CLAIM_WAITS": "none"})}
+    recovery_s = 1.0 if waits else 0.2
     name = f"claim-{wire}-{defect or 'fixed'}"
     if wire == "http":
-        document = http_binding("claim_http.py", name, recovery_s=1.0)
+        document = http_binding("claim_http.py", name, recovery_s=recovery_s)
         document["start"]["env"] = env
         return document
-    start: dict[str, Any] = {"command": ["{python}", str(HERE / "claim_stdio.py")], "env": env}
+    start: dict[str, Any] = {"command": [*STDLIB, str(HERE / "claim_stdio.py")], "env": env}
     if wire == "mcp-http":
         start = {"command": ["{python}", str(HERE / "claim_mcp.py")], "env": env, "url": "http://127.0.0.1:{port}/mcp"}
     return {
@@ -134,5 +141,5 @@ def claim_binding(wire: str, defect: str = "") -> dict[str, Any]:
             ],
         },
         "listing": {"tool": "list_effects", "items": "result.effects", "task_id": "id", "key": "key", "task": "task"},
-        "recovery_s": 1.0,
+        "recovery_s": recovery_s,
     }

@@ -28,8 +28,8 @@ def caller_left(connection: socket.socket, seconds: float) -> bool:
 
 class Handler(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
-        task = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        key = self.headers["Idempotency-Key"]
+        task = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        key = self.headers["idempotency-key"]
         answered = claim_store.begin(key)
         if answered is None:
             if caller_left(self.connection, claim_store.WORK_S):

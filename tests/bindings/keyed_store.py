@@ -56,8 +56,8 @@ def add(key: str | None, fields: dict[str, Any]) -> dict[str, Any]:
 def keyed_post(handler: Any) -> tuple[Any, str | None] | None:
     """A POST's JSON body and its ``Idempotency-Key``; None once a malformed key was
     answered 400 (``handler`` is a ``json_service.JsonHandler``)."""
-    body = json.loads(handler.rfile.read(int(handler.headers.get("Content-Length") or 0)))
-    key = handler.headers.get("Idempotency-Key")
+    body = json.loads(handler.rfile.read(int(handler.headers.get("content-length") or 0)))
+    key = handler.headers.get("idempotency-key")
     if not valid_key(key):
         handler.answer(400, {"error": "bad idempotency key"})
         return None

@@ -36,8 +36,8 @@ def save(effect: dict) -> None:
 
 class Handler(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
-        task = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        key = self.headers.get("Idempotency-Key")
+        task = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        key = self.headers.get("idempotency-key")
         with LOCK:
             first = next((effect for effect in effects() if key is not None and effect["key"] == key), None)
             if first is not None:

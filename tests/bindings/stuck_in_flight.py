@@ -33,8 +33,8 @@ def effects() -> list[dict]:
 
 class Handler(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
-        task = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-        key = self.headers["Idempotency-Key"]
+        task = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+        key = self.headers["idempotency-key"]
         with LOCK:
             if os.path.exists(path("effect", key)):
                 with open(path("effect", key), encoding="utf-8") as handle:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from binding_helpers import HERE, http_binding, run_binding, run_cli, shipped, statuses, write_binding
-from kit import once_per_session
+from binding_helpers import HERE, STDLIB, http_binding, run_binding, run_cli, shipped, statuses, write_binding
+from kit import REFERENCE, once_per_session
 
 pytest_plugins = ["pytester"]
 
@@ -21,6 +21,14 @@ HARNESS_ONLY = {
     "WT-DIGEST-VECTORS": "protocol:digest",
     "INVOCATION-FIELDS-IGNORED": "protocol:invocation",
 }
+
+
+def faulty_reference(fault: str) -> dict:
+    """The shipped binding, serving the reference's variant ``fault`` as the kit starts
+    the reference (``python -S launch.py``: 0.047 CPU-s a start, not -m's 0.071)."""
+    document = shipped("reference-http")
+    document["start"]["command"] = ["{python}", *REFERENCE[1:], "--fault", fault, "--http"]
+    return document
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +84,7 @@ def test_the_whole_catalogue_over_http_is_conformant_as_a_black_box(whole):
 
 def test_a_faulty_reference_over_http_fails_where_its_defect_is(tmp_path):
     """Deduplication in memory: no restart, no failure; a restart forgets the key."""
-    document = shipped("reference-http")
-    document["start"]["command"] += ["--fault", "memory-dedup"]
-    binding = write_binding(tmp_path, document)
+    binding = write_binding(tmp_path, faulty_reference("memory-dedup"))
     done, report = run_binding(tmp_path, binding, "A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,RESTART-REUSE")
     assert statuses(report) == {
         "A2-RESPONSE-LOSS": "passed",
@@ -94,9 +100,7 @@ def test_fuzz_model_over_http_finds_a_defect_and_its_shrunk_history_replays(tmp_
     history could be one SIGKILL a few ms into a call, which breaks the invariant only
     when the kill lands after the effect: its replay reproduced by luck, and failed
     under load.)"""
-    document = shipped("reference-http")
-    document["start"]["command"] += ["--fault", "digest-ignored"]
-    binding = write_binding(tmp_path, document)
+    binding = write_binding(tmp_path, faulty_reference("digest-ignored"))
     done, report = run_binding(tmp_path, binding, "FUZZ-MODEL")
     assert statuses(report) == {"FUZZ-MODEL": "failed"}, done.stdout
     (replay,) = (tmp_path / "out" / "replays").glob("fuzz-model-*")
@@ -108,7 +112,7 @@ def test_fuzz_model_over_http_finds_a_defect_and_its_shrunk_history_replays(tmp_
 
 def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflict_and_bad_keys(tmp_path):
     # Its effects are listed by a read-only command over its state, as a database query would.
-    listing = {"command": ["{python}", str(HERE / "list_effects.py"), "{state_dir}"], "items": "body"}
+    listing = {"command": [*STDLIB, str(HERE / "list_effects.py"), "{state_dir}"], "items": "body"}
     document = http_binding("replays_any_body.py", "replays-any-body")
     document["listing"].update(listing)
     del document["listing"]["get"]

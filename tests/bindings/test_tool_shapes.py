@@ -107,8 +107,8 @@ def test_each_defect_is_failed_by_the_scenario_aimed_at_it(tmp_path, name, defec
     if name.startswith("mcp"):
         pytest.importorskip("mcp.server.mcpserver", reason="the server under test needs the mcp SDK")
     document = bound(name)
-    script = HERE / document["start"]["command"][1]
-    document["start"]["command"] = ["{python}", str(script), "--defect", defect]
+    *interpreter, script = document["start"]["command"]
+    document["start"]["command"] = [*interpreter, str(HERE / script), "--defect", defect]
     done, report = run_binding(tmp_path, write_binding(tmp_path, document), f"WT-CREATE,{scenario}")
     assert statuses(report) == {"WT-CREATE": "passed", scenario: "failed"}, done.stdout
     assert reason in next(s["reason"] for s in report["scenarios"] if s["id"] == scenario)
