@@ -43,7 +43,8 @@ import yaml
 from tabulate import tabulate
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "bindings"))
+# The binding tests' helpers, and tests/kit.py that they import.
+sys.path[:0] = [str(REPO / "tests" / "bindings"), str(REPO / "tests")]
 
 from binding_helpers import WIRES, claim_binding  # noqa: E402
 from test_binding_faults import CAUGHT_BY  # noqa: E402
