@@ -10,9 +10,12 @@ binding run, a scenario declared ``takes_server=True`` takes such a turn too, th
 (SIGKILL, a graceful stop, a lost answer that ends a stdio server) and starts it again
 on its state directory: where that restart is what it tests (RESTART-REUSE, the A2
 scenarios), the start before it need not be a fresh process, only a fresh key. A turn
-that restarted the server ends it, pass or not: under ``--jobs`` the order of turns
-varies, and no later user may meet a restarted server (still recovering its keys, say)
-in one run and an unrestarted one in the next.
+that restarted the server ends it, pass or not: no later user may meet a restarted
+server (still recovering its keys, say) in one selection and an unrestarted one in
+another. So the turns that may restart come last (``Marks.turn``): the scenarios that
+only share take theirs first, all on one server, and the first of those that restart
+takes it on from them. The order of turns is the same whatever ``--jobs`` says
+(``schedule.shared_turns``), so is each scenario's ``used_before_by``.
 
 Sharing stays honest by four rules:
 
@@ -47,7 +50,8 @@ starts its own, still makes it.
 The run's first server is the one its handshake started for ``hello`` (``Handshake``):
 a binding's ``hello`` makes no call, and a harness's changes no state, so its state
 directory is as fresh as a new one's, and its first user checks that as the first user
-of any server does. A start saved.
+of any server does. A start saved. A binding's ``hello`` is its document's, so when no
+scenario of the run will share, its handshake starts no server at all.
 """
 
 from __future__ import annotations

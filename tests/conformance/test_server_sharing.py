@@ -15,6 +15,7 @@ import os
 import shlex
 import signal
 import sys
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -414,12 +415,27 @@ def test_the_handshake_server_is_the_first_shared_one(tmp_path, monkeypatch):
     assert found["INVALID-KEY"].evidence["shared_server"]["used_before_by"] == ["WT-CREATE"]
 
 
-def test_a_run_with_no_sharing_scenario_ends_the_handshake_server(tmp_path, monkeypatch):
+def test_a_binding_run_where_no_scenario_shares_starts_no_handshake_server(tmp_path, monkeypatch, reference_hello):
+    """A binding's hello is its document's: with no sharing scenario in the run, its
+    handshake starts no server, and the run starts only the scenario's own."""
     options = binding_options(tmp_path, None, ("A4-CONCURRENT",))
     started = _counted_starts(monkeypatch)
     hello, kept = handshake(options)
+    assert kept is None and started == []
+    assert hello == reference_hello  # the hello a started server answers
+    finished = run(options, hello, [], kept)
+    assert [result.status for result in finished.results] == ["passed"]
+    assert "shared_server" not in finished.results[0].evidence
+    assert len(started) == 1 and "retryproof-a4-concurrent-" in started[0]  # its own server's state directory
+
+
+def test_a_harness_run_with_no_sharing_scenario_ends_the_handshake_harness():
+    """A harness's hello needs its start: with no sharing scenario, the run ends the
+    harness its handshake kept, at once."""
+    options = harness_options(None, ("A4-CONCURRENT",))
+    hello, kept = handshake(options)
     assert kept is not None
-    connection, scratch = kept.take() or pytest.fail("the handshake kept no server")
+    connection, scratch = kept.take() or pytest.fail("the handshake kept no harness")
     kept = Handshake(connection, scratch)
     session = Run(options, hello, [], 1, selection=select(options.only, options.skip), handshake=kept)
     try:
@@ -427,11 +443,25 @@ def test_a_run_with_no_sharing_scenario_ends_the_handshake_server(tmp_path, monk
         assert kept.take() is None
     finally:
         session.close()
-    assert len(started) == 1
-    # A harness run keeps its handshake's harness too, for its first sharing scenario.
-    harness_kept = handshake(from_arguments(build_parser("run").parse_args(["run"])))[1]
-    assert harness_kept is not None
-    harness_kept.end()
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_the_scenarios_that_only_share_take_their_turns_before_one_that_restarts(tmp_path, monkeypatch, jobs):
+    """RESTART-REUSE comes before REUSE-EARLIER-ID in the catalogue, and its turn ends
+    the server it restarted: the sharing scenarios go first, so all three use the
+    handshake's server (three starts: it and RESTART-REUSE's two restarts, not a fresh
+    server after them), in the same order whatever --jobs says."""
+    options = replace(binding_options(tmp_path, None, ("WT-CREATE", "RESTART-REUSE", "REUSE-EARLIER-ID")), jobs=jobs)
+    started = _counted_starts(monkeypatch)
+    hello, kept = handshake(options)
+    finished = run(options, hello, [], kept)
+    assert [result.entry.id for result in finished.results] == ["WT-CREATE", "RESTART-REUSE", "REUSE-EARLIER-ID"]
+    assert all(result.status == "passed" for result in finished.results), finished.results
+    used = {result.entry.id: result.evidence["shared_server"] for result in finished.results}
+    assert {item["server"] for item in used.values()} == {1}, used
+    assert used["REUSE-EARLIER-ID"]["used_before_by"] == ["WT-CREATE"]
+    assert used["RESTART-REUSE"]["used_before_by"] == ["WT-CREATE", "REUSE-EARLIER-ID"]
+    assert len(started) == 3, started
 
 
 def harness_options(fault: str | None, only: tuple[str, ...]) -> Options:
