@@ -208,13 +208,17 @@ class Marks:
         return self.share and bound is not None and bound.lends(self.through_binding)
 
     def turn(self, item: Entry) -> int:
-        """The rank of a shared ``item``'s turn (``schedule.shared_turns``): those that
-        restart the server (which ends it after their turn, ``sharing.py``) come after
-        those that only share it, so the server the first of those used goes on to the
-        next, not a fresh one after a restart: in a binding run of every scenario, one
-        start fewer."""
+        """The rank of a shared ``item``'s turn (``schedule.shared_turns``): first
+        those that need a server no other scenario used (``cold_server``: the first
+        server, the handshake's, answered no call); last those that restart the server
+        (which ends it after their turn, ``sharing.py``), so the server the others used
+        goes on to the first of those, not a fresh one after a restart. A binding run of
+        every scenario starts two servers fewer than in catalogue order with a server of
+        A4-CONCURRENT's own."""
         bound = self.scenarios.get(item.id)
-        return int(bound is not None and bound.takes_server)
+        if bound is None:
+            return 1
+        return 2 if bound.takes_server else 0 if bound.cold_server else 1
 
 
 def sharing_users(options: Options, hello: Hello, selection: Sequence[Entry]) -> int:
@@ -445,7 +449,7 @@ def run_one(
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
     if shared is not None and bound.lends(options.binding is not None):
-        lease = shared.lend(item.id)
+        lease = shared.lend(item.id, bound.cold_server)
         try:
             result = _run_bound(item, bound, options, hello, turn, finish, (shared, lease))
         finally:
