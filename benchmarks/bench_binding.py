@@ -7,7 +7,8 @@ the servers it started and the CPU it cost (the kit's and its reaped servers').
 Runs the catalogue in-process over each bundled reference binding (``reference-http``,
 ``reference-mcp``, ``reference-mcp-http``), counting ``BindingConnection.start`` calls.
 With ``--jobs 1`` scenarios run one after another, so each start and each CPU-second
-is that scenario's; with more jobs only the run's totals are exact. A start shared by
+is that scenario's (rows in the order they ran: the shared server's turns take their
+own order, ``schedule.shared_turns``); with more jobs only the run's totals are exact. A start shared by
 ``shares_server`` and ``takes_server`` scenarios is counted in the scenario that made
 it; the handshake's (the run's first shared server) in the row ``(handshake)``. A
 server's CPU is counted when it is reaped, so in the scenario that ends it: a shared
@@ -27,9 +28,9 @@ from cpu import cpu_seconds
 from tabulate import tabulate
 
 from retryproof.adapters.binding.connection import BindingConnection
-from retryproof.conformance.events import ScenarioFinished, ScenarioStarted
+from retryproof.conformance.events import ScenarioResult
 from retryproof.conformance.options import Options, load_binding
-from retryproof.conformance.runner import handshake, run
+from retryproof.conformance.runner import Run, handshake, run
 
 WIRES = {"http": "reference-http", "mcp-stdio": "reference-mcp", "mcp-http": "reference-mcp-http"}
 #: The row of the handshake's start (kept running as the run's first shared server).
@@ -37,24 +38,21 @@ HANDSHAKE = "(handshake)"
 
 
 class Counted:
-    """Counts server starts, charged to the scenario running (exact with one job)."""
+    """Counts server starts, charged to the scenario computing (exact with one job)."""
 
     def __init__(self):
         self.current = HANDSHAKE
         self.starts: Counter[str] = Counter()
         self.rows: list[tuple] = []
-        self._began = (0.0, 0.0)
 
-    def handle(self, event) -> None:
-        if isinstance(event, ScenarioStarted):
-            self.current = event.entry.id
-            self._began = (time.perf_counter(), sum(cpu_seconds()))
-        elif isinstance(event, ScenarioFinished):
-            result = event.result
-            wall, cpu = time.perf_counter() - self._began[0], sum(cpu_seconds()) - self._began[1]
-            self.rows.append(
-                (result.entry.id, result.status, f"{wall:.2f}", self.starts[result.entry.id], f"{cpu:.2f}")
-            )
+    def computed(self, item, compute) -> ScenarioResult:
+        """``compute()``, its starts, wall time and CPU charged to ``item``."""
+        self.current = item.id
+        began, cpu_began = time.perf_counter(), sum(cpu_seconds())
+        result = compute()
+        wall, cpu = time.perf_counter() - began, sum(cpu_seconds()) - cpu_began
+        self.rows.append((item.id, result.status, f"{wall:.2f}", self.starts[item.id], f"{cpu:.2f}"))
+        return result
 
 
 #: The wire being measured (the last one appended).
@@ -62,14 +60,18 @@ COUNTING: list[Counted] = []
 
 
 def install() -> None:
-    original = BindingConnection.start
+    original, original_compute = BindingConnection.start, Run.compute
 
     def start(connection, *args, **kwargs):
         counted = COUNTING[-1]
         counted.starts[counted.current] += 1
         return original(connection, *args, **kwargs)
 
+    def compute(session, item, *args, **kwargs):
+        return COUNTING[-1].computed(item, lambda: original_compute(session, item, *args, **kwargs))
+
     BindingConnection.start = start  # type: ignore[method-assign]
+    Run.compute = compute  # type: ignore[method-assign]
 
 
 def one_wire(wire: str, seed: int, jobs: int, only: tuple[str, ...], skip: tuple[str, ...]) -> tuple:
@@ -81,7 +83,7 @@ def one_wire(wire: str, seed: int, jobs: int, only: tuple[str, ...], skip: tuple
     COUNTING.append(counted)
     began, cpu_began = time.perf_counter(), sum(cpu_seconds())
     hello, kept = handshake(options)
-    finished = run(options, hello, [counted], kept)
+    finished = run(options, hello, [], kept)
     wall, cpu = time.perf_counter() - began, sum(cpu_seconds()) - cpu_began
     if jobs == 1:
         print(f"\n## {wire} (seed {seed})")

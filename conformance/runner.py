@@ -99,8 +99,29 @@ def probe(options: Options) -> Hello:
 
 def handshake(options: Options) -> tuple[Hello, Handshake | None]:
     """``probe``, keeping the server it started running: ``run`` lends it to the first
-    sharing scenario, a start saved."""
+    sharing scenario, a start saved. A binding's ``hello`` is its document's, which
+    needs no server: its server is started only when a scenario of the run will share
+    it (else it was a start for nothing, an MCP SDK's import each run), and a server
+    that does not start is then the error of each scenario that starts it."""
+    binding = options.binding
+    if binding is not None:
+        from retryproof.adapters.binding.connection import synthesized_hello  # jsonschema: only with a binding
+
+        hello = _read_hello(synthesized_hello(binding))
+        if not sharing_users(options, hello, select(options.only, options.skip, options.shard)):
+            return hello, None
     return _handshake(options, keep=True)
+
+
+def _read_hello(answered: Mapping[str, Any]) -> Hello:
+    """The handshake's ``hello``; a ``KitError`` when it is not a valid one."""
+    problem = result_problem("hello", answered)
+    if problem:
+        raise KitError(
+            f"the harness failed its handshake: {problem}",
+            "see spec/schemas/harness-response.json ($defs/hello_result)",
+        )
+    return Hello.read(answered)
 
 
 def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
@@ -115,13 +136,7 @@ def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
         connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
         answered = connection.start()
         validator.join()
-        problem = result_problem("hello", answered)
-        if problem:
-            raise KitError(
-                f"the harness failed its handshake: {problem}",
-                "see spec/schemas/harness-response.json ($defs/hello_result)",
-            )
-        hello = Hello.read(answered)
+        hello = _read_hello(answered)
         kept = Handshake(connection, scratch) if keep else None
     except HarnessStartError as exc:
         stderr = exc.stderr.strip()[-2000:]
@@ -192,6 +207,26 @@ class Marks:
         bound = self.scenarios.get(item.id)
         return self.share and bound is not None and bound.lends(self.through_binding)
 
+    def turn(self, item: Entry) -> int:
+        """The rank of a shared ``item``'s turn (``schedule.shared_turns``): first
+        those that need a server no other scenario used (``cold_server``: the first
+        server, the handshake's, answered no call); last those that restart the server
+        (which ends it after their turn, ``sharing.py``), so the server the others used
+        goes on to the first of those, not a fresh one after a restart. A binding run of
+        every scenario starts two servers fewer than in catalogue order with a server of
+        A4-CONCURRENT's own."""
+        bound = self.scenarios.get(item.id)
+        if bound is None:
+            return 1
+        return 2 if bound.takes_server else 0 if bound.cold_server else 1
+
+
+def sharing_users(options: Options, hello: Hello, selection: Sequence[Entry]) -> int:
+    """How many of ``selection`` will take a turn on the shared server (``run_one``: a
+    sharing scenario whose needs the runtime meets)."""
+    marks = Marks(registry(), options.binding is not None)
+    return sum(1 for item in selection if marks.shared(item) and not missing_needs(item, hello, options.binding))
+
 
 class Run:
     """A run emitting every event to ``sinks``: ``run`` drives it over the selection
@@ -236,7 +271,7 @@ class Run:
         self._position = {entry.id: number for number, entry in enumerate(selection or ())}
         self.shared = None
         if share:
-            users = None if selection is None else sum(1 for item in selection if self._lends(item))
+            users = None if selection is None else sharing_users(options, hello, selection)
             self.shared = SharedServer(
                 options.way_in,
                 call_timeout=options.call_timeout,
@@ -289,11 +324,6 @@ class Run:
         self._emit(ScenarioStarted(result.entry, len(self.results) + 1, self.total))
         return self._finished(result)
 
-    def _lends(self, item: Entry) -> bool:
-        """Whether ``item`` will take a turn on the shared server (``run_one``: a sharing
-        scenario whose needs the runtime meets)."""
-        return self.marks.shared(item) and not missing_needs(item, self.hello, self.options.binding)
-
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         if len(self._recorded_silent) >= SILENT_SCENARIOS_LIMIT:
             # Not run, as with one job: it ran beside the scenarios before it in
@@ -338,15 +368,12 @@ def run(options: Options, hello: Hello, sinks: Sequence[Sink], handshake: Handsh
     finally:
         if handshake is not None:
             handshake.end()  # a no-op once the run took it
+    marks = session.marks
     try:
-        if options.jobs <= 1:
-            for item in entries:
-                session.scenario(item)
-        else:
-            for _, result in in_order(
-                entries, session.compute, options.jobs, session.marks.alone, session.marks.long, session.marks.shared
-            ):
-                session.record(result)
+        for _, result in in_order(
+            entries, session.compute, options.jobs, marks.alone, marks.long, marks.shared, marks.turn
+        ):
+            session.record(result)
     finally:
         session.close()
     return session.finish()
@@ -422,7 +449,7 @@ def run_one(
     if missing:
         return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
     if shared is not None and bound.lends(options.binding is not None):
-        lease = shared.lend(item.id)
+        lease = shared.lend(item.id, bound.cold_server)
         try:
             result = _run_bound(item, bound, options, hello, turn, finish, (shared, lease))
         finally:

@@ -20,7 +20,10 @@ Two kinds of scenario are scheduled apart (the ``scenario`` decorator marks them
   before the short ones, so it does not run on by itself at the end.
 - *shared*: it takes its turn on the run's shared server (``sharing.py``), so it never
   starts while another shared one runs: between its listings, only its own calls reach
-  that server.
+  that server. The shared ones take their turns in one order whatever ``--jobs`` says
+  (``shared_turns``): ranked by ``turn``, then in the given order. A run ranks the ones
+  that restart the server (``takes_server``) after the ones that only share it, whose
+  turns then all go to one server, not to a fresh one after each restart.
 
 The pytest plugin's items under pytest-xdist run in processes, not threads: ``Turns``
 keeps ``Overlap``'s rule between them with ``flock``.
@@ -210,7 +213,8 @@ class StartOrder:
     the long ones, the longest first (``long`` is about how many typical items one takes,
     0 for a short one): the run cannot end before its longest item, so that one starts
     as early as it can. Then the rest. Otherwise, the given order. Whatever the order, an
-    item that ``shared`` marks never starts while another one it marks runs."""
+    item that ``shared`` marks never starts while another one it marks runs, and only
+    when its turn comes (``shared_turns``, by ``turn``)."""
 
     def __init__(
         self,
@@ -218,12 +222,15 @@ class StartOrder:
         alone: Callable[[Item], bool],
         long: Callable[[Item], int],
         shared: Callable[[Item], bool] = lambda item: False,
+        turn: Callable[[Item], int] = lambda item: 0,
     ):
         self._changed = threading.Condition()
         self._pending = list(range(len(items)))
         self._alone = [alone(item) for item in items]
         self._long = [long(item) for item in items]
         self._shared = [shared(item) for item in items]
+        #: The shared items not started yet, in the order of their turns.
+        self._turns = shared_turns(items, shared, turn)
         self._alone_running = 0
         self._shared_running = False
         self._closed = False
@@ -236,6 +243,8 @@ class StartOrder:
                 index = self._choose()
                 if index is not None:
                     self._pending.remove(index)
+                    if self._shared[index]:
+                        self._turns.pop(0)
                     self._alone_running += self._alone[index]
                     self._shared_running = self._shared_running or self._shared[index]
                     return index
@@ -243,7 +252,8 @@ class StartOrder:
             return None
 
     def _choose(self) -> int | None:
-        pending = [index for index in self._pending if not (self._shared_running and self._shared[index])]
+        turn = None if self._shared_running or not self._turns else self._turns[0]
+        pending = [index for index in self._pending if not self._shared[index] or index == turn]
         if not pending:
             return None
         if self._alone_running:
@@ -267,6 +277,13 @@ class StartOrder:
             self._changed.notify_all()
 
 
+def shared_turns(items: Sequence[Item], shared: Callable[[Item], bool], turn: Callable[[Item], int]) -> list[int]:
+    """The indices of the items ``shared`` marks, in the order they take their turns:
+    by ``turn``'s rank, then in the given order."""
+    marked = [index for index, item in enumerate(items) if shared(item)]
+    return sorted(marked, key=lambda index: (turn(items[index]), index))
+
+
 def in_order(
     items: Sequence[Item],
     compute: Callable[[Item, Turn], Result],
@@ -274,21 +291,32 @@ def in_order(
     alone: Callable[[Item], bool] = lambda item: False,
     long: Callable[[Item], int] = lambda item: 0,
     shared: Callable[[Item], bool] = lambda item: False,
+    turn: Callable[[Item], int] = lambda item: 0,
 ) -> Iterator[tuple[Item, Result]]:
     """``(item, compute(item, turn))`` for every item, in the order of ``items``,
-    computed on up to ``jobs`` threads (one: right here, each as its turn comes), which
-    start the items in ``StartOrder``: ``alone`` marks the items that ask for an alone
-    part, ``long`` weighs the long ones, ``shared`` the ones never started together.
+    computed on up to ``jobs`` threads, which start the items in ``StartOrder``:
+    ``alone`` marks the items that ask for an alone part, ``long`` weighs the long ones,
+    ``shared`` the ones never started together, which take their turns in the order
+    ``turn`` ranks them. One job computes right here, in the given order but for the
+    shared items: they fill the shared ones' places in the order of their turns, as any
+    number of jobs takes them. Each result is handed on once those before it are.
 
     Leaving early (an exception in the consumer, Ctrl-C) starts nothing more and waits
     for the items running, which end their own harness processes.
     """
     if jobs <= 1 or len(items) <= 1:
-        for item in items:
-            yield item, compute(item, SOLO)
+        turns = iter(shared_turns(items, shared, turn))
+        computed: dict[int, Result] = {}
+        handed = 0
+        for index, item in enumerate(items):
+            place = next(turns) if shared(item) else index
+            computed[place] = compute(items[place], SOLO)
+            while handed in computed:
+                yield items[handed], computed.pop(handed)
+                handed += 1
         return
     overlap = Overlap()
-    order = StartOrder(items, alone, long, shared)
+    order = StartOrder(items, alone, long, shared, turn)
     results: list[Future[Result]] = [Future() for _ in items]
 
     def work() -> None:

@@ -10,9 +10,12 @@ binding run, a scenario declared ``takes_server=True`` takes such a turn too, th
 (SIGKILL, a graceful stop, a lost answer that ends a stdio server) and starts it again
 on its state directory: where that restart is what it tests (RESTART-REUSE, the A2
 scenarios), the start before it need not be a fresh process, only a fresh key. A turn
-that restarted the server ends it, pass or not: under ``--jobs`` the order of turns
-varies, and no later user may meet a restarted server (still recovering its keys, say)
-in one run and an unrestarted one in the next.
+that restarted the server ends it, pass or not: no later user may meet a restarted
+server (still recovering its keys, say) in one selection and an unrestarted one in
+another. So the turns that may restart come last (``Marks.turn``): the scenarios that
+only share take theirs first, all on one server, and the first of those that restart
+takes it on from them. The order of turns is the same whatever ``--jobs`` says
+(``schedule.shared_turns``), so is each scenario's ``used_before_by``.
 
 Sharing stays honest by four rules:
 
@@ -47,7 +50,8 @@ starts its own, still makes it.
 The run's first server is the one its handshake started for ``hello`` (``Handshake``):
 a binding's ``hello`` makes no call, and a harness's changes no state, so its state
 directory is as fresh as a new one's, and its first user checks that as the first user
-of any server does. A start saved.
+of any server does. A start saved. A binding's ``hello`` is its document's, so when no
+scenario of the run will share, its handshake starts no server at all.
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ class Lease:
     last: bool = False
     #: Whether the run's handshake started the server (``Handshake``).
     handshake: bool = False
+    #: Whether the scenario needs a server no other scenario used (``cold_server``).
+    cold: bool = False
     #: Processes that escaped the group of a server that died before this turn.
     earlier_survivors: list[dict[str, Any]] = field(default_factory=list)
     #: Where this scenario's share of the connection's exchanges, survivors, noise and processes begins.
@@ -159,21 +165,21 @@ class SharedServer:
             if users == 0:
                 self._end()
 
-    def lend(self, scenario_id: str) -> Lease:
-        """The server's turn for ``scenario_id``, waiting while another holds it."""
+    def lend(self, scenario_id: str, cold: bool = False) -> Lease:
+        """The server's turn for ``scenario_id``, waiting while another holds it;
+        ``cold``: on a server no other scenario used."""
         self._lock.acquire()
         self._lent += 1
-        return Lease(scenario_id, last=self._lent == self._expected)
+        return Lease(scenario_id, last=self._lent == self._expected, cold=cold)
 
     def connection(self, lease: Lease) -> Connection:
         """The running server for ``lease``: the one the previous user handed on, or a
         new one on a fresh state directory. ``HarnessStartError`` when it does not start."""
         if self._connection is not None and not self._connection.alive:
             # It died between two turns: the next user gets a fresh one, told why.
-            died = self._connection
-            self._ended_because = "the server lent before was no longer running"
-            self._end()
-            lease.earlier_survivors = died.survivors()
+            self._end_before(lease, "the server lent before was no longer running")
+        elif self._connection is not None and lease.cold and self._users:
+            self._end_before(lease, f"{lease.scenario_id} needs a server no other scenario used")
         if self._connection is None:
             self._servers += 1
             self._users = []
@@ -200,6 +206,15 @@ class SharedServer:
         }
         self._users.append(lease.scenario_id)
         return connection
+
+    def _end_before(self, lease: Lease, why: str) -> None:
+        """End the server before ``lease``'s turn, which starts a fresh one, told
+        ``why``, and names what escaped the ended one's group."""
+        ended = self._connection
+        self._ended_because = why
+        self._end()
+        if ended is not None:
+            lease.earlier_survivors = ended.survivors()
 
     def settle(self, lease: Lease, status: str) -> None:
         """End the turn's use of the server, once its ``status`` is known and before its

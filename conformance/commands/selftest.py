@@ -296,6 +296,7 @@ def run_all(
             alone=lambda pair: marks.alone(pair[1]),
             long=lambda pair: marks.long(pair[1]),
             shared=lambda pair: marks.shared(pair[1]),
+            turn=lambda pair: marks.turn(pair[1]),
         ):
             if result is not None:
                 sessions[runtime.name].record(result)

@@ -136,7 +136,11 @@ class Scenario:
     directory as it must; a turn that restarted it ends it (``sharing.py``). A harness
     run starts it a harness of its own: its turn would end the shared one anyway, and
     where the harness lists the failpoint it tests (A2-CRASH-BEFORE-RESPONSE) its
-    first start arms it, which no shared server may.
+    first start arms it, which no shared server may. ``cold_server``, with
+    ``shares_server``: its turn must be a server's first, one no scenario's call reached
+    (A4-CONCURRENT races a cold runtime, then a warm one): its turn comes before the
+    other sharing scenarios' (the run's first server is the handshake's, which answered
+    no call), and a server others used is ended for it and a fresh one started.
     """
 
     entry: Entry
@@ -145,6 +149,7 @@ class Scenario:
     long: int = 0
     shares_server: bool = False
     takes_server: bool = False
+    cold_server: bool = False
 
     def lends(self, through_binding: bool) -> bool:
         """Whether a run (through a binding or not) gives it a turn on the shared server."""
@@ -155,10 +160,17 @@ _REGISTRY: dict[str, Scenario] = {}
 
 
 def scenario(
-    scenario_id: str, *, alone: bool = False, long: int = 0, shares_server: bool = False, takes_server: bool = False
+    scenario_id: str,
+    *,
+    alone: bool = False,
+    long: int = 0,
+    shares_server: bool = False,
+    takes_server: bool = False,
+    cold_server: bool = False,
 ) -> Callable[[ScenarioFunction], ScenarioFunction]:
     """Bind a function to a catalogue id (a ``Scenario``; see there for ``alone``,
-    ``long``, ``shares_server`` and ``takes_server``). The function itself is returned unchanged."""
+    ``long``, ``shares_server``, ``takes_server`` and ``cold_server``). The function
+    itself is returned unchanged."""
     bound_entry = entry(scenario_id)  # KeyError on an id the spec does not know
 
     def bind(function: ScenarioFunction) -> ScenarioFunction:
@@ -167,7 +179,7 @@ def scenario(
         # that dropped and re-imported it); any other is a second binding of the id.
         if existing is not None and _name(existing.run) != _name(function):
             raise ValueError(f"{scenario_id} is bound twice: {_name(existing.run)} and {_name(function)}")
-        _REGISTRY[scenario_id] = Scenario(bound_entry, function, alone, long, shares_server, takes_server)
+        _REGISTRY[scenario_id] = Scenario(bound_entry, function, alone, long, shares_server, takes_server, cold_server)
         return function
 
     return bind

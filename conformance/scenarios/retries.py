@@ -140,8 +140,8 @@ def _killed_after_answering(ctx: Context) -> None:
 #: of a round shares one call timeout: a slow runtime may need ``--call-timeout``
 #: (Prefect's sixty-four task runs at once answered none within 10 s once, at load
 #: 20-35). Several rounds, so a runtime that races only when cold or only when warm is
-#: met both ways (A4-CONCURRENT therefore never shares a binding run's server: which
-#: scenario warmed it would depend on ``--jobs``); fresh ids in each, so a lock table
+#: met both ways (A4-CONCURRENT therefore shares a run's server only as its first user,
+#: ``cold_server``: no other scenario warmed it); fresh ids in each, so a lock table
 #: warmed by one id passes nothing. Three, because how often a race meets such a window
 #: falls with the storage's cost: with the state on tmpfs (a free fsync),
 #: ``benchmarks/bench_races.py`` measured 0.37-0.49 of races hitting
@@ -159,7 +159,7 @@ def _race(ctx: Context) -> tuple[list[str], list[tuple[str, dict]]]:
     ]
 
 
-@scenario("A4-CONCURRENT", alone=True)
+@scenario("A4-CONCURRENT", alone=True, shares_server=True, cold_server=True)
 def concurrent(ctx: Context) -> None:
     ctx.start()
     state = ctx.tasks("before")

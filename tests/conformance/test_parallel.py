@@ -111,6 +111,43 @@ def test_the_start_order_runs_alone_items_one_at_a_time_beside_short_ones_only()
     assert order.take() is None
 
 
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_shared_items_take_their_turns_by_rank_whatever_the_jobs(jobs):
+    """The shared items start in the order of their turns, ranked by ``turn`` then in
+    the given order (``TAKE`` ranks after ``SHARE``), the same with one job as with
+    three, one at a time; the results still come back in the given order. One job
+    keeps the others in their places: only the shared ones move among their own."""
+    items = ["a", "SHARE-1", "TAKE-1", "TAKE-2", "b", "SHARE-2", "c", "SHARE-3"]
+    started: list[str] = []
+    running: list[str] = []
+    lock = threading.Lock()
+
+    def compute(item: str, turn: Turn) -> str:
+        with lock:
+            started.append(item)
+            running.append(item)
+            assert sum(other[0].isupper() for other in running) <= 1, running  # one shared item at a time
+        time.sleep(0.01)
+        with lock:
+            running.remove(item)
+        return item.lower()
+
+    results = list(
+        in_order(
+            items,
+            compute,
+            jobs=jobs,
+            shared=lambda item: item.startswith(("SHARE", "TAKE")),
+            turn=lambda item: int(item.startswith("TAKE")),
+        )
+    )
+    assert results == [(item, item.lower()) for item in items]
+    turns = [item for item in started if item[0].isupper()]
+    assert turns == ["SHARE-1", "SHARE-2", "SHARE-3", "TAKE-1", "TAKE-2"]
+    if jobs == 1:
+        assert started == ["a", "SHARE-1", "SHARE-2", "SHARE-3", "b", "TAKE-1", "c", "TAKE-2"]
+
+
 def test_an_exception_in_one_item_reaches_the_consumer_in_its_turn():
 
     def compute(index: int, turn: Turn) -> int:

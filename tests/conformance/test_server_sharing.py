@@ -15,6 +15,7 @@ import os
 import shlex
 import signal
 import sys
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -29,14 +30,15 @@ from retryproof.conformance.events import ScenarioResult
 from retryproof.conformance.options import Options, from_arguments
 from retryproof.conformance.runner import Run, handshake, probe, run, select
 from retryproof.conformance.scenarios import registry
+from retryproof.conformance.schedule import in_order
 from retryproof.conformance.sharing import Handshake, SharedServer
 from retryproof.reference_impl.faulty import killed_by
 from retryproof.spec.protocol import Hello
 
-#: Every scenario that takes a turn on the shared server in a binding run (LEGACY-NO-ID
-#: too, though its tasks carry no key: its turn holds the server alone); beside them
-#: A4-CONCURRENT, whose races must meet a server as cold or warm whatever ``--jobs``
-#: says, keeps a server of its own.
+#: Every scenario that takes a turn on the shared server in a binding run and does
+#: not restart it (LEGACY-NO-ID too, though its tasks carry no key: its turn holds the
+#: server alone), but INVALID-KEY (the last, below) and A4-CONCURRENT, whose races must
+#: meet a cold server: its turn is the first (``cold_server``).
 SHARING = (
     "WT-CREATE",
     "REUSE-EARLIER-ID",
@@ -45,7 +47,9 @@ SHARING = (
     "DISTINCT-IDS-DISTINCT-TASKS",
     "LEGACY-NO-ID",
 )
-SELECTION = (*SHARING, "INVALID-KEY", "A4-CONCURRENT")
+#: The turns of a run of ``SELECTION``, in their order.
+TURNS = ("A4-CONCURRENT", *SHARING, "INVALID-KEY")
+SELECTION = TURNS
 #: Variants a sharing scenario must fail (their killed_by names one: no-idempotency's
 #: A4-CONCURRENT among them, and every scenario that retries a key).
 VARIANTS = (
@@ -101,8 +105,10 @@ def shared_and_alone(
     def each(share: bool, left_out: tuple[str, ...], first: Handshake | None) -> dict[str, ScenarioResult]:
         entries = [entry for entry in select(options.only, options.skip) if entry.id not in left_out]
         session = Run(options, hello, [], len(entries), share=share, handshake=first)
-        try:
-            return {item.id: session.scenario(item) for item in entries}
+        marks = session.marks
+        try:  # one job, in the order of the run's turns (``run``)
+            computed = in_order(entries, session.compute, 1, shared=marks.shared, turn=marks.turn)
+            return {item.id: session.record(result) for item, result in computed}
         finally:
             session.close()
 
@@ -118,19 +124,19 @@ def test_a_takes_server_scenario_takes_its_turn_only_through_a_binding():
     # A takes_server scenario's turn is on the shared server only through a binding.
     assert bound["RESTART-REUSE"].lends(through_binding=True)
     assert not bound["RESTART-REUSE"].lends(through_binding=False)
-    assert all(bound[scenario_id].shares_server for scenario_id in (*SHARING, "INVALID-KEY"))
-    assert not bound["A4-CONCURRENT"].shares_server  # its rounds meet a cold, then a warm server
+    assert all(bound[scenario_id].shares_server for scenario_id in TURNS)
+    assert bound["A4-CONCURRENT"].cold_server  # its rounds meet a cold, then a warm server
+    assert not any(bound[scenario_id].cold_server for scenario_id in (*SHARING, "INVALID-KEY"))
 
 
 def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
     options = binding_options(tmp_path, None)
     shared, alone = shared_and_alone(options)
     assert statuses(shared) == statuses(alone) == dict.fromkeys(SELECTION, "passed")
-    used = [shared[scenario_id].evidence["shared_server"] for scenario_id in (*SHARING, "INVALID-KEY")]
+    used = [shared[scenario_id].evidence["shared_server"] for scenario_id in TURNS]
     assert {item["server"] for item in used} == {1}, used  # one server for all of them: the handshake's
     assert used[0]["started_by_handshake"] and not any(item["started_by_this_scenario"] for item in used)
-    assert used[-1]["used_before_by"] == list(SHARING)
-    assert "shared_server" not in shared["A4-CONCURRENT"].evidence
+    assert used[0]["used_before_by"] == [] and used[-1]["used_before_by"] == list(TURNS[:-1])
     for scenario_id in SELECTION:
         # Per scenario: its own calls (same ops, same keys), its own new tasks, its own exchanges.
         assert _calls(shared[scenario_id]) == _calls(alone[scenario_id]), scenario_id
@@ -139,7 +145,7 @@ def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
         assert len(mine["exchanges"]) == len(own["exchanges"]), scenario_id
     # The state the later scenarios inherit is the earlier ones' tasks, and nothing else.
     first_listing = shared["INVALID-KEY"].evidence["tasks"]["before"]["count"]
-    assert first_listing == sum(_last_listing(alone[item]) for item in SHARING)
+    assert first_listing == sum(_last_listing(alone[item]) for item in TURNS[:-1])
 
 
 def _last_listing(result: ScenarioResult) -> int:
@@ -154,8 +160,7 @@ def _calls(result: ScenarioResult) -> list[tuple[str, Any]]:
 @pytest.mark.parametrize("fault", VARIANTS)
 def test_a_broken_runtime_fails_the_same_scenarios_shared_or_not(tmp_path, fault):
     options = binding_options(tmp_path, fault)
-    # A4-CONCURRENT keeps a server of its own either way (its calls are the same shared or
-    # not: the reference's test above); the shared run keeps it between the sharing turns.
+    # A4-CONCURRENT alone is the reference's test above: its calls are the same shared or not.
     shared, alone = shared_and_alone(options, leave_out=("A4-CONCURRENT",))
     assert {scenario_id: status for scenario_id, status in statuses(shared).items() if scenario_id in alone} == (
         statuses(alone)
@@ -165,7 +170,7 @@ def test_a_broken_runtime_fails_the_same_scenarios_shared_or_not(tmp_path, fault
     for scenario_id in must_fail:
         assert shared[scenario_id].status == "failed", (scenario_id, shared[scenario_id].reason)
     # A failure ends the server it used: the next sharing scenario starts a fresh one and says why.
-    order = [scenario_id for scenario_id in SELECTION if "shared_server" in shared[scenario_id].evidence]
+    order = [scenario_id for scenario_id in TURNS if "shared_server" in shared[scenario_id].evidence]
     followed = [(earlier, later) for earlier, later in pairwise(order) if shared[earlier].status != "passed"]
     # Every sharing scenario this kills has a sharing one after it.
     assert followed or not [scenario_id for scenario_id in must_fail if scenario_id in order]
@@ -210,7 +215,7 @@ def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_pat
     """Each server's start leaves a setsid process holding its output. A server ends in
     a turn, before that turn's result is written: the result of the turn that failed on
     it, or of the last turn the run expects, names the process that escaped it."""
-    only = ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY", "A4-CONCURRENT")
+    only = ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY", "A4-MULTIPROCESS")
     # A binding's hello is its document's, the same for the variant: from a server that left nothing.
     finished = run(binding_options(tmp_path, fault, only, escape=True), reference_hello, [])
     found = {result.entry.id: result for result in finished.results}
@@ -231,8 +236,8 @@ def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_pat
         for scenario_id in ("WT-CREATE", "CONFLICT-DIGEST", "INVALID-KEY"):
             commands = [entry["command"] for entry in escaped[scenario_id]]
             assert commands == (["sleep 120"] if scenario_id in ended_in else []), (scenario_id, escaped)
-        # A server of its own names what escaped it, as before.
-        assert [entry["command"] for entry in escaped["A4-CONCURRENT"]] == ["sleep 120"]
+        # Servers of its own name what escaped them, as before: its eight racing processes.
+        assert [entry["command"] for entry in escaped["A4-MULTIPROCESS"]] == ["sleep 120"] * 8
     finally:
         for pid in started:
             with contextlib.suppress(ProcessLookupError):
@@ -243,7 +248,7 @@ def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeyp
     """Its state is the shared server's: the runner makes no scratch directory for it."""
     from retryproof.conformance import runner
 
-    options = binding_options(tmp_path, None, ("WT-CREATE", "A4-CONCURRENT"))
+    options = binding_options(tmp_path, None, ("WT-CREATE", "A4-MULTIPROCESS"))
     made: list[str] = []
     original = runner.Scratch
 
@@ -254,7 +259,7 @@ def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeyp
     monkeypatch.setattr(runner, "Scratch", counted)
     finished = run(options, reference_hello, [])
     assert [result.status for result in finished.results] == ["passed", "passed"]
-    assert made == ["retryproof-a4-concurrent-"]
+    assert made == ["retryproof-a4-multiprocess-"]
 
 
 class _Dying:
@@ -323,8 +328,9 @@ def test_a_scenario_that_takes_the_server_is_judged_as_on_its_own(tmp_path, faul
     """The same statuses taking the shared server as on a server of its own; a
     variant whose defect a restart reveals (memory-dedup) still fails where it must; a
     turn that restarted the server ends it, so the next user starts a fresh one (told
-    why), and a turn that did not hands it on."""
-    only = ("WT-CREATE", *TAKING, "INVALID-KEY")
+    why), and a turn that did not hands it on. The first taker takes the server the
+    sharing scenarios used."""
+    only = ("WT-CREATE", "INVALID-KEY", *TAKING)  # in the order of their turns: the takers last
     options = binding_options(tmp_path, fault, only)
     shared, alone = shared_and_alone(options)
     assert statuses(shared) == statuses(alone)
@@ -414,12 +420,53 @@ def test_the_handshake_server_is_the_first_shared_one(tmp_path, monkeypatch):
     assert found["INVALID-KEY"].evidence["shared_server"]["used_before_by"] == ["WT-CREATE"]
 
 
-def test_a_run_with_no_sharing_scenario_ends_the_handshake_server(tmp_path, monkeypatch):
-    options = binding_options(tmp_path, None, ("A4-CONCURRENT",))
+def test_a_binding_run_where_no_scenario_shares_starts_no_handshake_server(tmp_path, monkeypatch, reference_hello):
+    """A binding's hello is its document's: with no sharing scenario in the run, its
+    handshake starts no server, and the run starts only the scenario's own."""
+    options = binding_options(tmp_path, None, ("A4-MULTIPROCESS",))
     started = _counted_starts(monkeypatch)
     hello, kept = handshake(options)
+    assert kept is None and started == []
+    assert hello == reference_hello  # the hello a started server answers
+    finished = run(options, hello, [], kept)
+    assert [result.status for result in finished.results] == ["passed"]
+    assert "shared_server" not in finished.results[0].evidence
+    # Only its own eight racing servers, on its own state directory.
+    assert len(started) == 8 and all("retryproof-a4-multiprocess-" in state for state in started), started
+
+
+def test_a_cold_server_scenario_is_the_first_user_of_its_server(tmp_path, monkeypatch):
+    """A4-CONCURRENT's turn comes first in a run, on the handshake's server, which no call
+    reached: no start of its own. Where a caller takes the turns in catalogue order (the
+    pytest plugin), a server WT-CREATE used is ended for it, and it starts a fresh one."""
+    options = binding_options(tmp_path, None, ("WT-CREATE", "A4-CONCURRENT"))
+    started = _counted_starts(monkeypatch)
+    hello, kept = handshake(options)
+    finished = run(options, hello, [], kept)
+    used = {result.entry.id: result.evidence["shared_server"] for result in finished.results}
+    assert [result.status for result in finished.results] == ["passed", "passed"]
+    assert used["A4-CONCURRENT"]["started_by_handshake"] and used["A4-CONCURRENT"]["used_before_by"] == []
+    assert used["WT-CREATE"]["used_before_by"] == ["A4-CONCURRENT"] and used["WT-CREATE"]["server"] == 1
+    assert len(started) == 1
+    session = Run(options, hello, [], 2)
+    try:
+        found = {item.id: session.scenario(item) for item in select(options.only, options.skip)}
+    finally:
+        session.close()
+    assert [result.status for result in found.values()] == ["passed", "passed"]
+    cold = found["A4-CONCURRENT"].evidence["shared_server"]
+    assert cold["started_by_this_scenario"] and cold["used_before_by"] == [] and cold["server"] == 2
+    assert cold["fresh_start"] == "A4-CONCURRENT needs a server no other scenario used"
+    assert len(started) == 3
+
+
+def test_a_harness_run_with_no_sharing_scenario_ends_the_handshake_harness():
+    """A harness's hello needs its start: with no sharing scenario, the run ends the
+    harness its handshake kept, at once."""
+    options = harness_options(None, ("A4-MULTIPROCESS",))
+    hello, kept = handshake(options)
     assert kept is not None
-    connection, scratch = kept.take() or pytest.fail("the handshake kept no server")
+    connection, scratch = kept.take() or pytest.fail("the handshake kept no harness")
     kept = Handshake(connection, scratch)
     session = Run(options, hello, [], 1, selection=select(options.only, options.skip), handshake=kept)
     try:
@@ -427,11 +474,25 @@ def test_a_run_with_no_sharing_scenario_ends_the_handshake_server(tmp_path, monk
         assert kept.take() is None
     finally:
         session.close()
-    assert len(started) == 1
-    # A harness run keeps its handshake's harness too, for its first sharing scenario.
-    harness_kept = handshake(from_arguments(build_parser("run").parse_args(["run"])))[1]
-    assert harness_kept is not None
-    harness_kept.end()
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+def test_the_scenarios_that_only_share_take_their_turns_before_one_that_restarts(tmp_path, monkeypatch, jobs):
+    """RESTART-REUSE comes before REUSE-EARLIER-ID in the catalogue, and its turn ends
+    the server it restarted: the sharing scenarios go first, so all three use the
+    handshake's server (three starts: it and RESTART-REUSE's two restarts, not a fresh
+    server after them), in the same order whatever --jobs says."""
+    options = replace(binding_options(tmp_path, None, ("WT-CREATE", "RESTART-REUSE", "REUSE-EARLIER-ID")), jobs=jobs)
+    started = _counted_starts(monkeypatch)
+    hello, kept = handshake(options)
+    finished = run(options, hello, [], kept)
+    assert [result.entry.id for result in finished.results] == ["WT-CREATE", "RESTART-REUSE", "REUSE-EARLIER-ID"]
+    assert all(result.status == "passed" for result in finished.results), finished.results
+    used = {result.entry.id: result.evidence["shared_server"] for result in finished.results}
+    assert {item["server"] for item in used.values()} == {1}, used
+    assert used["REUSE-EARLIER-ID"]["used_before_by"] == ["WT-CREATE"]
+    assert used["RESTART-REUSE"]["used_before_by"] == ["WT-CREATE", "REUSE-EARLIER-ID"]
+    assert len(started) == 3, started
 
 
 def harness_options(fault: str | None, only: tuple[str, ...]) -> Options:
