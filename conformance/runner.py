@@ -99,29 +99,15 @@ def probe(options: Options) -> Hello:
 
 def handshake(options: Options) -> tuple[Hello, Handshake | None]:
     """``probe``, keeping the server it started running: ``run`` lends it to the first
-    sharing scenario, a start saved. A binding's ``hello`` is its document's, which
-    needs no server: its server is started only when a scenario of the run will share
-    it (else it was a start for nothing, an MCP SDK's import each run), and a server
-    that does not start is then the error of each scenario that starts it."""
-    binding = options.binding
-    if binding is not None:
-        from retryproof.adapters.binding.connection import synthesized_hello  # jsonschema: only with a binding
+    sharing scenario, a start saved, or ends it at once when none will share.
 
-        hello = _read_hello(synthesized_hello(binding))
-        if not sharing_users(options, hello, select(options.only, options.skip, options.shard)):
-            return hello, None
+    A binding's ``hello`` is its document's and needs no server, but the handshake
+    starts it all the same: a server that cannot start (a wrong command, a missing
+    module) is then the run's one typed error with the server's stderr (exit 2), as for
+    a harness. Started first by a scenario instead, it was an error per scenario, and
+    CRASH-POINTS, whose first start is under strace, read it as strace failing here.
+    That costs one start in a run where no scenario shares (``--only CRASH-POINTS``)."""
     return _handshake(options, keep=True)
-
-
-def _read_hello(answered: Mapping[str, Any]) -> Hello:
-    """The handshake's ``hello``; a ``KitError`` when it is not a valid one."""
-    problem = result_problem("hello", answered)
-    if problem:
-        raise KitError(
-            f"the harness failed its handshake: {problem}",
-            "see spec/schemas/harness-response.json ($defs/hello_result)",
-        )
-    return Hello.read(answered)
 
 
 def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
@@ -136,7 +122,13 @@ def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
         connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
         answered = connection.start()
         validator.join()
-        hello = _read_hello(answered)
+        problem = result_problem("hello", answered)
+        if problem:
+            raise KitError(
+                f"the harness failed its handshake: {problem}",
+                "see spec/schemas/harness-response.json ($defs/hello_result)",
+            )
+        hello = Hello.read(answered)
         kept = Handshake(connection, scratch) if keep else None
     except HarnessStartError as exc:
         stderr = exc.stderr.strip()[-2000:]
@@ -221,13 +213,6 @@ class Marks:
         return 2 if bound.takes_server else 0 if bound.cold_server else 1
 
 
-def sharing_users(options: Options, hello: Hello, selection: Sequence[Entry]) -> int:
-    """How many of ``selection`` will take a turn on the shared server (``run_one``: a
-    sharing scenario whose needs the runtime meets)."""
-    marks = Marks(registry(), options.binding is not None)
-    return sum(1 for item in selection if marks.shared(item) and not missing_needs(item, hello, options.binding))
-
-
 class Run:
     """A run emitting every event to ``sinks``: ``run`` drives it over the selection
     (``compute`` on worker threads, ``record`` in catalogue order), the pytest plugin
@@ -271,7 +256,7 @@ class Run:
         self._position = {entry.id: number for number, entry in enumerate(selection or ())}
         self.shared = None
         if share:
-            users = None if selection is None else sharing_users(options, hello, selection)
+            users = None if selection is None else sum(1 for item in selection if self._lends(item))
             self.shared = SharedServer(
                 options.way_in,
                 call_timeout=options.call_timeout,
@@ -323,6 +308,11 @@ class Run:
         than one job, ``ScenarioStarted`` comes when its turn in catalogue order comes."""
         self._emit(ScenarioStarted(result.entry, len(self.results) + 1, self.total))
         return self._finished(result)
+
+    def _lends(self, item: Entry) -> bool:
+        """Whether ``item`` will take a turn on the shared server (``run_one``: a sharing
+        scenario whose needs the runtime meets)."""
+        return self.marks.shared(item) and not missing_needs(item, self.hello, self.options.binding)
 
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         if len(self._recorded_silent) >= SILENT_SCENARIOS_LIMIT:

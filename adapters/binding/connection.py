@@ -67,13 +67,6 @@ MAX_IN_FLIGHT = 64
 LISTING_POLL_S = 0.02
 
 
-def synthesized_hello(binding: Binding) -> Mapping[str, Any]:
-    """The ``hello`` a binding's connection answers once its server started: the
-    binding's, which needs no server (``runner.handshake`` reads it without one)."""
-    implementation = {"name": binding.name, "version": binding.version, "language": binding.target}
-    return greeting(implementation, list(binding.capabilities), [])
-
-
 class BindingConnection(Connection):
     settles_in_flight = True
 
@@ -148,7 +141,8 @@ class BindingConnection(Connection):
         except Gone as exc:
             self.kill()
             raise HarnessStartError(f"the server was not ready: {exc.reason}", self.stderr_text()) from None
-        self.hello = synthesized_hello(binding)
+        implementation = {"name": binding.name, "version": binding.version, "language": binding.target}
+        self.hello = greeting(implementation, list(binding.capabilities), [])
         return self.hello
 
     def _port_taken(self, taken: PortTaken) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kit import REFERENCE, by_id, certify, once_per_session
+from kit import REFERENCE, by_id, certify, once_per_session, retryproof_here
 
 from retryproof.conformance.cli import build_parser
 from retryproof.conformance.context import CatalogueViolation, Context
@@ -420,19 +420,22 @@ def test_the_handshake_server_is_the_first_shared_one(tmp_path, monkeypatch):
     assert found["INVALID-KEY"].evidence["shared_server"]["used_before_by"] == ["WT-CREATE"]
 
 
-def test_a_binding_run_where_no_scenario_shares_starts_no_handshake_server(tmp_path, monkeypatch, reference_hello):
-    """A binding's hello is its document's: with no sharing scenario in the run, its
-    handshake starts no server, and the run starts only the scenario's own."""
-    options = binding_options(tmp_path, None, ("A4-MULTIPROCESS",))
-    started = _counted_starts(monkeypatch)
-    hello, kept = handshake(options)
-    assert kept is None and started == []
-    assert hello == reference_hello  # the hello a started server answers
-    finished = run(options, hello, [], kept)
-    assert [result.status for result in finished.results] == ["passed"]
-    assert "shared_server" not in finished.results[0].evidence
-    # Only its own eight racing servers, on its own state directory.
-    assert len(started) == 8 and all("retryproof-a4-multiprocess-" in state for state in started), started
+def test_a_binding_server_that_cannot_start_is_the_runs_one_error_even_where_nothing_shares(tmp_path):
+    """A binding's hello needs no server, but its handshake starts it anyway, whether a
+    scenario will share it or not: a server that cannot start is the run's one typed
+    error, exit 2 with its stderr. Left to the scenarios (``--only CRASH-POINTS`` shares
+    nothing), it was an error per scenario, and CRASH-POINTS, starting it under strace,
+    said strace could not run the runtime here."""
+    document = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "adapters" / "bindings" / "reference-http.yaml").read_text()
+    )
+    document["start"]["command"] = ["{python}", "-c", "import sys; sys.exit('no such service here')"]
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    done = retryproof_here("run", "--binding", str(path), "--only", "CRASH-POINTS", "--out", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "failed its handshake" in done.stderr and "no such service here" in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_cold_server_scenario_is_the_first_user_of_its_server(tmp_path, monkeypatch):
