@@ -76,7 +76,11 @@ this way and is only counted (``unreachable``). Past ``MAX_POINTS`` the points a
 evenly. The points run one after another: two at once (tried, 0.74x for DBOS's 24
 points) let each point's checks mark, and its retries overwrite, the other's calls and
 evidence, so a report's details would follow the timing. ``RETRYPROOF_CRASH_POINT=SYSCALL:N`` (in the reproduce line of a failure, and in its
-replay file) runs that one point, a redundant one too.
+replay file) runs that one point, a redundant one too, or ``SYSCALL:N:PATH`` a point
+counted on its path. A start that does more the first time (Python compiling a
+module and renaming its bytecode into place, in another thread) takes a count before
+the write's thread does, and the write's call is then named by its path: such a name
+finds the same call in a run whose start did not (``Found.on_their_paths``).
 """
 
 from __future__ import annotations
@@ -181,11 +185,14 @@ class Point:
 @dataclass(frozen=True)
 class Found:
     """What the recorded trace holds: the points, the points no strace count can reach
-    (counted), and the points that change nothing (counted)."""
+    (counted), the points that change nothing (counted), and the same calls as the
+    points and redundant points named by their thread's count, each counted on its
+    path instead where that count reaches it (``RETRYPROOF_CRASH_POINT`` finds them)."""
 
     points: list[Point]
     unreachable: int
     redundant: list[Point]
+    on_their_paths: list[Point] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -254,6 +261,7 @@ def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float
             acted_on.setdefault((call.pid, *key), []).append(what)
     points: list[Point] = []
     redundant: list[Point] = []
+    on_their_paths: list[Point] = []
     unreachable = 0
     for call, when, on_path, changes in numbered:
         if call.at is None or not began <= call.at <= ended:
@@ -262,20 +270,22 @@ def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float
         if target is None:
             continue
         found = points if changes else redundant
-        if first_to_reach[(call.name, when)] == call.seq:
-            found.append(Point(call.name, when, target, before=tuple(acted_on[(call.pid, call.name)][: when - 1])))
-            continue
         reachable = [
-            path
+            Point(call.name, nth, target, path, tuple(acted_on[(call.pid, call.name, path)][: nth - 1]))
             for path, nth in on_path.items()
             if first_to_reach[(call.name, path, nth)] == call.seq and not pids & set(re.findall(r"\d+", path))
         ]
-        if reachable:
-            path, nth = reachable[0], on_path[reachable[0]]
-            found.append(Point(call.name, nth, target, path, tuple(acted_on[(call.pid, call.name, path)][: nth - 1])))
+        if first_to_reach[(call.name, when)] == call.seq:
+            found.append(Point(call.name, when, target, before=tuple(acted_on[(call.pid, call.name)][: when - 1])))
+            # A start that does more (a module's bytecode compiled and renamed into place
+            # in another thread, the first time only) names this call by its path: a
+            # reproduce line from such a run must find it here too.
+            on_their_paths += reachable[:1]
+        elif reachable:
+            found.append(reachable[0])
         else:
             unreachable += 1
-    return Found(points, unreachable, redundant)
+    return Found(points, unreachable, redundant, on_their_paths)
 
 
 def _reopens(call: Syscall, root: str, existing: set[str]) -> bool:
@@ -419,7 +429,8 @@ def crash_points(ctx: Context) -> None:
     ctx.note("settled_before_the_write", asdict(settled))
     points, unreachable = found.points, found.unreachable
     if chosen:
-        points = [point for point in [*points, *found.redundant] if point.name == chosen]
+        named = [*points, *found.redundant, *found.on_their_paths]
+        points = [point for point in named if point.name == chosen]
         ctx.check(bool(points), f"{POINT_ENV}={chosen} names no point of this runtime's write")
     if not points:
         raise Unjudgeable(

@@ -566,3 +566,16 @@ def test_without_the_seccomp_filter_strace_injects_each_kill_on_its_recorded_cal
     assert evidence["points_run"] == len(evidence["points"]) > 0
     assert all(o["killed"] and o["landed_as_recorded"] for o in evidence["points"])
     assert not any(o["landed_before_the_write"] for o in evidence["points"])
+
+
+def test_a_point_named_by_its_thread_can_be_chosen_by_its_path_too():
+    """A start that compiled a module (its bytecode renamed into place by thread 7) names
+    the write's rename by its path; a run whose start found the bytecode cached names it
+    by the thread's count. The path's name chooses the same call in both."""
+    pyc = '7 5.0 rename("/cache/m.pyc.1", "/cache/m.pyc") = 0'
+    write = '9 11.0 rename("/state/e.tmp", "/state/e") = 0'
+    cold, warm = _found([pyc, write]), _found([write])
+    assert [p.name for p in cold.points] == ["rename:1:e.tmp"]
+    assert [p.name for p in warm.points] == ["rename:1"]
+    assert warm.on_their_paths == cold.points
+    assert cold.on_their_paths == []

@@ -34,12 +34,29 @@ def logged(tmp_path_factory: pytest.TempPathFactory, strace: str) -> tuple[str, 
     """CRASH-POINTS over ``logging-listings.yaml`` on seed 1, its output and its
     scenario: one run, read by both tests about what is none of the write's points.
     Its server is still-starting.yaml's that also records each listing it answers: it
-    goes on starting past its ready all the same, so the run shows both."""
+    goes on starting past its ready all the same, so the run shows both.
+
+    Its server writes no bytecode: under pytest-xdist the session caches bytecode under a
+    prefix of its own (conftest.py), and a server that is the first of the session to
+    import ``http.server`` compiles it at its start, renaming each ``.pyc`` into place in
+    its main thread. That thread then reaches ``rename`` #1 before the write's thread, so
+    the kit rightly names the write's rename by its file (``rename:1:effect-...``), and
+    the points followed which test of the session started such a server first."""
 
     def run(directory: Path) -> tuple[str, dict]:
         out = directory / "out"
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         done = retryproof_here(
-            "run", "--binding", str(LOGGING_LISTINGS), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out)
+            "run",
+            "--binding",
+            str(LOGGING_LISTINGS),
+            "--only",
+            "CRASH-POINTS",
+            "--seed",
+            "1",
+            "--out",
+            str(out),
+            env=env,
         )
         return done.stdout, by_id(json.loads((out / "report.json").read_text()))["CRASH-POINTS"]
 
@@ -134,3 +151,24 @@ def test_a_traced_start_lost_while_strace_lives_on_is_tried_again_at_once(tmp_pa
     (lost,) = scenario["evidence"]["traced_starts_failed_once"]
     assert "delayed wait data set already" in lost
     assert took < 30, f"the lost start cost {took:.1f}s"  # 60 s of waiting before
+
+
+def test_a_point_a_compiling_start_named_by_its_file_is_found_where_the_start_compiled_nothing(tmp_path, strace):
+    """Where the recording's server compiled ``http.server`` at its start, the write's
+    rename was ``rename:1:effect-000001.json.tmp`` (that thread's rename #1 came first),
+    and its reproduce line named that. Here the server writes no bytecode, so the
+    recording names it ``rename:1``: the line still runs that call, counted on its file."""
+    out = tmp_path / "out"
+    point = "rename:1:effect-000001.json.tmp"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "RETRYPROOF_CRASH_POINT": point}
+    done = retryproof_here(
+        "run", "--binding", str(STILL_STARTING), "--only", "CRASH-POINTS", "--seed", "1", "--out", str(out), env=env
+    )
+    scenario = by_id(json.loads((out / "report.json").read_text()))["CRASH-POINTS"]
+    assert scenario["status"] == "passed", done.stdout
+    (outcome,) = scenario["evidence"]["points"]
+    assert (outcome["point"], outcome["counted_on"], outcome["landed_as_recorded"]) == (
+        point,
+        "effect-000001.json.tmp",
+        True,
+    )
