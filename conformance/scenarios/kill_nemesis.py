@@ -41,6 +41,26 @@ A claim -> effect round cannot be checked so: what the kit cannot see is how far
 runtime got with an interrupted call before its effect (a machine so loaded that the
 runtime has not read the request yet still counts it).
 
+Such a kill must also have come right after the effect: no more than ``LATE_FACTOR``
+(three) spans of the run's own pace after it (``effect_age_ms_at_most`` at most
+``late_after_ms``). The pace (``pace_ms``) is the median span from sending one
+listing to having read the next, over the placements' listings that showed no
+effect yet (before there are any, two median listings and the pause): an effect's age
+at the kill is one such span and the kill. A later kill does not count (the
+placement's ``missed`` says so, with both figures) and the round is placed again,
+within ``ATTEMPTS``; a round whose placements met the window only late ends the
+scenario in error, never a pass (a failure the kills found still fails). Why: a
+runtime that records its effect 10 ms after making it (``RecordsAfterEffect`` in the
+kit's tests) passed seed 3 in one of about 18 whole-suite runs at load 6: a listing
+or the kit's thread stalled, and the kill came after the record. Why the run's own
+pace and not a fixed bound: no kill can follow an effect closer than the listings
+show it, and they take from under 1 ms (in-process) to tens of ms (the reference
+over HTTP on a busy machine); a fixed bound would re-place every kill of a slow
+transport and end its run in error, while a stall stands out against the pace of the
+same run. Why three: at load 9-11 the reference's spans were 4-74 ms and its kills
+came within one to two spans, while the kills that missed the test runtime's record
+came three to twenty spans after its effect.
+
 Afterwards every key is retried until it answers with its effect, within the
 runtime's recovery bound (``Connection.recovery_s``) plus one call timeout: a key that
 stays in flight or unanswered past it fails (liveness). The set checker then judges durable state: one

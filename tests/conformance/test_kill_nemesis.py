@@ -22,7 +22,7 @@ import pytest
 from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance.catalogue import entry
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
-from retryproof.conformance.scenarios.kill_nemesis import AHEAD_OF_ANSWERS, ATTEMPTS, ROUNDS, kill_nemesis
+from retryproof.conformance.scenarios.kill_nemesis import AHEAD_OF_ANSWERS, ATTEMPTS, LATE, ROUNDS, kill_nemesis
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, request_digest
 from retryproof.spec.protocol import Failure, Hello, Success
 
@@ -37,6 +37,7 @@ class Store:
         self.receipts: dict[str, dict[str, Any]] = {}
         self.tasks: list[dict[str, Any]] = []
         self.claims: set[str] = set()  # keys claimed and not finished (only a stranding runtime keeps them)
+        self.starts = 0
 
 
 class InProcess(Connection):
@@ -55,6 +56,7 @@ class InProcess(Connection):
 
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
         self.statuses.append(None)
+        self.store.starts += 1
         return {}
 
     def submit(self, op: str, args: Mapping[str, Any] | None = None, *, args_json: str | None = None) -> Future:
@@ -329,9 +331,72 @@ class RecordsAfterEffect(InProcess):
                 self._after(WORK_S, future, key, self._answer, (key, future))
 
 
-def run(seed: int, runtime: type[InProcess] = InProcess, **options: bool) -> Context:
+class ShowsEffectsLate:
+    """A runtime whose listing, from its first restart on, answers ``SHOW_S`` late when
+    it holds the effect of a call not answered yet, ``late_listings`` times (all when
+    None), as a listing on a busy machine may: the kill that listing triggers comes
+    ``SHOW_S`` after the effect at least. Its calls answer ``ANSWER_S`` after their
+    effect, so that call is still unanswered at the kill."""
+
+    SHOW_S = 0.3
+    ANSWER_S = 0.4
+    late_listings: int | None = None
+
+    # The InProcess hooks this mixes into: the listed tasks, the calls in flight and the answer step.
+    store: Store
+    lock: threading.Lock
+    in_flight: dict[Future, tuple[str, threading.Timer]]
+    _after: Any
+    _answer: Any
+    _deliver: Any
+
+    def _list(self, future: Future) -> None:
+        listed = Success(1, {"tasks": [dict(task) for task in self.store.tasks]})
+        unanswered = {key for key, _ in self.in_flight.values()} & {
+            task["client_submission_id"] for task in listed.result["tasks"]
+        }
+        if self.store.starts < 2 or not unanswered or self.late_listings == 0:
+            future.set_result(listed)
+            return
+        if self.late_listings is not None:
+            self.late_listings -= 1
+        self._after(self.SHOW_S, future, "", lambda: self._deliver(future, listed), ())
+
+    def _answer_later(self, key: str, future: Future) -> None:
+        self._after(self.ANSWER_S, future, key, self._answer, (key, future))
+
+
+class LateOnce(ShowsEffectsLate, InProcess):
+    """A conformant runtime whose first listing to show an unanswered effect after a
+    restart is late: round two's first placement."""
+
+    late_listings = 1
+
+    def _made(self, key: str, args: dict[str, Any], future: Future) -> None:
+        with self.lock:
+            if future in self.in_flight:
+                self._effect(key, args)
+                self._answer_later(key, future)
+
+
+class LateAlwaysRecordsAfterEffect(ShowsEffectsLate, RecordsAfterEffect):
+    """The runtime recording its effect late, with every listing that shows an
+    unanswered effect late: every effect -> answer kill comes after the record."""
+
+    def _recorded(self, key: str, future: Future) -> None:
+        with self.lock:
+            if future in self.in_flight:
+                self.store.receipts[key] = self.unrecorded.pop(key)
+                self._answer_later(key, future)
+
+
+def context(seed: int, runtime: type[InProcess] = InProcess, **options: bool) -> Context:
     store = Store()
-    ctx = Context(entry("KILL-NEMESIS"), lambda: runtime(store, **options), Hello.read({}), seed, 8, call_timeout=0.5)
+    return Context(entry("KILL-NEMESIS"), lambda: runtime(store, **options), Hello.read({}), seed, 8, call_timeout=0.5)
+
+
+def run(seed: int, runtime: type[InProcess] = InProcess, **options: bool) -> Context:
+    ctx = context(seed, runtime, **options)
     kill_nemesis(ctx)
     return ctx
 
@@ -363,9 +428,11 @@ def test_a_runtime_recovering_its_interrupted_calls_passes_and_every_round_inter
     assert len(rounds) == ROUNDS
     for number, attempts in enumerate(rounds):
         assert attempts[-1]["interrupted"] >= 1, attempts
-        if number % 2:  # effect -> answer: placed again until a call it interrupted had made its effect
+        # Each placement before the last says why it did not count.
+        assert all(attempt["missed"] for attempt in attempts[:-1]) and "missed" not in attempts[-1], attempts
+        if number % 2:  # effect -> answer: placed again until its kill came right after an effect
             assert attempts[-1]["interrupted_after_effect"] >= 1, attempts
-            assert all(attempt["interrupted_after_effect"] == 0 for attempt in attempts[:-1]), attempts
+            assert attempts[-1]["effect_age_ms_at_most"] <= attempts[-1]["late_after_ms"], attempts
         else:
             assert all(attempt["interrupted"] == 0 for attempt in attempts[:-1]), attempts
         last = attempts[-1]
@@ -421,3 +488,29 @@ def test_a_runtime_recording_its_effect_late_makes_a_second_task_on_every_seed(s
     (with 50 ms, seed 8 passed)."""
     with pytest.raises(ScenarioFailed, match="a second task for one id"):
         run(seed, RecordsAfterEffect)
+
+
+def test_a_kill_that_came_too_long_after_the_effect_is_placed_again_and_says_so():
+    """Round two's first kill came at least ``SHOW_S`` after the effect it followed (its
+    listing was late), past three spans of the run's listing pace: that placement says
+    so and the round is placed again, where it lands; the runtime passes."""
+    ctx = run(1, LateOnce)
+    first, *rest = placements(ctx)[1]
+    assert first["interrupted_after_effect"] >= 1, first
+    assert first["effect_age_ms_at_most"] >= LateOnce.SHOW_S * 1000 > first["late_after_ms"], first
+    assert LATE in first["missed"] and f"{first['effect_age_ms_at_most']:g} ms" in first["missed"], first
+    assert rest and rest[-1]["effect_age_ms_at_most"] <= rest[-1]["late_after_ms"], rest
+
+
+def test_a_runtime_recording_its_effect_late_is_never_passed_when_every_kill_after_an_effect_is_late():
+    """Every effect -> answer kill came after the runtime's record: no placement counts,
+    each says why, and the scenario ends in error (or fails, if another kill found the
+    defect), never a pass."""
+    ctx = context(1, LateAlwaysRecordsAfterEffect)
+    with pytest.raises((Unjudgeable, ScenarioFailed)) as ended:
+        kill_nemesis(ctx)
+    if ended.type is Unjudgeable:
+        assert "came too long after the effect it followed in every placement" in str(ended.value)
+    for attempts in placements(ctx)[1::2]:
+        late = [attempt for attempt in attempts if attempt["interrupted_after_effect"]]
+        assert late and all(LATE in attempt["missed"] for attempt in late), attempts
