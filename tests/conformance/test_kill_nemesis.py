@@ -10,8 +10,11 @@ app on Redis) are run by ``retryproof run`` and ``benchmarks/bench_faults.py``."
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import random
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -40,6 +43,55 @@ class Store:
         self.starts = 0
 
 
+class Step:
+    """A runtime's step, run by its ``Clock`` when due unless cancelled first."""
+
+    def __init__(self, step: Any, args: tuple) -> None:
+        self.step, self.args, self.cancelled = step, args, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Clock:
+    """Runs a runtime's steps when due, on one thread of its own, until stopped. A
+    ``threading.Timer`` per step started a thread under the runtime's lock, and
+    ``Thread.start`` waits for the new thread to run: on a loaded machine a batch's
+    effects, made at once, held the lock (and the kit's listing behind it) for tens of
+    ms, so the kit's kills came that long after the effects (KILL-NEMESIS then placed the
+    control's rounds again as late, up to an error)."""
+
+    def __init__(self) -> None:
+        self.due: list[tuple[float, int, Step]] = []
+        self.order = itertools.count()
+        self.changed = threading.Condition()
+        self.stopped = False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def after(self, seconds: float, step: Any, args: tuple) -> Step:
+        scheduled = Step(step, args)
+        with self.changed:
+            heapq.heappush(self.due, (time.monotonic() + seconds, next(self.order), scheduled))
+            self.changed.notify()
+        return scheduled
+
+    def stop(self) -> None:
+        with self.changed:
+            self.stopped = True
+            self.changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                while not self.stopped and (not self.due or self.due[0][0] > time.monotonic()):
+                    self.changed.wait(self.due[0][0] - time.monotonic() if self.due else None)
+                if self.stopped:
+                    return
+                _, _, step = heapq.heappop(self.due)
+            if not step.cancelled:
+                step.step(*step.args)
+
+
 class InProcess(Connection):
     """One runtime: ``instant`` answers every call as it is sent (before any kill can
     land); otherwise a call claims its key, makes its effect ``WORK_S`` later and
@@ -51,12 +103,15 @@ class InProcess(Connection):
     def __init__(self, store: Store, *, instant: bool = False, strands: bool = False):
         self.store, self.instant, self.strands = store, instant, strands
         self.lock = threading.Lock()
-        self.in_flight: dict[Future, tuple[str, threading.Timer]] = {}
+        self.clock = Clock()
+        self.in_flight: dict[Future, tuple[str, Step]] = {}
         self.statuses: list[int | None] = []
 
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
         self.statuses.append(None)
         self.store.starts += 1
+        if self.clock.stopped:  # by the kill before
+            self.clock = Clock()
         return {}
 
     def submit(self, op: str, args: Mapping[str, Any] | None = None, *, args_json: str | None = None) -> Future:
@@ -104,9 +159,7 @@ class InProcess(Connection):
 
     def _after(self, seconds: float, future: Future, key: str, step: Any, args: tuple) -> None:
         """Run ``step`` ``seconds`` from now, unless a kill comes first (under the lock)."""
-        timer = threading.Timer(seconds, step, args)
-        self.in_flight[future] = (key, timer)
-        timer.start()
+        self.in_flight[future] = (key, self.clock.after(seconds, step, args))
 
     def _made(self, key: str, args: dict[str, Any], future: Future) -> None:
         # The answer is timed from the effect, not from the call: under load the effect's
@@ -156,6 +209,7 @@ class InProcess(Connection):
                 future.set_result(Lost("killed"))
             self.in_flight.clear()
             self.statuses[-1] = -9
+        self.clock.stop()
 
     def wait(self, pending: Future, timeout: float | None = None, *, allowed_s: float | None = None) -> Any:
         try:
@@ -208,19 +262,19 @@ class AnswersInBursts(InProcess):
     def __init__(self, store: Store):
         super().__init__(store)
         self.requests: dict[Future, dict[str, Any]] = {}
-        self.burst: threading.Timer | None = None  # what every call in flight waits for
+        self.burst: Step | None = None  # what every call in flight waits for
 
     def _after(self, seconds: float, future: Future, key: str, step: Any, args: tuple) -> None:
         if self.burst is None:
-            burst = threading.Timer(self.BURST_S, lambda: self._answer_all(burst))
-            self.burst = burst
-            burst.start()
+            burst: list[Step] = []  # filled under the lock, which the step takes before reading it
+            self.burst = self.clock.after(self.BURST_S, self._answer_all, (burst,))
+            burst.append(self.burst)
         self.requests[future] = args[1]
         self.in_flight[future] = (key, self.burst)
 
-    def _answer_all(self, burst: threading.Timer) -> None:
+    def _answer_all(self, burst: list[Step]) -> None:
         with self.lock:
-            if burst is not self.burst:  # a kill came first (this timer was already running)
+            if burst[0] is not self.burst:  # a kill came first (this timer was already running)
                 return
             self.burst = None
             for pending, (key, _) in list(self.in_flight.items()):
@@ -265,7 +319,7 @@ class LockedAfterEffect(InProcess):
             if self._answered_at_once(key, future):
                 return future
             self.queue.append((key, args, future))
-            self.in_flight[future] = (key, threading.Timer(0, lambda: None))  # lost to a kill while queued
+            self.in_flight[future] = (key, Step(None, ()))  # lost to a kill while queued
             if len(self.queue) == 1:
                 self._begin()
         return future
@@ -345,7 +399,7 @@ class ShowsEffectsLate:
     # The InProcess hooks this mixes into: the listed tasks, the calls in flight and the answer step.
     store: Store
     lock: threading.Lock
-    in_flight: dict[Future, tuple[str, threading.Timer]]
+    in_flight: dict[Future, tuple[str, Step]]
     _after: Any
     _answer: Any
     _deliver: Any
