@@ -41,6 +41,26 @@ A claim -> effect round cannot be checked so: what the kit cannot see is how far
 runtime got with an interrupted call before its effect (a machine so loaded that the
 runtime has not read the request yet still counts it).
 
+Such a kill must also have come right after the effect: no more than ``LATE_FACTOR``
+(three) spans of the run's own pace after it (``effect_age_ms_at_most`` at most
+``late_after_ms``). The pace (``pace_ms``) is the median span from sending one
+listing to having read the next, over the placements' listings that showed no
+effect yet (before there are any, two median listings and the pause): an effect's age
+at the kill is one such span and the kill. A later kill does not count (the
+placement's ``missed`` says so, with both figures) and the round is placed again,
+within ``ATTEMPTS``; a round whose placements met the window only late ends the
+scenario in error, never a pass (a failure the kills found still fails). Why: a
+runtime that records its effect 10 ms after making it (``RecordsAfterEffect`` in the
+kit's tests) passed seed 3 in one of about 18 whole-suite runs at load 6: a listing
+or the kit's thread stalled, and the kill came after the record. Why the run's own
+pace and not a fixed bound: no kill can follow an effect closer than the listings
+show it, and they take from under 1 ms (in-process) to tens of ms (the reference
+over HTTP on a busy machine); a fixed bound would re-place every kill of a slow
+transport and end its run in error, while a stall stands out against the pace of the
+same run. Why three: at load 9-11 the reference's spans were 4-74 ms and its kills
+came within one to two spans, while the kills that missed the test runtime's record
+came three to twenty spans after its effect.
+
 Afterwards every key is retried until it answers with its effect, within the
 runtime's recovery bound (``Connection.recovery_s``) plus one call timeout: a key that
 stays in flight or unanswered past it fails (liveness). The set checker then judges durable state: one
@@ -81,6 +101,10 @@ POLL_S = 0.02
 #: should follow the effect as closely as the listing can show it (a listing through a
 #: process takes a few ms itself; this only keeps an in-process listing from spinning).
 TRIGGER_POLL_S = 0.002
+#: How late an effect -> answer kill may come after the effect it followed and still
+#: count, in spans of the run's own pace at showing an effect (``_Pace``); why three: the
+#: module's docstring.
+LATE_FACTOR = 3
 #: What an effect -> answer placement's evidence says when its kill came by the clock
 #: (``_ahead_of_answers``).
 AHEAD_OF_ANSWERS = "ahead of the answers of a placement that interrupted no call"
@@ -105,7 +129,8 @@ def kill_nemesis(ctx: Context) -> None:
     ctx.start()
     before = ctx.tasks("before")
     measured = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]
-    effect_ms, answer_ms = _windows(ctx, measured)
+    pace = _Pace()
+    effect_ms, answer_ms = _windows(ctx, measured, pace)
     work = [(ctx.submission_id(), ctx.task()) for _ in range(KEYS)]
     # The whole plan is drawn before any kill, so what the kills observe (re-placed
     # rounds draw fresh keys) cannot shift a later round's count or fraction.
@@ -114,6 +139,7 @@ def kill_nemesis(ctx: Context) -> None:
     sent_keys: list[tuple[str, dict[str, Any]]] = []
     schedule: list[dict[str, Any]] = []
     unplaced: list[int] = []
+    late: list[int] = []
     for round_number, (count, fraction) in enumerate(plan):
         # Even rounds send a seeded subset of the shared keys (a key may be killed in
         # several rounds) and kill at a seeded fraction of the time before the effects
@@ -136,17 +162,23 @@ def kill_nemesis(ctx: Context) -> None:
                 sent = [(ctx.submission_id(), ctx.task()) for _ in range(min(count << attempt, 2 * KEYS))]
                 sent_keys += sent
             if before_effect:
-                placed = _kill_once(ctx, sent, ByClock(fraction * effect_ms / 2**attempt))
+                placed = _kill_once(ctx, sent, ByClock(fraction * effect_ms / 2**attempt), pace)
             else:
-                placed = _kill_once(ctx, sent, ByListing(_ahead_of_answers(attempts)))
+                placed = _kill_once(ctx, sent, ByListing(_ahead_of_answers(attempts)), pace)
             attempts.append(placed)
-            if placed["interrupted"] and (before_effect or placed["interrupted_after_effect"]):
+            missed = _missed(placed, before_effect)
+            if missed is None:
                 break
+            placed["missed"] = missed
         # The placement the round counts: the one that landed, else the last that
         # interrupted a call (an effect -> answer window too short for any kill to meet).
         counted = next((placed for placed in reversed(attempts) if placed["interrupted"]), attempts[-1])
         if not counted["interrupted"]:
             unplaced.append(round_number + 1)
+        elif "missed" in counted and any(LATE in placed["missed"] for placed in attempts):
+            # The runtime has an effect -> answer window (a listing showed it) and no kill
+            # came soon enough after an effect to judge what a kill there does.
+            late.append(round_number + 1)
         if before_effect:
             step: dict[str, Any] = {"keys": chosen[round_number], "window": "claim -> effect", "fraction": fraction}
         else:
@@ -176,12 +208,20 @@ def kill_nemesis(ctx: Context) -> None:
             "(every call was answered before the SIGKILL, however early it came), so no kill landed where the "
             "crash windows are"
         )
+    if late:
+        raise Unjudgeable(
+            f"the kill of round(s) {', '.join(map(str, late))} came too long after the effect it followed in every "
+            f"placement that met an effect -> answer window ({ATTEMPTS} placements; each placement's "
+            "effect_age_ms_at_most and late_after_ms), so no kill landed right after an effect"
+        )
 
 
-def _kill_once(ctx: Context, sent: list[tuple[str, dict[str, Any]]], at: ByClock | ByListing) -> dict[str, Any]:
+def _kill_once(
+    ctx: Context, sent: list[tuple[str, dict[str, Any]]], at: ByClock | ByListing, pace: _Pace
+) -> dict[str, Any]:
     """Send ``sent`` pipelined, SIGKILL the runtime when ``at`` says, and start it
     again. Returns the kill's evidence: how many calls it interrupted (sent before it,
-    never answered) and when the first answer came."""
+    never answered) and when the first answer came; ``pace`` gains its listings."""
     batch = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in sent])
     woke = threading.Event()
     for _, _, future in batch.pending:
@@ -190,7 +230,7 @@ def _kill_once(ctx: Context, sent: list[tuple[str, dict[str, Any]]], at: ByClock
     if isinstance(at, ByClock):
         by = "the first answer" if woke.wait(at.ms / 1000) else "the seeded fraction"
     else:
-        by = _effect_unanswered(ctx, [submission_id for submission_id, _ in sent], batch, woke, seen, at.by_ms)
+        by = _effect_unanswered(ctx, [submission_id for submission_id, _ in sent], batch, woke, seen, at.by_ms, pace)
     killed = time.perf_counter()
     answered_before = _answered(batch)
     ctx.kill()
@@ -221,7 +261,47 @@ def _kill_once(ctx: Context, sent: list[tuple[str, dict[str, Any]]], at: ByClock
         placed["interrupted_after_effect"] = len(seen.keys & set(interrupted))
         if placed["interrupted_after_effect"]:
             placed["effect_age_ms_at_most"] = round((killed - seen.since) * 1000, 1)
+            placed.update(pace.late_after())
     return placed
+
+
+#: Why an effect -> answer placement whose kill came too long after the effect did not count.
+LATE = "too long after the effect"
+
+
+def _missed(placed: dict[str, Any], before_effect: bool) -> str | None:
+    """Why a placement does not count, so its round is placed again (None: it landed)."""
+    if not placed["interrupted"]:
+        return "its kill interrupted no call"
+    if before_effect:
+        return None
+    if not placed["interrupted_after_effect"]:
+        return "no call its kill interrupted had its effect listed"
+    if placed["effect_age_ms_at_most"] > placed["late_after_ms"]:
+        return f"its kill came {LATE}: up to {placed['effect_age_ms_at_most']:g} ms, past {placed['late_after_ms']:g}"
+    return None
+
+
+class _Pace:
+    """How fast the kit shows an effect in this run. A kill's effect age runs from the
+    send of the listing before the one that showed the effect to the kill: that listing,
+    the pause, the next listing and reading it. ``spans`` are the same stretch between
+    two listings of the placements so far that showed no effect yet; ``listings`` how
+    long one listing took to send, answer and read (the calibration's too), for a run
+    with no span yet."""
+
+    def __init__(self) -> None:
+        self.listings: list[float] = []
+        self.spans: list[float] = []
+
+    def late_after(self) -> dict[str, float]:
+        """The pace (median span, else two median listings and the pause) and the effect
+        age past which a kill came late, in ms."""
+        if self.spans:
+            pace = statistics.median(self.spans)
+        else:
+            pace = 2 * statistics.median(self.listings or [0.0]) + TRIGGER_POLL_S
+        return {"pace_ms": round(pace * 1000, 1), "late_after_ms": round(LATE_FACTOR * pace * 1000, 1)}
 
 
 class _Seen:
@@ -236,7 +316,13 @@ class _Seen:
 
 
 def _effect_unanswered(
-    ctx: Context, keys: list[str], batch: Batch, woke: threading.Event, seen: _Seen, by_ms: float | None
+    ctx: Context,
+    keys: list[str],
+    batch: Batch,
+    woke: threading.Event,
+    seen: _Seen,
+    by_ms: float | None,
+    pace: _Pace,
 ) -> str:
     """Return once the listing holds the effect of a call of the batch not answered
     yet (that call is in its effect -> answer window as far as the kit can see), or
@@ -254,6 +340,7 @@ def _effect_unanswered(
         late, timeout = AHEAD_OF_ANSWERS, by_ms / 1000
     deadline = batch.began + timeout
     quota = (len(keys) + 1) // 2
+    previous = None  # when the listing before was sent
     while (left := deadline - time.perf_counter()) > 0 and _answered(batch) < quota:
         sent = time.perf_counter()
         listing = ctx.submit_all([("list_tasks", {})])
@@ -269,7 +356,16 @@ def _effect_unanswered(
         seen.keys = {key for key, moment in zip(keys, batch.answered, strict=True) if key in listed and moment is None}
         if seen.keys:
             return "the effect of an unanswered call listed"
-        seen.since = sent
+        read = time.perf_counter()
+        pace.listings.append(read - sent)
+        if previous is not None:
+            pace.spans.append(read - previous)
+        seen.since = previous = sent
+        # The listing's own answer set ``woke``: cleared, so the pause is one (an in-process
+        # listing answered at once spun here, holding the GIL the runtime's threads need
+        # to make their effects; its kills came tens of ms after them under load). An
+        # answer already counted is seen by the loop's test.
+        woke.clear()
         woke.wait(TRIGGER_POLL_S)
         woke.clear()
     return _why(batch, quota, late)
@@ -301,10 +397,11 @@ def _ahead_of_answers(attempts: list[dict[str, Any]]) -> float | None:
     return attempts[-1]["first_answer_ms"] / 2 ** len(attempts)
 
 
-def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]]) -> tuple[float, float]:
+def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]], pace: _Pace) -> tuple[float, float]:
     """Milliseconds from sending a batch until its effects show in the listing (the
     median key), and until the answers arrive (the median answer); taken from
-    ``WINDOWS_ENV`` when a replay gives them. The batch is sent and judged either way."""
+    ``WINDOWS_ENV`` when a replay gives them. The batch is sent and judged either way.
+    ``pace`` gains its listings."""
     began = time.perf_counter()
     batch = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in keys])
     answered: list[float] = []
@@ -313,7 +410,9 @@ def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]]) -> tuple[floa
     listed: dict[str, float] = {}
     deadline = time.monotonic() + ctx.call_timeout
     while len(listed) < len(keys) and len(answered) < len(keys) and time.monotonic() < deadline:
+        listed_at = time.perf_counter()
         owned = {task.get("client_submission_id") for task in ctx.tasks().tasks}
+        pace.listings.append(time.perf_counter() - listed_at)
         for submission_id, _ in keys:
             if submission_id in owned:
                 listed.setdefault(submission_id, time.perf_counter() - began)

@@ -10,8 +10,11 @@ app on Redis) are run by ``retryproof run`` and ``benchmarks/bench_faults.py``."
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import random
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -22,7 +25,7 @@ import pytest
 from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance.catalogue import entry
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
-from retryproof.conformance.scenarios.kill_nemesis import AHEAD_OF_ANSWERS, ATTEMPTS, ROUNDS, kill_nemesis
+from retryproof.conformance.scenarios.kill_nemesis import AHEAD_OF_ANSWERS, ATTEMPTS, LATE, ROUNDS, kill_nemesis
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, request_digest
 from retryproof.spec.protocol import Failure, Hello, Success
 
@@ -37,6 +40,56 @@ class Store:
         self.receipts: dict[str, dict[str, Any]] = {}
         self.tasks: list[dict[str, Any]] = []
         self.claims: set[str] = set()  # keys claimed and not finished (only a stranding runtime keeps them)
+        self.starts = 0
+
+
+class Step:
+    """A runtime's step, run by its ``Clock`` when due unless cancelled first."""
+
+    def __init__(self, step: Any, args: tuple) -> None:
+        self.step, self.args, self.cancelled = step, args, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Clock:
+    """Runs a runtime's steps when due, on one thread of its own, until stopped. A
+    ``threading.Timer`` per step started a thread under the runtime's lock, and
+    ``Thread.start`` waits for the new thread to run: on a loaded machine a batch's
+    effects, made at once, held the lock (and the kit's listing behind it) for tens of
+    ms, so the kit's kills came that long after the effects (KILL-NEMESIS then placed the
+    control's rounds again as late, up to an error)."""
+
+    def __init__(self) -> None:
+        self.due: list[tuple[float, int, Step]] = []
+        self.order = itertools.count()
+        self.changed = threading.Condition()
+        self.stopped = False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def after(self, seconds: float, step: Any, args: tuple) -> Step:
+        scheduled = Step(step, args)
+        with self.changed:
+            heapq.heappush(self.due, (time.monotonic() + seconds, next(self.order), scheduled))
+            self.changed.notify()
+        return scheduled
+
+    def stop(self) -> None:
+        with self.changed:
+            self.stopped = True
+            self.changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self.changed:
+                while not self.stopped and (not self.due or self.due[0][0] > time.monotonic()):
+                    self.changed.wait(self.due[0][0] - time.monotonic() if self.due else None)
+                if self.stopped:
+                    return
+                _, _, step = heapq.heappop(self.due)
+            if not step.cancelled:
+                step.step(*step.args)
 
 
 class InProcess(Connection):
@@ -50,11 +103,15 @@ class InProcess(Connection):
     def __init__(self, store: Store, *, instant: bool = False, strands: bool = False):
         self.store, self.instant, self.strands = store, instant, strands
         self.lock = threading.Lock()
-        self.in_flight: dict[Future, tuple[str, threading.Timer]] = {}
+        self.clock = Clock()
+        self.in_flight: dict[Future, tuple[str, Step]] = {}
         self.statuses: list[int | None] = []
 
     def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
         self.statuses.append(None)
+        self.store.starts += 1
+        if self.clock.stopped:  # by the kill before
+            self.clock = Clock()
         return {}
 
     def submit(self, op: str, args: Mapping[str, Any] | None = None, *, args_json: str | None = None) -> Future:
@@ -102,9 +159,7 @@ class InProcess(Connection):
 
     def _after(self, seconds: float, future: Future, key: str, step: Any, args: tuple) -> None:
         """Run ``step`` ``seconds`` from now, unless a kill comes first (under the lock)."""
-        timer = threading.Timer(seconds, step, args)
-        self.in_flight[future] = (key, timer)
-        timer.start()
+        self.in_flight[future] = (key, self.clock.after(seconds, step, args))
 
     def _made(self, key: str, args: dict[str, Any], future: Future) -> None:
         # The answer is timed from the effect, not from the call: under load the effect's
@@ -154,6 +209,7 @@ class InProcess(Connection):
                 future.set_result(Lost("killed"))
             self.in_flight.clear()
             self.statuses[-1] = -9
+        self.clock.stop()
 
     def wait(self, pending: Future, timeout: float | None = None, *, allowed_s: float | None = None) -> Any:
         try:
@@ -206,19 +262,19 @@ class AnswersInBursts(InProcess):
     def __init__(self, store: Store):
         super().__init__(store)
         self.requests: dict[Future, dict[str, Any]] = {}
-        self.burst: threading.Timer | None = None  # what every call in flight waits for
+        self.burst: Step | None = None  # what every call in flight waits for
 
     def _after(self, seconds: float, future: Future, key: str, step: Any, args: tuple) -> None:
         if self.burst is None:
-            burst = threading.Timer(self.BURST_S, lambda: self._answer_all(burst))
-            self.burst = burst
-            burst.start()
+            burst: list[Step] = []  # filled under the lock, which the step takes before reading it
+            self.burst = self.clock.after(self.BURST_S, self._answer_all, (burst,))
+            burst.append(self.burst)
         self.requests[future] = args[1]
         self.in_flight[future] = (key, self.burst)
 
-    def _answer_all(self, burst: threading.Timer) -> None:
+    def _answer_all(self, burst: list[Step]) -> None:
         with self.lock:
-            if burst is not self.burst:  # a kill came first (this timer was already running)
+            if burst[0] is not self.burst:  # a kill came first (this timer was already running)
                 return
             self.burst = None
             for pending, (key, _) in list(self.in_flight.items()):
@@ -263,7 +319,7 @@ class LockedAfterEffect(InProcess):
             if self._answered_at_once(key, future):
                 return future
             self.queue.append((key, args, future))
-            self.in_flight[future] = (key, threading.Timer(0, lambda: None))  # lost to a kill while queued
+            self.in_flight[future] = (key, Step(None, ()))  # lost to a kill while queued
             if len(self.queue) == 1:
                 self._begin()
         return future
@@ -329,9 +385,76 @@ class RecordsAfterEffect(InProcess):
                 self._after(WORK_S, future, key, self._answer, (key, future))
 
 
-def run(seed: int, runtime: type[InProcess] = InProcess, **options: bool) -> Context:
+class ShowsEffectsLate:
+    """A runtime whose listing, from its first restart on, answers ``SHOW_S`` late when
+    it holds the effect of a call not answered yet, ``late_listings`` times (all when
+    None), as a listing on a busy machine may: the kill that listing triggers comes
+    ``SHOW_S`` after the effect at least. Its calls answer ``ANSWER_S`` after their
+    effect, so that call is still unanswered at the kill even on a loaded machine (run
+    with a call timeout of ``CALL_TIMEOUT_S``, so the calibration's calls answer)."""
+
+    SHOW_S = 0.3
+    ANSWER_S = 0.9
+    CALL_TIMEOUT_S = 1.5
+    late_listings: int | None = None
+
+    # The InProcess hooks this mixes into: the listed tasks, the calls in flight and the answer step.
+    store: Store
+    lock: threading.Lock
+    in_flight: dict[Future, tuple[str, Step]]
+    _after: Any
+    _answer: Any
+    _deliver: Any
+
+    def _list(self, future: Future) -> None:
+        listed = Success(1, {"tasks": [dict(task) for task in self.store.tasks]})
+        unanswered = {key for key, _ in self.in_flight.values()} & {
+            task["client_submission_id"] for task in listed.result["tasks"]
+        }
+        if self.store.starts < 2 or not unanswered or self.late_listings == 0:
+            future.set_result(listed)
+            return
+        if self.late_listings is not None:
+            self.late_listings -= 1
+        self._after(self.SHOW_S, future, "", lambda: self._deliver(future, listed), ())
+
+    def _answer_later(self, key: str, future: Future) -> None:
+        self._after(self.ANSWER_S, future, key, self._answer, (key, future))
+
+
+class LateOnce(ShowsEffectsLate, InProcess):
+    """A conformant runtime whose first listing to show an unanswered effect after a
+    restart is late: round two's first placement."""
+
+    late_listings = 1
+
+    def _made(self, key: str, args: dict[str, Any], future: Future) -> None:
+        with self.lock:
+            if future in self.in_flight:
+                self._effect(key, args)
+                self._answer_later(key, future)
+
+
+class LateAlwaysRecordsAfterEffect(ShowsEffectsLate, RecordsAfterEffect):
+    """The runtime recording its effect late, with every listing that shows an
+    unanswered effect late: every effect -> answer kill comes after the record."""
+
+    def _recorded(self, key: str, future: Future) -> None:
+        with self.lock:
+            if future in self.in_flight:
+                self.store.receipts[key] = self.unrecorded.pop(key)
+                self._answer_later(key, future)
+
+
+def context(seed: int, runtime: type[InProcess] = InProcess, call_timeout: float = 0.5, **options: bool) -> Context:
     store = Store()
-    ctx = Context(entry("KILL-NEMESIS"), lambda: runtime(store, **options), Hello.read({}), seed, 8, call_timeout=0.5)
+    return Context(
+        entry("KILL-NEMESIS"), lambda: runtime(store, **options), Hello.read({}), seed, 8, call_timeout=call_timeout
+    )
+
+
+def run(seed: int, runtime: type[InProcess] = InProcess, call_timeout: float = 0.5, **options: bool) -> Context:
+    ctx = context(seed, runtime, call_timeout, **options)
     kill_nemesis(ctx)
     return ctx
 
@@ -363,9 +486,11 @@ def test_a_runtime_recovering_its_interrupted_calls_passes_and_every_round_inter
     assert len(rounds) == ROUNDS
     for number, attempts in enumerate(rounds):
         assert attempts[-1]["interrupted"] >= 1, attempts
-        if number % 2:  # effect -> answer: placed again until a call it interrupted had made its effect
+        # Each placement before the last says why it did not count.
+        assert all(attempt["missed"] for attempt in attempts[:-1]) and "missed" not in attempts[-1], attempts
+        if number % 2:  # effect -> answer: placed again until its kill came right after an effect
             assert attempts[-1]["interrupted_after_effect"] >= 1, attempts
-            assert all(attempt["interrupted_after_effect"] == 0 for attempt in attempts[:-1]), attempts
+            assert attempts[-1]["effect_age_ms_at_most"] <= attempts[-1]["late_after_ms"], attempts
         else:
             assert all(attempt["interrupted"] == 0 for attempt in attempts[:-1]), attempts
         last = attempts[-1]
@@ -421,3 +546,29 @@ def test_a_runtime_recording_its_effect_late_makes_a_second_task_on_every_seed(s
     (with 50 ms, seed 8 passed)."""
     with pytest.raises(ScenarioFailed, match="a second task for one id"):
         run(seed, RecordsAfterEffect)
+
+
+def test_a_kill_that_came_too_long_after_the_effect_is_placed_again_and_says_so():
+    """Round two's first kill came at least ``SHOW_S`` after the effect it followed (its
+    listing was late), past three spans of the run's listing pace: that placement says
+    so and the round is placed again, where it lands; the runtime passes."""
+    ctx = run(1, LateOnce, LateOnce.CALL_TIMEOUT_S)
+    first, *rest = placements(ctx)[1]
+    assert first["interrupted_after_effect"] >= 1, first
+    assert first["effect_age_ms_at_most"] >= LateOnce.SHOW_S * 1000 > first["late_after_ms"], first
+    assert LATE in first["missed"] and f"{first['effect_age_ms_at_most']:g} ms" in first["missed"], first
+    assert rest and rest[-1]["effect_age_ms_at_most"] <= rest[-1]["late_after_ms"], rest
+
+
+def test_a_runtime_recording_its_effect_late_is_never_passed_when_every_kill_after_an_effect_is_late():
+    """Every effect -> answer kill came after the runtime's record: no placement counts,
+    each says why, and the scenario ends in error (or fails, if another kill found the
+    defect), never a pass. Seed 2: judged by those late kills, the runtime passed."""
+    ctx = context(2, LateAlwaysRecordsAfterEffect, LateAlwaysRecordsAfterEffect.CALL_TIMEOUT_S)
+    with pytest.raises((Unjudgeable, ScenarioFailed)) as ended:
+        kill_nemesis(ctx)
+    if ended.type is Unjudgeable:
+        assert "came too long after the effect it followed in every placement" in str(ended.value)
+    for attempts in placements(ctx)[1::2]:
+        late = [attempt for attempt in attempts if attempt["interrupted_after_effect"]]
+        assert late and all(LATE in attempt["missed"] for attempt in late), attempts
