@@ -264,11 +264,14 @@ def test_what_escaped_a_shared_server_is_named_by_the_turn_that_ended_it(tmp_pat
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeypatch, reference_hello):
-    """Its state is the shared server's: the runner makes no scratch directory for it."""
+def test_a_sharing_scenario_gets_no_state_directory_of_its_own(monkeypatch):
+    """Its state is the shared server's: the runner makes no scratch directory for it,
+    and does for one that does not share (a harness run's A2-RESPONSE-LOSS: a harness
+    start, where a binding's A4-MULTIPROCESS started eight servers)."""
     from retryproof.conformance import runner
 
-    options = binding_options(tmp_path, None, ("WT-CREATE", "A4-MULTIPROCESS"))
+    options = harness_options(None, ("WT-CREATE", "A2-RESPONSE-LOSS"))
+    hello, kept = handshake(options)  # its scratch is the shared server's first
     made: list[str] = []
     original = runner.Scratch
 
@@ -277,9 +280,9 @@ def test_a_sharing_scenario_gets_no_state_directory_of_its_own(tmp_path, monkeyp
         return original(prefix)
 
     monkeypatch.setattr(runner, "Scratch", counted)
-    finished = run(options, reference_hello, [])
+    finished = run(options, hello, [], kept)
     assert [result.status for result in finished.results] == ["passed", "passed"]
-    assert made == ["retryproof-a4-multiprocess-"]
+    assert made == ["retryproof-a2-response-loss-"]
 
 
 class _Dying:
