@@ -156,10 +156,25 @@ def test_a_takes_server_scenario_takes_its_turn_only_through_a_binding():
     assert not any(bound[scenario_id].cold_server for scenario_id in (*SHARING, "INVALID-KEY"))
 
 
-def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(tmp_path):
-    options = binding_options(tmp_path, None)
-    shared, alone = shared_and_alone(options)
-    assert statuses(shared) == statuses(alone) == dict.fromkeys(SELECTION, "passed")
+@pytest.fixture(scope="module")
+def reference_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[dict[str, ScenarioResult], dict[str, ScenarioResult]]:
+    """The reference's sharing turns and then its takers through a binding, shared and
+    alone (of the takers, those whose restarts are compared), from one run each a
+    session: the reference's test and the takers' read them."""
+    left_out = tuple(set(TAKING) - set(COMPARED_RESTARTS))
+    return once_per_session(
+        tmp_path_factory,
+        "sharing-reference-runs",
+        lambda path: shared_and_alone(binding_options(path, None, (*TURNS, *TAKING)), left_out),
+    )
+
+
+def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(reference_runs):
+    shared, alone = reference_runs
+    assert statuses(shared) == dict.fromkeys((*TURNS, *TAKING), "passed")
+    assert statuses(alone) == dict.fromkeys((*TURNS, *COMPARED_RESTARTS), "passed")
     used = [shared[scenario_id].evidence["shared_server"] for scenario_id in TURNS]
     assert {item["server"] for item in used} == {1}, used  # one server for all of them: the handshake's
     assert used[0]["started_by_handshake"] and not any(item["started_by_this_scenario"] for item in used)
@@ -350,23 +365,27 @@ def test_what_escaped_a_server_that_died_between_turns_is_named_by_the_next_turn
 #: The scenarios that restart only where the restart is what they test: a turn on the
 #: shared server, ended and restarted on its state as they must (``takes_server``).
 TAKING = ("A2-RESPONSE-LOSS", "A2-CRASH-BEFORE-RESPONSE", "RESTART-REUSE")
+#: The takers whose restarts are compared with their run alone. The reference's other
+#: runs alone would show only that it passes: it has no defect for sharing to hide, and
+#: a failure sharing made shows in the shared run, which must pass every scenario.
+COMPARED_RESTARTS = ("A2-CRASH-BEFORE-RESPONSE", "RESTART-REUSE")
 
 
 @pytest.mark.parametrize("fault", [None, "no-idempotency", "memory-dedup"])
-def test_a_scenario_that_takes_the_server_is_judged_as_on_its_own(tmp_path, fault):
+def test_a_scenario_that_takes_the_server_is_judged_as_on_its_own(tmp_path, fault, request):
     """The same statuses taking the shared server as on a server of its own; a
     variant whose defect a restart reveals (memory-dedup) still fails where it must; a
     turn that restarted the server ends it, so the next user starts a fresh one (told
     why), and a turn that did not hands it on. The first taker takes the server the
-    sharing scenarios used."""
-    only = ("WT-CREATE", "INVALID-KEY", *TAKING)  # in the order of their turns: the takers last
-    options = binding_options(tmp_path, fault, only)
-    # The reference's own runs are needed only for the restarts compared below: it has no
-    # defect for sharing to hide, and a failure sharing made shows in the shared run,
-    # which must pass every scenario.
-    compared = ("A2-CRASH-BEFORE-RESPONSE", "RESTART-REUSE")
-    shared, alone = shared_and_alone(options, () if fault else tuple(set(only) - set(compared)))
-    assert set(judged_as_alone(shared, alone)) == set(only if fault else compared)
+    sharing scenarios used. The reference's runs are those of its test above."""
+    if fault is None:
+        only = (*TURNS, *TAKING)  # in the order of their turns: the takers last
+        shared, alone = request.getfixturevalue("reference_runs")
+        assert set(judged_as_alone(shared, alone)) == {*TURNS, *COMPARED_RESTARTS}
+    else:
+        only = ("WT-CREATE", "INVALID-KEY", *TAKING)
+        shared, alone = shared_and_alone(binding_options(tmp_path, fault, only))
+        assert set(judged_as_alone(shared, alone)) == set(only)
     assert all(registry()[scenario_id].takes_server for scenario_id in TAKING)
     for scenario_id in killed_by(fault) if fault else ():
         if scenario_id in only:
@@ -388,7 +407,7 @@ def test_a_scenario_that_takes_the_server_is_judged_as_on_its_own(tmp_path, faul
                 )
         assert any(any(op == "start" for op, _ in _faults(shared[s])) for s in TAKING)
         # Its restarts are its own, numbered from its first process, as on a server of its own.
-        for scenario_id in compared:
+        for scenario_id in COMPARED_RESTARTS:
             faults = _faults(shared[scenario_id])
             assert faults and faults == _faults(alone[scenario_id]), scenario_id
 
