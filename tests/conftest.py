@@ -3,8 +3,10 @@ fixture of the DURABILITY-TRACE tests, the ``pytester`` sessions of the plugin t
 how many pytest-xdist workers ``-n auto`` starts, and the bound on each phase of a test
 (``phase_limit``).
 
-The profiles are registered here so ``pytest --hypothesis-profile retryproof-nightly``
-can select one. Nothing is loaded globally: Hypothesis loads its own ``ci`` profile
+The profiles are registered here when ``pytest --hypothesis-profile retryproof-nightly``
+selects one, and only then: a session that names no profile does not import Hypothesis
+for them (the pytest-xdist controller never needs it; a test module that does imports
+it). Nothing is loaded globally: Hypothesis loads its own ``ci`` profile
 when it detects CI, and the fuzz tests take their budget from
 ``retryproof.conformance.fuzz.profiles.fuzz_settings()``, which inherits from that profile
 instead of replacing it.
@@ -25,15 +27,11 @@ import pytest
 from kit import UNUSED_PLUGINS
 from suite_order import long_tests_first
 
-from retryproof.conformance.fuzz.profiles import register_profiles
-
 pytest_plugins = ["pytester", "phase_limit"]
 
 #: The kit's packages (the repository's top folders, installed as ``retryproof``).
 KIT = Path(__file__).resolve().parents[1]
 PACKAGES = ("spec", "conformance", "adapters", "reference_impl")
-
-register_profiles()
 
 
 @pytest.fixture
@@ -77,8 +75,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return 3 * cpus + 1
 
 
+@pytest.hookimpl(tryfirst=True)  # the profile is registered before Hypothesis's plugin loads it
 def pytest_configure(config: pytest.Config) -> None:
-    """With PYTHONDONTWRITEBYTECODE set (as in CI), every process the session starts
+    """A Hypothesis profile named on the command line: the kit's are registered (the
+    module's docstring); importing Hypothesis cost the controller 0.6 CPU-s, rewriting
+    its asserts with no bytecode to cache them in.
+
+    With PYTHONDONTWRITEBYTECODE set (as in CI), every process the session starts
     (each pytest-xdist worker, and the hundreds of kit runs, harnesses, servers and pytest
     sessions the tests start) would compile from source every module that has no cached
     bytecode, which after an editable install is every module of the kit. The user asked
@@ -90,6 +93,10 @@ def pytest_configure(config: pytest.Config) -> None:
     at once at load 9-24: the suite took 359 CPU-s with the prefix, 386 without. Where
     bytecode is written, the test modules' rewritten asserts are cached before the workers
     start (``_rewrite_once``)."""
+    if config.getoption("--hypothesis-profile", None):
+        from retryproof.conformance.fuzz.profiles import register_profiles
+
+        register_profiles()
     workers = getattr(config.option, "numprocesses", None) or 0
     if not workers:
         return
