@@ -68,9 +68,11 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     idle. The fewer CPU-s the suite costs, the more of its time is such waiting: on 2 CPUs
     (``--dist worksteal``, the README's command, four rounds alternated, load 4-8 from the
     runs themselves), 7 workers took 120-132 s (mean 125) and 202-225 CPU-s, 5 workers
-    131-139 s (mean 135) and 195-209 CPU-s. Earlier suites, costlier in CPU: 5 workers
-    169 s and 270 CPU-s against 3 workers 205 s and 255 CPU-s; 2 workers 106 s, 3 workers
-    82 s, 4 workers 85 s."""
+    131-139 s (mean 135) and 195-209 CPU-s. A round later, one run each at load 8-12 from
+    other suites: 6 workers 211 s, 7 workers 192 s, 5 workers 227 s; each worker costs about
+    0.8 CPU-s that no test counts (its start and collection). Earlier suites, costlier in
+    CPU: 5 workers 169 s and 270 CPU-s against 3 workers 205 s and 255 CPU-s; 2 workers
+    106 s, 3 workers 82 s, 4 workers 85 s."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return 3 * cpus + 1
 
@@ -88,8 +90,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for no bytecode in their tree, not for slow tests: the session's processes cache it
     instead under a temporary ``PYTHONPYCACHEPREFIX`` of its own, removed when the session
     ends. A prefix the user chose is left alone. The pytest-xdist controller sets it up
-    (filling it costs 2 CPU-s once), the workers inherit it; a session without workers (one
-    test, ``-n0``) starts too few processes to gain that back. Paired on 2 CPUs, both runs
+    (filling it costs a few tenths of a CPU-second once, ``_link``), the workers inherit
+    it; a session without workers (one test, ``-n0``) starts too few processes to gain
+    that back. Paired on 2 CPUs, both runs
     at once at load 9-24: the suite took 359 CPU-s with the prefix, 386 without. Where
     bytecode is written, the test modules' rewritten asserts are cached before the workers
     start (``_rewrite_once``)."""
