@@ -3,8 +3,10 @@ fixture of the DURABILITY-TRACE tests, the ``pytester`` sessions of the plugin t
 how many pytest-xdist workers ``-n auto`` starts, and the bound on each phase of a test
 (``phase_limit``).
 
-The profiles are registered here so ``pytest --hypothesis-profile retryproof-nightly``
-can select one. Nothing is loaded globally: Hypothesis loads its own ``ci`` profile
+The profiles are registered here when ``pytest --hypothesis-profile retryproof-nightly``
+selects one, and only then: a session that names no profile does not import Hypothesis
+for them (the pytest-xdist controller never needs it; a test module that does imports
+it). Nothing is loaded globally: Hypothesis loads its own ``ci`` profile
 when it detects CI, and the fuzz tests take their budget from
 ``retryproof.conformance.fuzz.profiles.fuzz_settings()``, which inherits from that profile
 instead of replacing it.
@@ -25,15 +27,11 @@ import pytest
 from kit import UNUSED_PLUGINS
 from suite_order import long_tests_first
 
-from retryproof.conformance.fuzz.profiles import register_profiles
-
 pytest_plugins = ["pytester", "phase_limit"]
 
 #: The kit's packages (the repository's top folders, installed as ``retryproof``).
 KIT = Path(__file__).resolve().parents[1]
 PACKAGES = ("spec", "conformance", "adapters", "reference_impl")
-
-register_profiles()
 
 
 @pytest.fixture
@@ -70,26 +68,38 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     idle. The fewer CPU-s the suite costs, the more of its time is such waiting: on 2 CPUs
     (``--dist worksteal``, the README's command, four rounds alternated, load 4-8 from the
     runs themselves), 7 workers took 120-132 s (mean 125) and 202-225 CPU-s, 5 workers
-    131-139 s (mean 135) and 195-209 CPU-s. Earlier suites, costlier in CPU: 5 workers
-    169 s and 270 CPU-s against 3 workers 205 s and 255 CPU-s; 2 workers 106 s, 3 workers
-    82 s, 4 workers 85 s."""
+    131-139 s (mean 135) and 195-209 CPU-s. A round later, one run each at load 8-12 from
+    other suites: 6 workers 211 s, 7 workers 192 s, 5 workers 227 s; each worker costs about
+    0.8 CPU-s that no test counts (its start and collection). Earlier suites, costlier in
+    CPU: 5 workers 169 s and 270 CPU-s against 3 workers 205 s and 255 CPU-s; 2 workers
+    106 s, 3 workers 82 s, 4 workers 85 s."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return 3 * cpus + 1
 
 
+@pytest.hookimpl(tryfirst=True)  # the profile is registered before Hypothesis's plugin loads it
 def pytest_configure(config: pytest.Config) -> None:
-    """With PYTHONDONTWRITEBYTECODE set (as in CI), every process the session starts
+    """A Hypothesis profile named on the command line: the kit's are registered (the
+    module's docstring); importing Hypothesis cost the controller 0.6 CPU-s, rewriting
+    its asserts with no bytecode to cache them in.
+
+    With PYTHONDONTWRITEBYTECODE set (as in CI), every process the session starts
     (each pytest-xdist worker, and the hundreds of kit runs, harnesses, servers and pytest
     sessions the tests start) would compile from source every module that has no cached
     bytecode, which after an editable install is every module of the kit. The user asked
     for no bytecode in their tree, not for slow tests: the session's processes cache it
     instead under a temporary ``PYTHONPYCACHEPREFIX`` of its own, removed when the session
     ends. A prefix the user chose is left alone. The pytest-xdist controller sets it up
-    (filling it costs 2 CPU-s once), the workers inherit it; a session without workers (one
-    test, ``-n0``) starts too few processes to gain that back. Paired on 2 CPUs, both runs
+    (filling it costs a few tenths of a CPU-second once, ``_link``), the workers inherit
+    it; a session without workers (one test, ``-n0``) starts too few processes to gain
+    that back. Paired on 2 CPUs, both runs
     at once at load 9-24: the suite took 359 CPU-s with the prefix, 386 without. Where
     bytecode is written, the test modules' rewritten asserts are cached before the workers
     start (``_rewrite_once``)."""
+    if config.getoption("--hypothesis-profile", None):
+        from retryproof.conformance.fuzz.profiles import register_profiles
+
+        register_profiles()
     workers = getattr(config.option, "numprocesses", None) or 0
     if not workers:
         return
@@ -127,14 +137,28 @@ def _seed_bytecode(prefix: str) -> None:
         linked = prefix + os.path.dirname(cache)  # the prefix mirrors the source's folder
         if os.path.exists(pyc):
             os.makedirs(linked, exist_ok=True)
-            with contextlib.suppress(FileExistsError):
-                os.symlink(pyc, os.path.join(linked, os.path.basename(pyc)))
+            _link(pyc, os.path.join(linked, os.path.basename(pyc)))
     own, sys.pycache_prefix = sys.pycache_prefix, prefix
     try:
         for package in PACKAGES:
             compileall.compile_dir(KIT / package, quiet=1)
     finally:
         sys.pycache_prefix = own
+
+
+def _link(source: str, link: str) -> None:
+    """A hard link where the file system allows one, else a symbolic link. On ext4 a
+    symbolic link whose target is longer than 60 bytes (every one here) costs a block of
+    its own: the session's 2808 took 1.0-1.2 CPU-s, hard links 0.11-0.12. A process that
+    writes bytecode in the prefix replaces the file (importlib writes a new one and renames
+    it), so the installed one is never written through either link."""
+    try:
+        os.link(source, link)
+    except FileExistsError:
+        pass
+    except OSError:  # another file system, or a file the user may not link (protected_hardlinks)
+        with contextlib.suppress(FileExistsError):
+            os.symlink(source, link)
 
 
 def _rewrite_once(config: pytest.Config) -> None:

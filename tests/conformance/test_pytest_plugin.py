@@ -303,32 +303,3 @@ def test_a_failure_names_whose_stderr_it_quotes(black_box, source):
 
 def test_a_pass_is_the_only_status_that_returns():
     assert conclude(result_of("passed"), None) is None
-
-
-def test_under_xdist_the_controller_writes_one_report_set_from_every_worker(pytester):
-    """``-n 2``: the scenarios spread over two workers, under the controller's random
-    seed; the verdict section and the reports are one run's, in catalogue order."""
-    pytester.makepyfile("def test_own(): pass")
-    out = pytester.path / "reports"
-    only = "WT-CREATE,A2-RESPONSE-LOSS,CONFLICT-DIGEST,LEGACY-NO-ID"
-    result = pytester.runpytest_subprocess(
-        "-n", "2", "-p", "no:cacheprovider", "--retryproof-harness", faulty("no-idempotency"),
-        "--retryproof-only", only, "--retryproof-out", str(out), "-rf",
-    )  # fmt: skip
-    result.assert_outcomes(passed=3, failed=2)
-    text = result.stdout.str()
-    seed = int(text.split("retryproof: seed ")[1].split(",")[0])
-    written = sorted(os.listdir(out))
-    assert text.count("retryproof verdict") == 1 and text.count("wrote ") == len(written)
-    result.stdout.fnmatch_lines(["*2 workers*", "*NOT CONFORMANT*", "  blocking A2-RESPONSE-LOSS: failed: *"])
-    report = json.loads((out / "report.json").read_text())
-    assert not list(spec.validator("report").iter_errors(report))
-    assert report["seed"] == seed
-    assert [(s["id"], s["status"]) for s in report["scenarios"]] == [
-        ("WT-CREATE", "passed"),
-        ("A2-RESPONSE-LOSS", "failed"),
-        ("CONFLICT-DIGEST", "failed"),
-        ("LEGACY-NO-ID", "passed"),
-    ]
-    assert f"--seed {seed}" in report["scenarios"][1]["reproduce"]
-    assert {"junit.xml", "report.json", "report.md"} <= set(written)  # one set, by the controller

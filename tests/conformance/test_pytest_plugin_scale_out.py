@@ -17,6 +17,7 @@ import pytest
 import sharded
 from kit import REFERENCE, retryproof_here
 
+from retryproof import spec
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.conformance.records import Shard
 from retryproof.conformance.runner import select
@@ -25,6 +26,17 @@ from retryproof.conformance.schedule import NoTurn, Turns
 ALONE = ("A4-CONCURRENT", "A4-MULTIPROCESS")
 #: Enough ordinary scenarios that both workers run some, around every run-alone one.
 ORDINARY = ("WT-CREATE", "A2-RESPONSE-LOSS", "RESTART-REUSE", "CONFLICT-DIGEST", "LEGACY-NO-ID", "NORMALIZED-EQUAL")
+#: The statuses of ALONE and ORDINARY against the reference without idempotency, in catalogue order.
+FAULTY = [
+    ("WT-CREATE", "passed"),
+    ("A2-RESPONSE-LOSS", "failed"),
+    ("A4-CONCURRENT", "failed"),
+    ("A4-MULTIPROCESS", "failed"),
+    ("RESTART-REUSE", "failed"),
+    ("CONFLICT-DIGEST", "failed"),
+    ("NORMALIZED-EQUAL", "failed"),
+    ("LEGACY-NO-ID", "passed"),
+]
 
 
 def _queued(path: str) -> bool:
@@ -104,13 +116,17 @@ def test_a_worker_that_dies_holds_no_turn(tmp_path):
     Turns(str(tmp_path), wait_s=30).take().close()
 
 
-def test_under_xdist_an_alone_part_overlaps_no_other_test(pytester):
-    """``pytest -n 2``: pytest's own start and stop times of every test's call (logged
-    by a plugin of the session's own), the span of every alone part with the test it
-    ran in, and the time every harness process started, with the scenario whose scratch
-    folder it was given. No other test runs, and no other harness starts, while an
-    alone part runs. The wrapper and the reference it becomes start without ``site``,
-    as the kit starts the reference (each start with it cost half as much again)."""
+def test_under_xdist_one_report_set_and_an_alone_part_overlaps_no_other_test(pytester):
+    """``pytest -n 2`` against a runtime without idempotency, one session for two claims.
+    The controller writes one report set from every worker: the scenarios spread over the
+    two workers under the controller's random seed, and the verdict section and the reports
+    are one run's, in catalogue order. And no other test runs, and no other harness
+    starts, while an alone part runs, failing or not: pytest's own start and stop times of
+    every test's call (logged by a plugin of the session's own), the span of every alone
+    part with the test it ran in, and the time every harness process started, with the
+    scenario whose scratch folder it was given. The wrapper and the runtime it becomes
+    start without ``site``, as the kit starts the reference (each start with it cost half
+    as much again)."""
     calls, parts, starts = pytester.path / "calls.log", pytester.path / "parts.log", pytester.path / "starts.log"
     pytester.makepyfile(
         timeline=f"""
@@ -149,18 +165,27 @@ def test_under_xdist_an_alone_part_overlaps_no_other_test(pytester):
         with open({str(starts)!r}, "a") as log:
             # the state directory is state/ in the scenario's (or the probe's) scratch folder
             log.write(f"{{time.time()}} {{os.path.basename(os.path.dirname(os.environ['RETRYPROOF_STATE_DIR']))}}\\n")
-        os.execv(sys.executable, {list(REFERENCE)!r})
+        os.execv(sys.executable, {[*REFERENCE, "--fault", "no-idempotency"]!r})
         """,
         test_own="def test_own_one(): pass\ndef test_own_two(): pass\n",
     )
     out = pytester.path / "reports"
     result = pytester.runpytest_subprocess(
         "-n", "2", "-p", "no:cacheprovider", "-p", "timeline", "--retryproof-harness", f"{sys.executable} -S wrapper.py",
-        "--retryproof-only", ",".join(ALONE + ORDINARY), "--retryproof-out", str(out),
+        "--retryproof-only", ",".join(ALONE + ORDINARY), "--retryproof-out", str(out), "-rf",
     )  # fmt: skip
-    statuses = {s["id"]: s["status"] for s in json.loads((out / "report.json").read_text())["scenarios"]}
-    assert set(statuses) == set(ALONE + ORDINARY)
-    assert result.ret == 0, result.stdout.str()  # the reference passes them all
+    report = json.loads((out / "report.json").read_text())
+    assert [(s["id"], s["status"]) for s in report["scenarios"]] == FAULTY, result.stdout.str()  # catalogue order
+    result.assert_outcomes(passed=2 + 2, failed=6)  # the session's own two tests pass
+    text = result.stdout.str()
+    seed = int(text.split("retryproof: seed ")[1].split(",")[0])
+    written = sorted(os.listdir(out))
+    assert text.count("retryproof verdict") == 1 and text.count("wrote ") == len(written)
+    result.stdout.fnmatch_lines(["*2 workers*", "*NOT CONFORMANT*", "  blocking A2-RESPONSE-LOSS: failed: *"])
+    assert not list(spec.validator("report").iter_errors(report))
+    assert report["seed"] == seed
+    assert all(f"--seed {seed}" in s["reproduce"] for s in report["scenarios"] if s["status"] == "failed")
+    assert {"junit.xml", "report.json", "report.md"} <= set(written)  # one set, by the controller
     logged = calls.read_text().splitlines()
     spans = {}
     for line in logged:
@@ -172,8 +197,7 @@ def test_under_xdist_an_alone_part_overlaps_no_other_test(pytester):
         (float(when), folder) for when, folder in (line.split() for line in starts.read_text().splitlines())
     ]
     alone_parts = [json.loads(line) for line in parts.read_text().splitlines()]
-    ran = [scenario for scenario in ALONE if statuses[scenario] == "passed"]
-    assert sorted(test for test, _, _ in alone_parts) == sorted(f"retryproof::{scenario}" for scenario in ran)
+    assert sorted(test for test, _, _ in alone_parts) == sorted(f"retryproof::{scenario}" for scenario in ALONE)
     for test, start, stop in alone_parts:
         own_start, own_stop, _ = spans[test]
         assert own_start <= start <= stop <= own_stop  # the part is its test's
