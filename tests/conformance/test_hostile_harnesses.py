@@ -20,13 +20,13 @@ SCENARIOS = "WT-CREATE,A2-RESPONSE-LOSS"
 
 
 def run_kit(tmp_path, mode, *extra):
+    """In this process (kit.certify), a hanging harness too: the kit's own timeouts bound
+    its waits, and should they not, the test's phase limit does (tests/phase_limit.py)."""
     harness = f"{sys.executable} {FAKE} {mode}"
     timeouts = ("--call-timeout", "1", "--start-timeout", "2")
-    here = "hang" not in mode  # in this process (kit.certify); a hang's bound is a process's timeout
     done, report = certify(
-        tmp_path, harness, "--only", SCENARIOS, *timeouts, *extra, seed=7, formats="md,json,junit", timeout=60,
-        in_process=here,
-    )  # fmt: skip
+        tmp_path, harness, "--only", SCENARIOS, *timeouts, *extra, seed=7, formats="md,json,junit", in_process=True
+    )
     return done, by_id(report)
 
 
@@ -76,7 +76,7 @@ def test_a_hung_harness_costs_one_timeout_per_pipelined_batch(tmp_path):
     """Eight pipelined calls to a harness that never answers: one deadline covers the
     batch (it used to be one full timeout per call, 8 s here)."""
     harness = f"{sys.executable} {FAKE} hang-on-write"
-    _, report = certify(tmp_path, harness, "--only", "A4-CONCURRENT", "--call-timeout", "1", seed=7, timeout=60)
+    _, report = certify(tmp_path, harness, "--only", "A4-CONCURRENT", "--call-timeout", "1", seed=7, in_process=True)
     judged = by_id(report)["A4-CONCURRENT"]
     assert judged["status"] == "error" and "8 calls got no answer" in judged["reason"]
     assert "one deadline for the whole batch" in judged["reason"]
@@ -108,12 +108,13 @@ def test_a_harness_that_goes_silent_costs_a_few_deadlines_not_one_per_call(tmp_p
     accounted for, as error with its reason; none passed. Which scenarios are not run
     follows catalogue order, as with one job, whichever finished first."""
     harness = f"{sys.executable} -S {BROKEN} never-answers-write-task"
-    done, report = certify(tmp_path / "jobs-2", harness, "--call-timeout", "1", "--jobs", "2", seed=7)
+    options = ("--call-timeout", "1")
+    done, report = certify(tmp_path / "jobs-2", harness, *options, "--jobs", "2", seed=7, in_process=True)
     assert done.returncode == 1, done.stderr
     scenarios = list(by_id(report).values())
     assert {s["status"] for s in scenarios} <= {"error", "skipped"}
     assert all(s["reason"] for s in scenarios)
-    _, alone = certify(tmp_path / "jobs-1", harness, "--call-timeout", "1", "--jobs", "1", seed=7)
+    _, alone = certify(tmp_path / "jobs-1", harness, *options, "--jobs", "1", seed=7, in_process=True)
     assert {s["id"]: (s["status"], s["reason"]) for s in scenarios} == {
         s["id"]: (s["status"], s["reason"]) for s in by_id(alone).values()
     }
@@ -377,9 +378,8 @@ def test_an_interrupt_while_racing_callers_start_leaves_none_waiting(monkeypatch
 def test_kill_nemesis_against_a_runtime_that_never_answers_is_an_error_like_every_scenario(tmp_path):
     """It used to fail it for liveness after five rounds of kills, where every other
     scenario says error: the kit could not judge a runtime that answers nothing."""
-    done, report = certify(
-        tmp_path, f"{sys.executable} {FAKE} hang-on-write", "--only", "KILL-NEMESIS", "--call-timeout", "1", seed=7
-    )
+    harness = f"{sys.executable} {FAKE} hang-on-write"
+    done, report = certify(tmp_path, harness, "--only", "KILL-NEMESIS", "--call-timeout", "1", seed=7, in_process=True)
     judged = by_id(report)["KILL-NEMESIS"]
     assert judged["status"] == "error", judged["reason"]
     assert "none of the 8 calibration calls, before any kill, got an answer" in judged["reason"]
