@@ -279,9 +279,10 @@ class Run:
     def compute(self, item: Entry, turn: Turn = SOLO) -> ScenarioResult:
         """Run one scenario in ``turn``, emitting nothing: safe on any thread. A scenario
         after ``SILENT_SCENARIOS_LIMIT`` that the harness lost to a missed deadline, in
-        catalogue order, is not run: here when those are known already (one job: always),
-        else when it is recorded (``_finished``), so ``--jobs N`` reports what ``--jobs 1``
-        does whichever scenarios finished first."""
+        catalogue order, is not judged: not run here when those are known already, else
+        set aside when it is recorded (``_finished``; also with one job, for a shared turn
+        that ran ahead of catalogue order), so ``--jobs N`` reports what ``--jobs 1`` does
+        whichever scenarios finished first."""
         place = self._position.get(item.id, len(self._position))
         earlier = [lost for lost in list(self.silent) if self._position.get(lost[0], -1) < place]
         result = self._run_unless_refused(item, turn, earlier)
@@ -290,12 +291,13 @@ class Run:
         return result
 
     def _run_unless_refused(self, item: Entry, turn: Turn, silent: list[tuple[str, str]]) -> ScenarioResult:
-        """``run_one``, refused (not run) once ``silent``, the scenarios before it the
-        harness lost to a missed deadline, reach ``SILENT_SCENARIOS_LIMIT``."""
+        """``run_one``, refused (not run; the reason says "not judged", as a scenario that ran
+        ahead of them is set aside with the same words) once ``silent``, the scenarios
+        before it the harness lost to a missed deadline, reach ``SILENT_SCENARIOS_LIMIT``."""
         refused = None
         if len(silent) >= SILENT_SCENARIOS_LIMIT:
             refused = (
-                f"not run: the harness stopped answering in {len(silent)} scenarios "
+                f"not judged: the harness stopped answering in {len(silent)} scenarios "
                 f"({', '.join(scenario for scenario, _ in silent)}; first: {silent[0][1]})"
             )
         return against_baseline(
@@ -316,8 +318,8 @@ class Run:
 
     def _finished(self, result: ScenarioResult) -> ScenarioResult:
         if len(self._recorded_silent) >= SILENT_SCENARIOS_LIMIT:
-            # Not run, as with one job: it ran beside the scenarios before it in
-            # catalogue order, which had lost the harness by then (refusing is cheap).
+            # Not judged, as with one job: it ran beside or ahead of the scenarios before
+            # it in catalogue order, which had lost the harness by then (refusing is cheap).
             # What escaped a server it ended is still named.
             ran, result = result, self._run_unless_refused(result.entry, SOLO, self._recorded_silent)
             if "survivors" in ran.evidence and "survivors" not in result.evidence:

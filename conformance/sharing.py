@@ -37,8 +37,8 @@ Processes that escape a shared server's group are found only when it is killed, 
 is killed within a user's turn, before that user's result is written, which names them
 (``survivors``, as a server of its own would; ``failed_first_on_shared_server``'s when a
 failure there is judged again on a server of its own): the user whose failure ends it, the last
-user the run expects (``users``), or, for a server that died between two turns, the next
-user (``shared_server.earlier_server_survivors``). Only a server still running when the
+user the run expects (``users``), or, for a server that died between two turns or that a
+``cold_server`` user found used, that next user (``shared_server.earlier_server_survivors``). Only a server still running when the
 run ends early (scenarios refused after a silent harness, an interrupt) or whose users
 were not counted (the pytest plugin, whose items xdist deals out) is killed at the end
 of the run, where no result names what escaped it.
@@ -50,8 +50,9 @@ starts its own, still makes it.
 The run's first server is the one its handshake started for ``hello`` (``Handshake``):
 a binding's ``hello`` makes no call, and a harness's changes no state, so its state
 directory is as fresh as a new one's, and its first user checks that as the first user
-of any server does. A start saved. A binding's ``hello`` is its document's, so when no
-scenario of the run will share, its handshake starts no server at all.
+of any server does. A start saved. A binding's ``hello`` is its document's, yet its
+handshake starts the server all the same, shared or not: a server that cannot start is
+then the run's one error (exit 2, with its stderr), not an error in each scenario.
 """
 
 from __future__ import annotations
@@ -235,9 +236,8 @@ class SharedServer:
         elif not connection.alive:
             why = "it was no longer running"
         elif restarted:
-            # Under --jobs the order of turns varies: no later user may meet a server
-            # another scenario restarted (still recovering its keys, say) in one run and
-            # an unrestarted one in the next.
+            # No later user may meet a server another scenario restarted (still
+            # recovering its keys, say) in one selection and an unrestarted one in another.
             why = "it restarted the server in its turn"
         else:
             why = "the run expected no later user"

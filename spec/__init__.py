@@ -26,7 +26,7 @@ __all__ = [
     "validator",
 ]
 
-SPEC_VERSION = "3.6.0"
+SPEC_VERSION = "4.0.0"
 
 
 # The files beside this module. pip installs a package as files (from a wheel, or

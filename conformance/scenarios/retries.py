@@ -133,8 +133,8 @@ def _killed_after_answering(ctx: Context) -> None:
 #: at once keep the runtime busy inside each other's windows: a race of
 #: ``narrowly-unlocked`` (the kit's own tests) then hits about seven times in eight,
 #: Prefect's lock file failed 19 runs of 20 with eight ids and 5 of 7 with four (figures
-#: in CHANGELOG.md), and a conformant runtime's creations overlap, so sixteen races
-#: cost it under twice what five did. One id's callers go back to back (an event
+#: in CHANGELOG.md), and a conformant runtime's creations overlap, so a round of eight
+#: ids costs it little more than one id did. One id's callers go back to back (an event
 #: loop meets them together; interleaved with the other ids', express-idempotency passed
 #: one run in six), the ids one after another, all before any answer is read. Every call
 #: of a round shares one call timeout: a slow runtime may need ``--call-timeout``
@@ -143,10 +143,10 @@ def _killed_after_answering(ctx: Context) -> None:
 #: met both ways (A4-CONCURRENT therefore shares a run's server only as its first user,
 #: ``cold_server``: no other scenario warmed it); fresh ids in each, so a lock table
 #: warmed by one id passes nothing. Three, because how often a race meets such a window
-#: falls with the storage's cost: with the state on tmpfs (a free fsync),
-#: ``benchmarks/bench_races.py`` measured 0.37-0.49 of races hitting
-#: ``narrowly-unlocked`` at load 2-4 (0.34 quiet, last round), where disk gave 0.86-0.89;
-#: at 0.34, 16 races all miss with probability 1.3e-3, 24 with 4.7e-5.
+#: falls with the storage's cost, and the races of one round miss it together: with the
+#: state on tmpfs (a free fsync), ``benchmarks/bench_races.py`` saw about one warm round
+#: in five miss ``narrowly-unlocked`` entirely, where on disk none did (figures in
+#: CHANGELOG.md).
 A4_ROUNDS = 3
 A4_IDS_PER_ROUND = 8
 

@@ -126,7 +126,7 @@ def test_a_harness_that_goes_silent_costs_a_few_deadlines_not_one_per_call(tmp_p
     assert len(silent) == 3, [s["id"] for s in silent]
     # one call timeout each: DURABILITY-TRACE asks untraced before it gives the traced call 6 of them
     assert {s["evidence"]["missed_deadline"] for s in silent} == {"write_task: no response within 0.5s"}
-    unrun = [s for s in scenarios if s["reason"].startswith("not run: the harness stopped answering in ")]
+    unrun = [s for s in scenarios if s["reason"].startswith("not judged: the harness stopped answering in ")]
     assert len(unrun) + len(silent) == len(scenarios)
     # Within a silent scenario each connection waits out one deadline at most (a batch
     # of pipelined calls, or 8 processes racing, wait theirs together), never more.
