@@ -118,8 +118,9 @@ def certify(
     report.json it wrote (None when it wrote none). ``in_process``: through
     ``retryproof_here`` (0.13 CPU-s for a run of two scenarios against a fake harness,
     0.45 in a process of its own), for a test about how a runtime is judged, not about the
-    process; a hang stays in a process, whose ``timeout`` bounds it, and so does FUZZ-MODEL
-    (its Hypothesis settings would inherit the test session's)."""
+    process, a hanging runtime's too (the kit's timeouts bound its waits, the test's phase
+    limit the kit: tests/phase_limit.py); FUZZ-MODEL stays in a process, whose ``timeout``
+    bounds it (its Hypothesis settings would inherit the test session's)."""
     command = ("run", "--harness", harness, "--seed", str(seed), "--out", str(out), "--format", formats, *args)
     done = retryproof_here(*command, **options) if in_process else retryproof(*command, timeout=timeout, **options)
     report = out / "report.json"

@@ -20,12 +20,15 @@ def shard_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def raw_request_compare(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any] | None]:
-    """A4-CONCURRENT and FUZZ-MODEL, seed 3, against broken_runtimes.py's
+    """A4-CONCURRENT and FUZZ-MODEL, seed 2, against broken_runtimes.py's
     ``raw-request-compare`` (equal requests in another key order answered conflict), once
-    per session: test_judging_holes reads its verdict, test_messages its FUZZ-MODEL reason."""
+    per session: test_judging_holes reads its verdict, test_messages its FUZZ-MODEL reason.
+    Seed 2's minimal history is one burst of eight (the race a Q4 answer could come from)
+    of a Unicode variant (the hint test_messages must not give), found at the fifth
+    history: 1.0-1.3 CPU-s where seed 3's took 2.6-3.1 (its shrinking, 2 CPUs, load 5-10)."""
     harness = f"{sys.executable} -S {Path(__file__).with_name('broken_runtimes.py')} raw-request-compare"
     return once_per_session(
         tmp_path_factory,
         "raw-request-compare",
-        lambda out: certify(out, harness, "--only", "A4-CONCURRENT,FUZZ-MODEL", seed=3),
+        lambda out: certify(out, harness, "--only", "A4-CONCURRENT,FUZZ-MODEL", seed=2),
     )
