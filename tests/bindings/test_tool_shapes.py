@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from binding_helpers import HERE, run_binding, run_cli, statuses, write_binding
+from binding_helpers import HERE, needs_mcp_sdk, run_binding, run_cli, statuses, write_binding
 from kit import once_per_session
 
 BINDINGS = ("three-fields", "never-says-replayed", "in-flight-409", "mcp-plain-text-errors")
@@ -105,7 +105,7 @@ def test_the_three_field_service_is_sent_its_own_fields_and_its_constant(tmp_pat
 )
 def test_each_defect_is_failed_by_the_scenario_aimed_at_it(tmp_path, name, defect, scenario, reason):
     if name.startswith("mcp"):
-        pytest.importorskip("mcp.server.mcpserver", reason="the server under test needs the mcp SDK")
+        needs_mcp_sdk()
     document = bound(name)
     *interpreter, script = document["start"]["command"]
     document["start"]["command"] = [*interpreter, str(HERE / script), "--defect", defect]
@@ -121,7 +121,7 @@ def test_each_defect_is_failed_by_the_scenario_aimed_at_it(tmp_path, name, defec
 
 
 def test_an_sdk_server_with_plain_text_errors_is_told_apart_by_pattern(tmp_path):
-    pytest.importorskip("mcp.server.mcpserver", reason="the server under test needs the mcp SDK")
+    needs_mcp_sdk()
     only = "WT-CREATE,A4-CONCURRENT,CONFLICT-DIGEST,INVALID-KEY"
     done, report = run_binding(tmp_path, HERE / "mcp-plain-text-errors.yaml", only)
     assert statuses(report) == dict.fromkeys(only.split(","), "passed"), done.stdout
