@@ -96,15 +96,24 @@ class SometimesUnlocked(Runtime):
 
 
 class UnlockedAfterFirstId(SometimesUnlocked):
-    """Locks the first id it ever sees and no later one (a lock table warmed once):
-    one race per scenario passes it every time, a second race with a fresh id fails it."""
+    """Locks the first id it ever reads and no later one (a lock table warmed once):
+    one race per scenario passes it every time, a second race with a fresh id fails it.
+    The first id is taken as the requests are read, in the order the kit sent them: the
+    first to reach the lock was, on a loaded machine, now and then a later id's thread,
+    and the race the kit sent first then failed instead."""
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._first_id: str | None = None
 
+    def reading(self, lines: Iterator[bytes]) -> Iterator[bytes]:
+        for line in lines:
+            if self._first_id is None and b'"write_task"' in line:
+                with contextlib.suppress(ValueError, AttributeError):
+                    self._first_id = json.loads(line)["args"].get("client_submission_id")
+            yield line
+
     def _acquire(self, submission_id: str) -> Iterator[None]:
-        self._first_id = self._first_id or submission_id
         return Runtime._acquire(self, submission_id) if submission_id == self._first_id else contextlib.nullcontext()
 
 
@@ -337,7 +346,10 @@ def main() -> None:
         capabilities = tuple(name for name in group.capabilities if name not in withheld)
         actions = getattr(runtime_class, "tamper_actions", group.tamper_actions) if "tamper" in handlers else ()
         groups.append(OpGroup(handlers, capabilities, group.failpoints, actions))
-    serve(build_handlers(groups, f"broken-{sys.argv[1]}"))
+    # A runtime that must see the requests in the order they were sent reads them here,
+    # before they are handed to threads.
+    reading = getattr(runtime, "reading", iter)
+    serve(build_handlers(groups, f"broken-{sys.argv[1]}"), stdin=reading(sys.stdin.buffer))
 
 
 main()
