@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from kit import matrix_runs_here, retryproof_here
+from sources import copy_of_the_sources
 
 from retryproof import spec
 from retryproof.adapters.process_groups import run_to_end
@@ -109,18 +109,6 @@ def test_dbos_harness_handshake_and_one_reuse(tmp_path):
 INSTALL_S, STEP_S, RUN_S = 900, 60, 300
 
 
-def _copy_of_the_sources(root: Path) -> None:
-    """The checkout's sources in ``root``, without environments, node_modules, servers'
-    data or reports: what a fresh clone holds, and what ``setup install`` installs the
-    kit from (``pip install -e`` of the copy). The four folders are pyproject.toml's
-    package-dir."""
-    ignore = shutil.ignore_patterns(".venv", "node_modules", ".run", "__pycache__", "*.egg-info")
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, root / name)
-    for name in ("spec", "conformance", "adapters", "reference_impl"):
-        shutil.copytree(ROOT / name, root / name, ignore=ignore)
-
-
 def _step(command: list[str], cwd: Path, timeout: float, what: str, **env: str) -> str:
     """Run one step of the matrix to its end (bounded; whatever it started is killed with
     it), ``env`` added to its environment; its stdout. A failure is the test's failure,
@@ -151,7 +139,7 @@ def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_wa
     own words rather than passing unseen. Offline, deselect it by name."""
     root = tmp_path / "checkout"
     root.mkdir()
-    _copy_of_the_sources(root)
+    copy_of_the_sources(root)  # what ``setup install`` installs the kit from (pip install -e)
     [django] = [i for i in discover(root) if i.name == "django_idempotency_key"]
     setup = str(django.folder / "setup")
     what = "django_idempotency_key/setup install (pinned packages from PyPI: unreachable fails, never skips)"
