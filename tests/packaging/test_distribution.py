@@ -32,7 +32,7 @@ def build_wheel(out: Path) -> Path:
     """The wheel, built by pyproject.toml's build backend as pip's build step calls it
     (PEP 517's ``build_wheel``) in one process, with the test environment's setuptools:
     ``pip wheel`` started four processes more (pip, a build environment's install of
-    setuptools from the package index, three hooks), 3.4 CPU-s against 0.8."""
+    setuptools from the package index, three hooks): about 3 CPU-s against 0.6."""
     sources = out / "sources"
     sources.mkdir()
     copy_of_the_sources(sources)
