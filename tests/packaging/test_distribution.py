@@ -43,9 +43,8 @@ def build_wheel(out: Path) -> Path:
         text=True,
         timeout=300,
     )
-    # setuptools older than pyproject.toml's [build-system] requires fails here (no
-    # bdist_wheel before 70.1): the test extra requires it too.
-    assert built.returncode == 0, built.stderr[-3000:]
+    # setuptools before 70.1 fails here (no bdist_wheel): the test extra requires 70.1.
+    assert built.returncode == 0, f"{built.stderr[-3000:]}\n(is setuptools>=70.1 installed? pip install -e '.[test]')"
     return out / built.stdout.splitlines()[-1]
 
 
