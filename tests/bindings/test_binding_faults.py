@@ -18,9 +18,10 @@ CRASH-POINTS there kills at every point of the write. What the suite keeps:
   KILL-NEMESIS kill between claim and effect (``pending-after-kill``); CRASH-POINTS'
   start under strace over stdio (``torn-response``). Over streamable HTTP the fixed
   store's run shows each effect -> answer kill landing between an effect and its
-  answer, where ``lease-reclaims`` lives: what catches it there is the listing and
-  the set check, the same code on every wire, and HTTP's run proves it (its 43
-  retries, each 0.6 s of the store's waits, made that run 20-45 s over the SDK).
+  answer, where ``lease-reclaims`` lives; what catches that defect once such a kill
+  landed is the retries and the set check, the same code on every wire, proved over
+  HTTP and stdio (its own run over streamable HTTP took 24-45 s: 34-46 keys retried
+  one by one, most through 0.6 s of the store's waits, and six SDK starts).
 
 A run of CRASH-POINTS alone runs the store without its waits (``claim_store.py`` says
 why): the replay test took 24-34 s, mostly those waits, and takes 10-19 s. The call
@@ -49,20 +50,20 @@ CAUGHT_BY = {
 #: a kill once the claim is taken and before the effect is made, once the effect is made
 #: and before the claim is done, between the two halves of the response.
 DEFECT_POINTS = {"pending-after-kill": "write:2", "lease-reclaims": "write:3", "torn-response": "write:4"}
-#: What the fixed store runs over each wire, by test id: (wire, scenarios). Over HTTP
-#: CRASH-POINTS runs alone, without the store's waits (the 12 points took 12-16 s with
-#: them, beside KILL-NEMESIS's 12), and the rest in another run xdist may give another
-#: worker. Over MCP, what the MCP defects are caught
-#: by, less CRASH-POINTS: that starts the server twice per point (over streamable HTTP
-#: each start costs the SDK's import, seconds on a busy machine), so the fixed store
-#: runs it over HTTP only. A2-CRASH-BEFORE-RESPONSE (a kill once the answer is withheld,
-#: then a retry), which no MCP defect is aimed at, over stdio only: there the kill is
-#: the pipe's own (``_lose_on_the_pipe``: the server killed, then its input closed) and
-#: this server starts cheaply; over streamable HTTP the answer is withheld by the kit's
-#: proxy, as over HTTP, and KILL-NEMESIS's effect -> answer rounds kill there too,
-#: checked below. RESTART-REUSE over stdio too (a graceful stop there closes the
-#: server's input): the pass that test_binding_mcp.py's server forgetting its keys on
-#: restart is failed against, on a server that starts cheaply.
+#: What the fixed store runs, by test id: (wire, scenarios). Over HTTP, CRASH-POINTS
+#: in a run of its own, without the store's waits (its 12 points took 12-16 s with
+#: them, 4-9 s without), and the rest in another, which xdist may give another worker.
+#: Over MCP, what the MCP defects are caught by, less CRASH-POINTS: that starts the
+#: server twice per point (over streamable HTTP each start costs the SDK's import,
+#: seconds on a busy machine), so the fixed store runs it over HTTP only.
+#: A2-CRASH-BEFORE-RESPONSE (a kill once the answer is withheld, then a retry), which
+#: no MCP defect is aimed at, over stdio only: there the kill is the pipe's own
+#: (``_lose_on_the_pipe``: the server killed, then its input closed) and this server
+#: starts cheaply; over streamable HTTP the answer is withheld by the kit's proxy, as
+#: over HTTP, and KILL-NEMESIS's effect -> answer rounds kill there too, checked below.
+#: RESTART-REUSE over stdio too (a graceful stop there closes the server's input): the
+#: pass that test_binding_mcp.py's server forgetting its keys on restart is failed
+#: against, on a server that starts cheaply.
 FIXED_RUNS = {
     "http": ("http", "A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,KILL-NEMESIS"),
     "http-crash-points": ("http", "CRASH-POINTS"),
