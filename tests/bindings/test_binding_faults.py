@@ -50,6 +50,11 @@ CAUGHT_BY = {
 #: a kill once the claim is taken and before the effect is made, once the effect is made
 #: and before the claim is done, between the two halves of the response.
 DEFECT_POINTS = {"pending-after-kill": "write:2", "lease-reclaims": "write:3", "torn-response": "write:4"}
+#: What each defect does, as a failing scenario's reason says it: a key that never
+#: answers its effect (in flight, an error, a torn response), or a second task for a
+#: key. Not a call timeout: the bounds here are short (``CALL_TIMEOUT``).
+STUCK = "did not answer with its effect within"
+SYMPTOMS = {defect: STUCK for defect in CAUGHT_BY} | {"lease-reclaims": " tasks "}
 #: What the fixed store runs, by test id: (wire, scenarios). Over HTTP, CRASH-POINTS
 #: in a run of its own, without the store's waits (its 12 points took 12-16 s with
 #: them, 4-9 s without), and the rest in another, which xdist may give another worker.
@@ -128,6 +133,8 @@ def test_each_defect_is_caught_by_the_scenarios_aimed_at_it(tmp_path, wire, defe
     done, report = _run(tmp_path, wire, defect, ",".join(aimed), {"RETRYPROOF_CRASH_POINT": point} if point else None)
     assert statuses(report) == dict.fromkeys(aimed, "failed"), done.stdout + done.stderr
     assert done.returncode == 1
+    reasons = [scenario["reason"] for scenario in report["scenarios"]]
+    assert all(SYMPTOMS[defect] in reason for reason in reasons), reasons
     if point:  # failed at that point, not because the point is gone from the write
         (reason,) = [s["reason"] for s in report["scenarios"] if s["id"] == "CRASH-POINTS"]
         assert reason.startswith(
