@@ -20,8 +20,8 @@ CRASH-POINTS there kills at every point of the write. What the suite keeps:
   store's run shows each effect -> answer kill landing between an effect and its
   answer, where ``lease-reclaims`` lives; what catches that defect once such a kill
   landed is the retries and the set check, the same code on every wire, proved over
-  HTTP and stdio (its own run over streamable HTTP took 24-45 s: 34-46 keys retried
-  one by one, most through 0.6 s of the store's waits, and six SDK starts).
+  HTTP and stdio (its own run over streamable HTTP took 20-45 s: some 40 keys
+  retried one by one, most through 0.6 s of the store's waits, and six SDK starts).
 
 A run of CRASH-POINTS alone runs the store without its waits (``claim_store.py`` says
 why): the replay test took 24-34 s, mostly those waits, and takes 10-19 s. The call
