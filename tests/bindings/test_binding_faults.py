@@ -19,15 +19,16 @@ CRASH-POINTS there kills at every point of the write. What the suite keeps:
   start under strace over stdio (``torn-response``). Over streamable HTTP the fixed
   store's run shows each effect -> answer kill landing between an effect and its
   answer, where ``lease-reclaims`` lives; what catches that defect once such a kill
-  landed is the retries and the set check, the same code on every wire, proved over
-  HTTP and stdio (its own run over streamable HTTP took 20-45 s: some 40 keys
+  landed is the retries and the set check, the same code on every wire, which HTTP's
+  run of it proves (its own run over streamable HTTP took 20-45 s: some 40 keys
   retried one by one, most through 0.6 s of the store's waits, and six SDK starts).
 
 A run of CRASH-POINTS alone runs the store without its waits (``claim_store.py`` says
-why): the replay test took 24-34 s, mostly those waits, and takes 10-19 s. The call
-timeout is the run's bound on a stuck key too (the recovery bound plus one call
-timeout): 2 s where a call takes 0.6 s of waits (1 s at load 22), 1 s without them
-(0.1 s at load 22), so a failing run waits 1-2 s less per stuck key than with 3 s.
+why): the replay test took 24-34 s, mostly those waits, then 10-19 s, and with the
+call timeout below 7-14 s. The call timeout is the run's bound on a stuck key too
+(the recovery bound plus one call timeout): 2 s where a call takes 0.6 s of waits
+(1 s at load 22), 1 s without them (0.1 s at load 22), so a failing run waits 1-2 s
+less per stuck key than with 3 s.
 """
 
 from __future__ import annotations
