@@ -228,7 +228,7 @@ def _rewrite_once(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: the controller, before each worker starts
 def pytest_configure_node(node: Any) -> None:
-    if _REWRITE_LOCK in node.config.stash:
+    if _REWRITE_LOCK in node.config.stash and node.gateway.spec.popen:  # a worker on this machine (not --tx ssh=)
         node.workerinput[REWRITING] = node.config.stash[_REWRITE_LOCK]
 
 
