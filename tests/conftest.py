@@ -14,14 +14,17 @@ instead of replacing it.
 
 import compileall
 import contextlib
+import fcntl
 import os
 import shutil
 import site
 import subprocess
 import sys
 import tempfile
+import time
 from fnmatch import fnmatch
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kit import UNUSED_PLUGINS
@@ -94,12 +97,14 @@ def pytest_configure(config: pytest.Config) -> None:
     it; a session without workers (one test, ``-n0``) starts too few processes to gain
     that back. Paired on 2 CPUs, both runs
     at once at load 9-24: the suite took 359 CPU-s with the prefix, 386 without. Where
-    bytecode is written, the test modules' rewritten asserts are cached before the workers
-    start (``_rewrite_once``)."""
+    bytecode is written, the test modules' rewritten asserts are cached while the workers
+    start, and each worker waits for them before it collects (``_rewrite_once``)."""
     if config.getoption("--hypothesis-profile", None):
         from retryproof.conformance.fuzz.profiles import register_profiles
 
         register_profiles()
+    if REWRITING in getattr(config, "workerinput", {}):
+        _await_rewrite(config.workerinput[REWRITING])  # type: ignore[attr-defined]
     workers = getattr(config.option, "numprocesses", None) or 0
     if not workers:
         return
@@ -161,16 +166,31 @@ def _link(source: str, link: str) -> None:
             os.symlink(source, link)
 
 
+#: The ``workerinput`` key of the lock file a worker waits on while ``_rewrite_once`` runs.
+REWRITING = "retryproof_rewriting"
+#: How long a worker waits for it (as long as the collection was bounded before it ran alone).
+REWRITE_BOUND_S = 120.0
+#: On the controller: that lock file, for ``pytest_configure_node``.
+_REWRITE_LOCK = pytest.StashKey[str]()
+
+
 def _rewrite_once(config: pytest.Config) -> None:
-    """Collect the session's tests once, in a pytest of its own, before the workers start,
+    """Collect the session's tests once, in a pytest of its own, while the workers start,
     when some test file has no assertion-rewritten bytecode yet: pytest rewrites the
     asserts of every test module (and of the hypothesis plugin's package) on import and
     caches the result, but the workers start at once and each rewrote everything itself:
     a worker's collection took 2.9-4.4 CPU-s, 1.0-1.6 cached, and this one 3.2. Starting 5
     workers that run no test (``-n 5 -k`` matching none, PYTHONDONTWRITEBYTECODE=1, 2 CPUs,
     load 3.4-3.9, twice each, alternating): 16.3 and 17.9 CPU-s before, 12.7 and 14.3 with
-    it. The collection's outcome is the workers' to report; this one only fills the cache,
-    bounded like every wait."""
+    it. The collection's outcome is the workers' to report; this one only fills the cache.
+
+    It runs on one CPU, and until it ends the workers would not start: each worker's start
+    before its collection (its interpreter, pytest, the plugins, about 0.3 CPU-s, paid 7
+    times on 2 CPUs) now runs beside it, and a worker waits for it only before collecting
+    (``_await_rewrite``), on a lock the collection holds until it exits (it inherits the
+    descriptor; a flock belongs to the open file, so it is let go when the process ends,
+    however it ends). Bounded like every wait: a worker stops waiting after
+    ``REWRITE_BOUND_S``, and the collection is ended with the session."""
     tag = f"-pytest-{pytest.__version__}.pyc"
     skipped = config.getini("norecursedirs")  # a virtualenv's tests (.venv) pytest never collects
     tests = [
@@ -184,8 +204,45 @@ def _rewrite_once(config: pytest.Config) -> None:
     if all(any(_cache_of(path).glob(f"{path.stem}.*{tag}")) for path in tests):
         return
     command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n0", "-p", "no:cacheprovider", *config.args]
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        subprocess.run(command, cwd=config.invocation_params.dir, capture_output=True, timeout=120)
+    lock, path = tempfile.mkstemp(prefix="retryproof-rewriting-")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=config.invocation_params.dir,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=[lock],
+        )
+    finally:
+        os.close(lock)  # the collection's own descriptor holds the lock from here on
+
+    def end() -> None:
+        process.kill()  # long over by now, unless it outlived every worker's wait
+        process.wait(timeout=30)
+        os.unlink(path)
+
+    config.add_cleanup(end)
+    config.stash[_REWRITE_LOCK] = path
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: the controller, before each worker starts
+def pytest_configure_node(node: Any) -> None:
+    if _REWRITE_LOCK in node.config.stash and node.gateway.spec.popen:  # a worker on this machine (not --tx ssh=)
+        node.workerinput[REWRITING] = node.config.stash[_REWRITE_LOCK]
+
+
+def _await_rewrite(path: str) -> None:
+    """On a worker, before its collection: until ``_rewrite_once``'s collection has ended
+    (its lock can be shared), at most ``REWRITE_BOUND_S``."""
+    with open(path) as lock:
+        deadline = time.monotonic() + REWRITE_BOUND_S
+        while time.monotonic() < deadline:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                time.sleep(0.05)
 
 
 def _cache_of(source: Path) -> Path:
