@@ -32,6 +32,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 NODE = REPO / "tests" / "independent" / "node_harness" / "harness.js"
+HARNESSES = {
+    "reference": [],
+    "node": ["--harness", f"node {NODE}"],
+    # The reference as an MCP server over stdio: a server start costs about 0.6 CPU-s.
+    "mcp": ["--binding", str(REPO / "adapters" / "bindings" / "reference-mcp.yaml")],
+}
 NICE = ["nice", "-n", "19"]
 
 
@@ -55,12 +61,13 @@ def load() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--harness", choices=("reference", "node"), default="node")
+    parser.add_argument("--harness", choices=tuple(HARNESSES), default="node")
     parser.add_argument("--busy", type=int, default=6, help="busy loops beside the runs")
     parser.add_argument("--jobs", type=int, default=6, help="runs at once")
     parser.add_argument("--seeds", default="1-24")
+    parser.add_argument("--evidence", type=Path, help="write each run's status and effect -> answer rounds here (JSON lines)")
     args = parser.parse_args()
-    harness = ["--harness", f"node {NODE}"] if args.harness == "node" else []
+    harness = HARNESSES[args.harness]
     # In this session, as the runs are: where the kernel groups CPU time by session
     # (autogroup), busy loops in sessions of their own competed with the whole machine
     # rather than with the runs, and the old placement's errors did not show.
@@ -76,6 +83,12 @@ def main() -> int:
             loop.kill()
             loop.wait()
     statuses = Counter(scenario["status"] for _, scenario in runs)
+    if args.evidence:
+        with args.evidence.open("a", encoding="utf-8") as out:
+            for seed, scenario in runs:
+                rounds = scenario["evidence"].get("schedule", {}).get("rounds", ())
+                line = {"seed": seed, "status": scenario["status"], "reason": scenario.get("reason", "")}
+                out.write(json.dumps({**line, "rounds": [round_["attempts"] for round_ in rounds[1::2]]}) + "\n")
     counted: Counter[str] = Counter()
     for seed, scenario in runs:
         if scenario["status"] != "passed":

@@ -234,6 +234,7 @@ def _kill_once(
     killed = time.perf_counter()
     answered_before = _answered(batch)
     ctx.kill()
+    kill_end = time.perf_counter()  # DEBUG
     calls = ctx.collect(batch)
     if seen.pending is not None:
         ctx.collect(seen.pending)  # recorded as it ended (answered, or lost to the kill); not judged
@@ -262,6 +263,9 @@ def _kill_once(
         if placed["interrupted_after_effect"]:
             placed["effect_age_ms_at_most"] = round((killed - seen.since) * 1000, 1)
             placed.update(pace.late_after())
+            placed["debug_listings"] = seen.listings  # DEBUG
+            placed["debug_kill_end_ms"] = round((kill_end - batch.began) * 1000, 1)  # DEBUG
+            placed["debug_pace_n"] = len(pace.spans)  # DEBUG
     return placed
 
 
@@ -313,6 +317,7 @@ class _Seen:
         self.keys: set[str] = set()
         self.since = since
         self.pending: Batch | None = None
+        self.listings: list[tuple[float, float]] = []  # DEBUG
 
 
 def _effect_unanswered(
@@ -352,6 +357,7 @@ def _effect_unanswered(
             seen.pending = listing
             return _why(batch, quota, late)
         (call,) = ctx.collect(listing)
+        seen.listings.append((round((sent - batch.began) * 1000, 1), round((time.perf_counter() - batch.began) * 1000, 1)))  # DEBUG
         listed = {task.get("client_submission_id") for task in ctx.expect_ok(call, "list_tasks").get("tasks", ())}
         seen.keys = {key for key, moment in zip(keys, batch.answered, strict=True) if key in listed and moment is None}
         if seen.keys:
