@@ -262,10 +262,13 @@ def _kill_once(
         placed["interrupted_after_effect"] = len(seen.keys & set(interrupted))
         if placed["interrupted_after_effect"]:
             placed["effect_age_ms_at_most"] = round((killed - seen.since) * 1000, 1)
-            placed.update(pace.late_after())
+            placed["shown_by_listing"] = seen.count
+            placed.update(pace.late_after(seen.count))
             placed["debug_listings"] = seen.listings  # DEBUG
             placed["debug_kill_end_ms"] = round((kill_end - batch.began) * 1000, 1)  # DEBUG
-            placed["debug_pace_n"] = len(pace.spans)  # DEBUG
+            placed["debug_pace_n"] = (len(pace.first), len(pace.later))  # DEBUG
+        if seen.shown is not None:
+            pace.add(*seen.shown)  # judged against the run's listings before it, then one of them
     return placed
 
 
@@ -287,24 +290,28 @@ def _missed(placed: dict[str, Any], before_effect: bool) -> str | None:
 
 
 class _Pace:
-    """How fast the kit shows an effect in this run. A kill's effect age runs from the
-    send of the listing before the one that showed the effect to the kill: that listing,
-    the pause, the next listing and reading it. ``spans`` are the same stretch between
-    two listings of the placements so far that showed no effect yet; ``listings`` how
-    long one listing took to send, answer and read (the calibration's too), for a run
-    with no span yet."""
+    """How fast the kit shows an effect in this run, from its listings so far: ``first``
+    the first listing after a batch, from sending the batch to reading the listing (it
+    waits behind the batch's writes at a runtime that takes requests in order); ``later``
+    the others, from sending each to reading it."""
 
     def __init__(self) -> None:
-        self.listings: list[float] = []
-        self.spans: list[float] = []
+        self.first: list[float] = []
+        self.later: list[float] = []
 
-    def late_after(self) -> dict[str, float]:
-        """The pace (median span, else two median listings and the pause) and the effect
-        age past which a kill came late, in ms."""
-        if self.spans:
-            pace = statistics.median(self.spans)
+    def add(self, first: bool, seconds: float) -> None:
+        (self.first if first else self.later).append(seconds)
+
+    def late_after(self, shown_by: int) -> dict[str, float]:
+        """The pace (what an effect's age at the kill is when the ``shown_by``-th listing of
+        a placement shows it, at the run's median listings) and the age past which a kill
+        came late, in ms."""
+        first = statistics.median(self.first or self.later or [0.0])
+        later = statistics.median(self.later or self.first or [0.0])
+        if shown_by == 1:
+            pace = first
         else:
-            pace = 2 * statistics.median(self.listings or [0.0]) + TRIGGER_POLL_S
+            pace = (first if shown_by == 2 else later) + TRIGGER_POLL_S + later
         return {"pace_ms": round(pace * 1000, 1), "late_after_ms": round(LATE_FACTOR * pace * 1000, 1)}
 
 
@@ -317,6 +324,8 @@ class _Seen:
         self.keys: set[str] = set()
         self.since = since
         self.pending: Batch | None = None
+        self.count = 0  # listings read
+        self.shown: tuple[bool, float] | None = None  # the time of the listing that showed an effect, for ``_Pace``
         self.listings: list[tuple[float, float]] = []  # DEBUG
 
 
@@ -357,15 +366,16 @@ def _effect_unanswered(
             seen.pending = listing
             return _why(batch, quota, late)
         (call,) = ctx.collect(listing)
+        read = time.perf_counter()
+        seen.count += 1
+        timed = (previous is None, read - (batch.began if previous is None else sent))
         seen.listings.append((round((sent - batch.began) * 1000, 1), round((time.perf_counter() - batch.began) * 1000, 1)))  # DEBUG
         listed = {task.get("client_submission_id") for task in ctx.expect_ok(call, "list_tasks").get("tasks", ())}
         seen.keys = {key for key, moment in zip(keys, batch.answered, strict=True) if key in listed and moment is None}
         if seen.keys:
+            seen.shown = timed
             return "the effect of an unanswered call listed"
-        read = time.perf_counter()
-        pace.listings.append(read - sent)
-        if previous is not None:
-            pace.spans.append(read - previous)
+        pace.add(*timed)
         seen.since = previous = sent
         # The listing's own answer set ``woke``: cleared, so the pause is one (an in-process
         # listing answered at once spun here, holding the GIL the runtime's threads need
@@ -418,7 +428,8 @@ def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]], pace: _Pace) 
     while len(listed) < len(keys) and len(answered) < len(keys) and time.monotonic() < deadline:
         listed_at = time.perf_counter()
         owned = {task.get("client_submission_id") for task in ctx.tasks().tasks}
-        pace.listings.append(time.perf_counter() - listed_at)
+        first = not pace.first
+        pace.add(first, time.perf_counter() - (began if first else listed_at))
         for submission_id, _ in keys:
             if submission_id in owned:
                 listed.setdefault(submission_id, time.perf_counter() - began)
