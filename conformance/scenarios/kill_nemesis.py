@@ -93,6 +93,9 @@ ROUNDS = 5
 #: were not enough either for effect -> answer rounds placed by the listing and the
 #: answers alone: ``_ahead_of_answers``).
 ATTEMPTS = 6
+#: How many times a round is placed while its kills come too long after the effect they
+#: followed (``LATE``): a stall of the machine spans several placements in a row.
+LATE_ATTEMPTS = 12 if os.environ.get("NEM9_RULE") != "old" else 6  # TEMP A/B
 #: ``EFFECT_MS,ANSWER_MS``: the windows to use instead of measuring them (a replay).
 WINDOWS_ENV = "RETRYPROOF_KILL_WINDOWS"
 #: How often the calibration polls the listing.
@@ -153,7 +156,7 @@ def kill_nemesis(ctx: Context) -> None:
         # call may answer before the kill lands, with the others not at their effects.
         before_effect = round_number % 2 == 0
         attempts: list[dict[str, Any]] = []
-        for attempt in range(ATTEMPTS):
+        for attempt in range(LATE_ATTEMPTS):
             if before_effect and attempt == 0:
                 sent = [work[index] for index in chosen[round_number]]
             else:
@@ -170,6 +173,8 @@ def kill_nemesis(ctx: Context) -> None:
             if missed is None:
                 break
             placed["missed"] = missed
+            if attempt + 1 >= ATTEMPTS and LATE not in missed:
+                break
         # The placement the round counts: the one that landed, else the last that
         # interrupted a call (an effect -> answer window too short for any kill to meet).
         counted = next((placed for placed in reversed(attempts) if placed["interrupted"]), attempts[-1])
@@ -211,7 +216,7 @@ def kill_nemesis(ctx: Context) -> None:
     if late:
         raise Unjudgeable(
             f"the kill of round(s) {', '.join(map(str, late))} came too long after the effect it followed in every "
-            f"placement that met an effect -> answer window ({ATTEMPTS} placements; each placement's "
+            f"placement that met an effect -> answer window (up to {LATE_ATTEMPTS} placements; each placement's "
             "effect_age_ms_at_most and late_after_ms), so no kill landed right after an effect"
         )
 
@@ -298,6 +303,9 @@ class _Pace:
     def __init__(self) -> None:
         self.first: list[float] = []
         self.later: list[float] = []
+        self.pauses: list[float] = []
+        self.old_spans: list[float] = []  # TEMP A/B
+        self.old_listings: list[float] = []  # TEMP A/B
 
     def add(self, first: bool, seconds: float) -> None:
         (self.first if first else self.later).append(seconds)
@@ -306,12 +314,19 @@ class _Pace:
         """The pace (what an effect's age at the kill is when the ``shown_by``-th listing of
         a placement shows it, at the run's median listings) and the age past which a kill
         came late, in ms."""
+        if os.environ.get("NEM9_RULE") == "old":  # TEMP A/B
+            if self.old_spans:
+                pace = statistics.median(self.old_spans)
+            else:
+                pace = 2 * statistics.median(self.old_listings or [0.0]) + TRIGGER_POLL_S
+            return {"pace_ms": round(pace * 1000, 1), "late_after_ms": round(LATE_FACTOR * pace * 1000, 1)}
         first = statistics.median(self.first or self.later or [0.0])
         later = statistics.median(self.later or self.first or [0.0])
         if shown_by == 1:
             pace = first
         else:
-            pace = (first if shown_by == 2 else later) + TRIGGER_POLL_S + later
+            pause = statistics.median(self.pauses or [TRIGGER_POLL_S])
+            pace = (first if shown_by == 2 else later) + pause + later
         return {"pace_ms": round(pace * 1000, 1), "late_after_ms": round(LATE_FACTOR * pace * 1000, 1)}
 
 
@@ -368,6 +383,8 @@ def _effect_unanswered(
         (call,) = ctx.collect(listing)
         read = time.perf_counter()
         seen.count += 1
+        if previous is not None:
+            pace.pauses.append(sent - pause_began)
         timed = (previous is None, read - (batch.began if previous is None else sent))
         seen.listings.append((round((sent - batch.began) * 1000, 1), round((time.perf_counter() - batch.began) * 1000, 1)))  # DEBUG
         listed = {task.get("client_submission_id") for task in ctx.expect_ok(call, "list_tasks").get("tasks", ())}
@@ -376,12 +393,16 @@ def _effect_unanswered(
             seen.shown = timed
             return "the effect of an unanswered call listed"
         pace.add(*timed)
+        pace.old_listings.append(read - sent)  # TEMP A/B
+        if previous is not None:
+            pace.old_spans.append(read - previous)  # TEMP A/B
         seen.since = previous = sent
         # The listing's own answer set ``woke``: cleared, so the pause is one (an in-process
         # listing answered at once spun here, holding the GIL the runtime's threads need
         # to make their effects; its kills came tens of ms after them under load). An
         # answer already counted is seen by the loop's test.
         woke.clear()
+        pause_began = time.perf_counter()
         woke.wait(TRIGGER_POLL_S)
         woke.clear()
     return _why(batch, quota, late)
@@ -430,6 +451,7 @@ def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]], pace: _Pace) 
         owned = {task.get("client_submission_id") for task in ctx.tasks().tasks}
         first = not pace.first
         pace.add(first, time.perf_counter() - (began if first else listed_at))
+        pace.old_listings.append(time.perf_counter() - listed_at)  # TEMP A/B
         for submission_id, _ in keys:
             if submission_id in owned:
                 listed.setdefault(submission_id, time.perf_counter() - began)
