@@ -68,7 +68,7 @@ round: the reference's first listing showed the effect 41-125 ms after sending a
 spans of 8-9 ms between later listings, its MCP server's 20-300 ms with no later span
 at all (two calibration listings instead). So 4 of 120 reference runs and 14 of 72 MCP
 runs ended in error at load 5-27 (``benchmarks/bench_nemesis_load.py``, seeds 1-24,
-four at once beside six busy loops), with this pace none of 96 and 48 at load 10-27
+four at once beside six busy loops), with this pace none of 48 and 48 at load 10-18
 (MCP at load 10-13 in one sitting: 7 of 24 before, none after, 10.9 -> 9.2 starts a
 run). Why more placements for late kills only: a loaded machine stalls the kit
 for tens of ms at a time (its 2 ms pause took 12-110 ms in the kit's tests at load
