@@ -1,20 +1,24 @@
 """KILL-NEMESIS on a loaded machine: does a correct runtime's verdict stay the same?
 
-    python benchmarks/bench_nemesis_load.py [--harness node] [--busy 6] [--jobs 6]
-        [--seeds 1-24]
+    python benchmarks/bench_nemesis_load.py [--harness node|reference|mcp] [--busy 6]
+        [--jobs 6] [--seeds 1-24] [--evidence FILE]
 
 Starts ``--busy`` busy loops, then runs ``retryproof run --only KILL-NEMESIS`` once per
 seed, ``--jobs`` at once, against the reference or the independent Node.js runtime
-(``tests/independent/node_harness``), and prints the statuses, the load before and
-after, and what counted each effect -> answer round (the trigger of its counted
-placement and whether it landed after an effect). Everything runs at nice 19 in the
-benchmark's session, so the busy loops compete with the runs (as CI's parallel runs
-do) and other work on the machine keeps its share. The busy loops are ended however
-the benchmark ends.
+(``tests/independent/node_harness``) or the reference as an MCP server over stdio, and
+prints the statuses, the load before and after, the runtime's starts per run (each
+placement is a kill and a start: the scenario's cost) and what counted each effect ->
+answer round (the trigger of its counted placement and whether it landed after an
+effect); ``--evidence`` appends each run's status and placements to a file, a JSON
+line a run, for what the summary does not say (why a kill came late). Everything runs
+at nice 19 in the benchmark's session, so the busy loops compete with the runs (as
+CI's parallel runs do) and other work on the machine keeps its share. The busy loops
+are ended however the benchmark ends.
 
 A correct runtime must pass on every seed: an error means a round's kill interrupted no
-call in any placement (the runtime answered every call first), which made a clean
-runtime's verdict depend on the machine's load. Exit 1 on any status but passed.
+call in any placement (the runtime answered every call first), or came too long after
+the effect in every placement that met one, which made a clean runtime's verdict depend
+on the machine's load. Exit 1 on any status but passed.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -32,6 +37,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 NODE = REPO / "tests" / "independent" / "node_harness" / "harness.js"
+HARNESSES = {
+    "reference": [],
+    "node": ["--harness", f"node {NODE}"],
+    # The reference as an MCP server over stdio: a server start costs about 0.6 CPU-s.
+    "mcp": ["--binding", str(REPO / "adapters" / "bindings" / "reference-mcp.yaml")],
+}
 NICE = ["nice", "-n", "19"]
 
 
@@ -55,12 +66,15 @@ def load() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--harness", choices=("reference", "node"), default="node")
+    parser.add_argument("--harness", choices=tuple(HARNESSES), default="node")
     parser.add_argument("--busy", type=int, default=6, help="busy loops beside the runs")
     parser.add_argument("--jobs", type=int, default=6, help="runs at once")
     parser.add_argument("--seeds", default="1-24")
+    parser.add_argument(
+        "--evidence", type=Path, help="write each run's status and effect -> answer rounds here (JSON lines)"
+    )
     args = parser.parse_args()
-    harness = ["--harness", f"node {NODE}"] if args.harness == "node" else []
+    harness = HARNESSES[args.harness]
     # In this session, as the runs are: where the kernel groups CPU time by session
     # (autogroup), busy loops in sessions of their own competed with the whole machine
     # rather than with the runs, and the old placement's errors did not show.
@@ -76,16 +90,25 @@ def main() -> int:
             loop.kill()
             loop.wait()
     statuses = Counter(scenario["status"] for _, scenario in runs)
+    schedules = [scenario["evidence"].get("schedule", {}).get("rounds", ()) for _, scenario in runs]
+    if args.evidence:
+        with args.evidence.open("a", encoding="utf-8") as out:
+            for (seed, scenario), rounds in zip(runs, schedules, strict=True):
+                line = {"seed": seed, "status": scenario["status"], "reason": scenario.get("reason", "")}
+                out.write(json.dumps({**line, "rounds": [round_["attempts"] for round_ in rounds]}) + "\n")
     counted: Counter[str] = Counter()
-    for seed, scenario in runs:
+    for (seed, scenario), rounds in zip(runs, schedules, strict=True):
         if scenario["status"] != "passed":
             print(f"seed {seed}: {scenario['status']}: {scenario.get('reason', '')}")
-        for number, round_ in enumerate(scenario["evidence"].get("schedule", {}).get("rounds", ()), 1):
+        for number, round_ in enumerate(rounds, 1):
             if number % 2 == 0:
                 landed = "landed" if round_.get("interrupted_after_effect") else "not shown landed"
                 counted[f"{round_['killed_at']} ({landed})"] += 1
     print(f"{args.harness}, {len(runs)} runs, {args.jobs} at once, {args.busy} busy loops, load {before} -> {after}")
     print("statuses: " + ", ".join(f"{status} {count}" for status, count in statuses.most_common()))
+    # Each placement is a kill and a start, after the run's first start: the scenario's cost.
+    starts = [1 + sum(len(round_["attempts"]) for round_ in rounds) for rounds in schedules]
+    print(f"starts per run: {statistics.mean(starts):.2f} (most {max(starts)})")
     print("effect -> answer rounds counted by:")
     for what, count in counted.most_common():
         print(f"  {count:3d}  {what}")

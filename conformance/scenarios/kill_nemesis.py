@@ -42,24 +42,45 @@ runtime got with an interrupted call before its effect (a machine so loaded that
 runtime has not read the request yet still counts it).
 
 Such a kill must also have come right after the effect: no more than ``LATE_FACTOR``
-(three) spans of the run's own pace after it (``effect_age_ms_at_most`` at most
-``late_after_ms``). The pace (``pace_ms``) is the median span from sending one
-listing to having read the next, over the placements' listings that showed no
-effect yet (before there are any, two median listings and the pause): an effect's age
-at the kill is one such span and the kill. A later kill does not count (the
-placement's ``missed`` says so, with both figures) and the round is placed again,
-within ``ATTEMPTS``; a round whose placements met the window only late ends the
-scenario in error, never a pass (a failure the kills found still fails). Why: a
-runtime that records its effect 10 ms after making it (``RecordsAfterEffect`` in the
-kit's tests) passed seed 3 in one of about 18 whole-suite runs at load 6: a listing
-or the kit's thread stalled, and the kill came after the record. Why the run's own
-pace and not a fixed bound: no kill can follow an effect closer than the listings
-show it, and they take from under 1 ms (in-process) to tens of ms (the reference
-over HTTP on a busy machine); a fixed bound would re-place every kill of a slow
-transport and end its run in error, while a stall stands out against the pace of the
-same run. Why three: at load 9-11 the reference's spans were 4-74 ms and its kills
-came within one to two spans, while the kills that missed the test runtime's record
-came three to twenty spans after its effect.
+(three) times the run's own pace after it (``effect_age_ms_at_most`` at most
+``late_after_ms``). The pace (``pace_ms``) is the age such a kill has at the run's
+median listings: an effect's age at the kill runs from sending the listing before the
+one that showed it to the kill, so it spans that listing, the pause and the listing
+that showed the effect, or, when the first listing showed it (``shown_by_listing``
+says which), from sending the batch. So the first listing after a batch counts at the
+median of the run's first listings, timed from sending their batch, the others at the
+median of the others, and the pause at the median pause. A later kill does not count
+(the placement's ``missed`` says so, with both figures) and the round is placed again,
+up to ``LATE_ATTEMPTS`` (twelve) placements while its kills come late, ``ATTEMPTS``
+otherwise; a round whose placements met the window only late ends the scenario in
+error, never a pass (a failure the kills found still fails). Why: a runtime that
+records its effect 10 ms after making it (``RecordsAfterEffect`` in the kit's tests)
+passed when a listing or the kit's thread stalled and the kill came after the record.
+Why the run's own pace and not a fixed bound: no kill can follow an effect closer than
+the listings show it, and they take from under 1 ms (in-process) to hundreds of ms
+(the reference over MCP on a busy machine); a fixed bound would re-place every kill of
+a slow transport and end its run in error, while a stall stands out against the pace
+of the same run. Why the first listing apart: a runtime that reads its requests in
+order (a single-threaded server) reads that listing after the whole batch, and the
+effect shows there long after sending however promptly the kit acts. Compared with the
+median span between two listings, as before, it came late in every placement of a
+round: the reference's first listing showed the effect 41-125 ms after sending against
+spans of 8-9 ms between later listings, its MCP server's 20-300 ms with no later span
+at all (two calibration listings instead). So 4 of 120 reference runs and 14 of 72 MCP
+runs ended in error at load 5-27 (``benchmarks/bench_nemesis_load.py``, seeds 1-24,
+four at once beside six busy loops), with this pace none of 48 and 48 at load 10-18
+(MCP at load 10-13 in one sitting: 7 of 24 before, none after, 10.9 -> 9.2 starts a
+run). Why more placements for late kills only: a loaded machine stalls the kit
+for tens of ms at a time (its 2 ms pause took 12-110 ms in the kit's tests at load
+14-25), several placements in a row, and a placement costs a restart (about 0.6 CPU-s
+for an MCP server), so only a round still unjudged takes them. Why the median and not
+the spans' lower quartile, stricter: in the kit's tests at load 10-16 both judged every
+runtime alike (the runtime recording 10 ms late failed 60 of 60 runs with the median,
+the clean ones passed 40 of 40) and the quartile took half again as many placements.
+Why three: at load 9-11 the reference's kills came within one to two spans, while the
+kills that missed the test runtime's record came three to twenty spans after its effect;
+kills of the tests' runtime within 10 ms of the listing before landed before its record
+in 63 of 63 placements at load 14-20, past 25 ms in about half.
 
 Afterwards every key is retried until it answers with its effect, within the
 runtime's recovery bound (``Connection.recovery_s``) plus one call timeout: a key that
@@ -93,6 +114,9 @@ ROUNDS = 5
 #: were not enough either for effect -> answer rounds placed by the listing and the
 #: answers alone: ``_ahead_of_answers``).
 ATTEMPTS = 6
+#: How many times a round is placed while its kills come too long after the effect they
+#: followed (``LATE``): a stall of the machine spans several placements in a row.
+LATE_ATTEMPTS = 12
 #: ``EFFECT_MS,ANSWER_MS``: the windows to use instead of measuring them (a replay).
 WINDOWS_ENV = "RETRYPROOF_KILL_WINDOWS"
 #: How often the calibration polls the listing.
@@ -153,7 +177,7 @@ def kill_nemesis(ctx: Context) -> None:
         # call may answer before the kill lands, with the others not at their effects.
         before_effect = round_number % 2 == 0
         attempts: list[dict[str, Any]] = []
-        for attempt in range(ATTEMPTS):
+        for attempt in range(LATE_ATTEMPTS):
             if before_effect and attempt == 0:
                 sent = [work[index] for index in chosen[round_number]]
             else:
@@ -170,6 +194,8 @@ def kill_nemesis(ctx: Context) -> None:
             if missed is None:
                 break
             placed["missed"] = missed
+            if attempt + 1 >= ATTEMPTS and LATE not in missed:
+                break
         # The placement the round counts: the one that landed, else the last that
         # interrupted a call (an effect -> answer window too short for any kill to meet).
         counted = next((placed for placed in reversed(attempts) if placed["interrupted"]), attempts[-1])
@@ -211,7 +237,7 @@ def kill_nemesis(ctx: Context) -> None:
     if late:
         raise Unjudgeable(
             f"the kill of round(s) {', '.join(map(str, late))} came too long after the effect it followed in every "
-            f"placement that met an effect -> answer window ({ATTEMPTS} placements; each placement's "
+            f"placement that met an effect -> answer window (up to {LATE_ATTEMPTS} placements; each placement's "
             "effect_age_ms_at_most and late_after_ms), so no kill landed right after an effect"
         )
 
@@ -261,7 +287,10 @@ def _kill_once(
         placed["interrupted_after_effect"] = len(seen.keys & set(interrupted))
         if placed["interrupted_after_effect"]:
             placed["effect_age_ms_at_most"] = round((killed - seen.since) * 1000, 1)
-            placed.update(pace.late_after())
+            placed["shown_by_listing"] = seen.count
+            placed.update(pace.late_after(seen.count))
+        if seen.shown is not None:
+            pace.add(*seen.shown)  # judged against the run's listings before it, then one of them
     return placed
 
 
@@ -283,24 +312,33 @@ def _missed(placed: dict[str, Any], before_effect: bool) -> str | None:
 
 
 class _Pace:
-    """How fast the kit shows an effect in this run. A kill's effect age runs from the
-    send of the listing before the one that showed the effect to the kill: that listing,
-    the pause, the next listing and reading it. ``spans`` are the same stretch between
-    two listings of the placements so far that showed no effect yet; ``listings`` how
-    long one listing took to send, answer and read (the calibration's too), for a run
-    with no span yet."""
+    """How fast the kit shows an effect in this run, from the listings so far (the
+    calibration's and the placements'): ``first`` the first listing after a batch, from
+    sending the batch to reading the listing; ``later`` the others, from sending each to
+    reading it; ``pauses`` the pause before each later listing of a placement."""
 
     def __init__(self) -> None:
-        self.listings: list[float] = []
-        self.spans: list[float] = []
+        self.first: list[float] = []
+        self.later: list[float] = []
+        self.pauses: list[float] = []
 
-    def late_after(self) -> dict[str, float]:
-        """The pace (median span, else two median listings and the pause) and the effect
-        age past which a kill came late, in ms."""
-        if self.spans:
-            pace = statistics.median(self.spans)
+    def add(self, first: bool, seconds: float, pause: float | None = None) -> None:
+        (self.first if first else self.later).append(seconds)
+        if pause is not None:
+            self.pauses.append(pause)
+
+    def late_after(self, shown_by: int) -> dict[str, float]:
+        """The pace: an effect's age at a kill that a placement's ``shown_by``-th listing
+        triggered, at the run's median listings and pause (the first listing alone, else
+        the listing before, the pause and that listing), and the age past which such a
+        kill came late, in ms."""
+        first = statistics.median(self.first or self.later or [0.0])
+        later = statistics.median(self.later or self.first or [0.0])
+        if shown_by == 1:
+            pace = first
         else:
-            pace = 2 * statistics.median(self.listings or [0.0]) + TRIGGER_POLL_S
+            pause = statistics.median(self.pauses or [TRIGGER_POLL_S])
+            pace = (first if shown_by == 2 else later) + pause + later
         return {"pace_ms": round(pace * 1000, 1), "late_after_ms": round(LATE_FACTOR * pace * 1000, 1)}
 
 
@@ -313,6 +351,8 @@ class _Seen:
         self.keys: set[str] = set()
         self.since = since
         self.pending: Batch | None = None
+        self.count = 0  # listings read
+        self.shown: tuple[bool, float, float | None] | None = None  # that listing's times, for ``_Pace``
 
 
 def _effect_unanswered(
@@ -341,6 +381,7 @@ def _effect_unanswered(
     deadline = batch.began + timeout
     quota = (len(keys) + 1) // 2
     previous = None  # when the listing before was sent
+    pause_began = 0.0  # when the pause before this listing began
     while (left := deadline - time.perf_counter()) > 0 and _answered(batch) < quota:
         sent = time.perf_counter()
         listing = ctx.submit_all([("list_tasks", {})])
@@ -352,20 +393,26 @@ def _effect_unanswered(
             seen.pending = listing
             return _why(batch, quota, late)
         (call,) = ctx.collect(listing)
+        read = time.perf_counter()
+        seen.count += 1
+        # The listing's times as the pace counts them (``_Pace``): the first from sending the batch.
+        if previous is None:
+            timed: tuple[bool, float, float | None] = (True, read - batch.began, None)
+        else:
+            timed = (False, read - sent, sent - pause_began)
         listed = {task.get("client_submission_id") for task in ctx.expect_ok(call, "list_tasks").get("tasks", ())}
         seen.keys = {key for key, moment in zip(keys, batch.answered, strict=True) if key in listed and moment is None}
         if seen.keys:
+            seen.shown = timed
             return "the effect of an unanswered call listed"
-        read = time.perf_counter()
-        pace.listings.append(read - sent)
-        if previous is not None:
-            pace.spans.append(read - previous)
+        pace.add(*timed)
         seen.since = previous = sent
         # The listing's own answer set ``woke``: cleared, so the pause is one (an in-process
         # listing answered at once spun here, holding the GIL the runtime's threads need
         # to make their effects; its kills came tens of ms after them under load). An
         # answer already counted is seen by the loop's test.
         woke.clear()
+        pause_began = time.perf_counter()
         woke.wait(TRIGGER_POLL_S)
         woke.clear()
     return _why(batch, quota, late)
@@ -409,10 +456,12 @@ def _windows(ctx: Context, keys: list[tuple[str, dict[str, Any]]], pace: _Pace) 
         future.add_done_callback(lambda _: answered.append(time.perf_counter() - began))
     listed: dict[str, float] = {}
     deadline = time.monotonic() + ctx.call_timeout
+    first = True  # the first listing after the batch: timed from sending it (``_Pace``)
     while len(listed) < len(keys) and len(answered) < len(keys) and time.monotonic() < deadline:
         listed_at = time.perf_counter()
         owned = {task.get("client_submission_id") for task in ctx.tasks().tasks}
-        pace.listings.append(time.perf_counter() - listed_at)
+        pace.add(first, time.perf_counter() - (began if first else listed_at))
+        first = False
         for submission_id, _ in keys:
             if submission_id in owned:
                 listed.setdefault(submission_id, time.perf_counter() - began)
