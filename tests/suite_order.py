@@ -30,12 +30,12 @@ LONG_TESTS = (
     "tests/faulty/test_kill_matrix.py::test_each_faulty_runtime_is_killed_by_its_declared_scenarios",
     "tests/bindings/test_binding_faults.py::test_the_fixed_claim_service_passes_every_fault_scenario",
     "tests/conformance/test_reference_run.py::test_reference_runtime_passes_every_scenario",
+    "tests/conformance/test_kill_nemesis.py::test_a_runtime_recording_its_effect_late_is_never_passed",
     "tests/independent/test_node_harness.py::test_clean_runtime_passes_every_scenario_it_can_take_part_in",
     "tests/bindings/test_binding_mcp.py::test_the_reference_over_mcp_passes",
     "tests/bindings/test_binding_faults.py::test_each_defect_is_caught_by_the_scenarios_aimed_at_it[mcp-",
     "tests/bindings/test_binding_http.py::test_the_reference_over_http_passes_every_scenario_a_binding_offers",
     "tests/conformance/test_judging_holes.py::test_a_fuzz_digest_conflict_answers_no_to_reuse_not_to_races",
-    "tests/packaging/test_distribution.py::test_the_wheel_has_exactly_one_top_level_import_name",
     "tests/bindings/test_tool_shapes.py::test_a_tool_bound_as_it_is_passes_every_scenario_its_shape_changes",
 )
 
