@@ -235,10 +235,16 @@ def tally(calls: list[Call]) -> dict[str, int]:
 
 
 def converge(
-    ctx: Context, submission_id: str, task: dict[str, Any], bound: float, connection: Connection | None = None
+    ctx: Context,
+    submission_id: str,
+    task: dict[str, Any],
+    bound: float,
+    connection: Connection | None = None,
+    since: float | None = None,
 ) -> Mapping[str, Any]:
-    """Retry one key until it answers with its effect; fail past ``bound`` seconds."""
-    deadline = time.monotonic() + bound
+    """Retry one key until it answers with its effect; fail past ``bound`` seconds after
+    ``since`` (``time.monotonic()``; now when not given: a first retry the caller sent)."""
+    deadline = (time.monotonic() if since is None else since) + bound
     attempts = 0
     while True:
         attempts += 1

@@ -263,8 +263,7 @@ def _settle(ctx: Context, keys: list[tuple[str, dict[str, Any]]], bound: float) 
                 finals[submission_id] = expect_faithful(ctx, ctx.expect_ok(call, what), submission_id, task, what)
                 settled[submission_id] = 1
             else:
-                left = max(bound - (time.monotonic() - sent), 0.0)
-                finals[submission_id] = converge(ctx, submission_id, task, left)
+                finals[submission_id] = converge(ctx, submission_id, task, bound, since=sent)
                 settled[submission_id] += 1  # the pipelined retry before converge's
     return finals
 
