@@ -153,8 +153,10 @@ def main() -> None:
         print("fake: cannot open the database", file=sys.stderr)
         sys.exit(3)
     if MODE == "hang":
-        if os.environ.get("FAKE_STARTED"):  # a file to create once started, for a test to wait on
-            open(os.environ["FAKE_STARTED"], "w").close()
+        if os.environ.get("FAKE_STARTED"):  # a file holding its pid once started, for a test to wait on
+            with open(os.environ["FAKE_STARTED"] + ".tmp", "w") as pid:
+                pid.write(str(os.getpid()))
+            os.rename(os.environ["FAKE_STARTED"] + ".tmp", os.environ["FAKE_STARTED"])
         time.sleep(3600)
     if MODE in ("garbage", "wrong-ids", "wrong-ids-on-write"):
         for line in sys.stdin:

@@ -12,12 +12,14 @@ import time
 
 from kit import CLI, retryproof_here
 
+from retryproof.adapters.procfs import running
+
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
 
 
 def hanging_run(out, started=None):
     """``retryproof run`` into ``out`` against a harness that never answers hello (and
-    creates the file ``started``, when given, once it runs)."""
+    writes its pid to the file ``started``, when given, once it runs)."""
     return subprocess.Popen(
         [*CLI, "run", "--harness", f"{sys.executable} {FAKE} hang", "--start-timeout", "60", "--out", str(out)],
         stdout=subprocess.PIPE,
@@ -69,3 +71,10 @@ def test_an_interrupted_run_keeps_an_out_directory_it_did_not_make(tmp_path):
     finally:
         kit.kill()
     assert kit.returncode == 130 and out.is_dir()
+    # The harness ended with the kit: on a loaded machine the SIGINT may meet the kit
+    # still inside the harness's start, its pid not yet returned (process_groups).
+    harness = int(started.read_text())
+    deadline = time.monotonic() + 5
+    while running(harness) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not running(harness), f"the harness ({harness}) outlived the interrupted kit"
