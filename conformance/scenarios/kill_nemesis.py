@@ -256,8 +256,8 @@ def _settle(ctx: Context, keys: list[tuple[str, dict[str, Any]]], bound: float) 
         chunk = keys[start : start + KEYS]
         sent = time.monotonic()
         calls = ctx.collect(ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in chunk]))
+        settled = ctx.evidence.setdefault("retries_to_settle", {})
         for (submission_id, task), call in zip(chunk, calls, strict=True):
-            settled = ctx.evidence.setdefault("retries_to_settle", {})
             if call.kind == "ok":
                 what = f"retry of {submission_id}"
                 finals[submission_id] = expect_faithful(ctx, ctx.expect_ok(call, what), submission_id, task, what)
