@@ -121,7 +121,6 @@ def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
     try:
         connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
         answered = connection.start()
-        validator.join()
         problem = result_problem("hello", answered)
         if problem:
             raise KitError(
@@ -137,6 +136,9 @@ def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
             f"its stderr:\n{stderr}" if stderr else target.start_fix,
         ) from None
     finally:
+        # A daemon thread still importing when the interpreter ends can abort it (exit
+        # 134 after a handshake error, 1 run in 120 at load 12): it ends before we do.
+        validator.join()
         if kept is None:
             if connection is not None:
                 connection.kill()
