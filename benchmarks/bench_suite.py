@@ -236,6 +236,12 @@ def main() -> int:
         f"the command: {elapsed:.0f} s wall, {cpu:.0f} CPU-s (with what no test counts: start-up, collection), "
         f"load average {os.getloadavg()[0]:.1f} at its end"
     )
+    if lines:
+        first = min(line["at"] for line in lines) - at
+        last = max(line["at"] + line["wall_s"] for line in lines) - at
+        # The head (start-up, collection, workers starting) and the tail (teardown, xdist
+        # ending its workers) are wall time in which no test runs.
+        print(f"the tests ran from {first:.1f} s to {last:.1f} s of it: {elapsed - last:.1f} s after the last one")
     print(_bytecode() + "\n")
     if lines:
         print(summary(lines, args.top, args.by))
