@@ -121,6 +121,7 @@ def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
     try:
         connection = target.connect(scratch, call_timeout=options.call_timeout, start_timeout=options.start_timeout)
         answered = connection.start()
+        validator.join()  # so the schema is built once, not also here
         problem = result_problem("hello", answered)
         if problem:
             raise KitError(
@@ -136,13 +137,14 @@ def _handshake(options: Options, keep: bool) -> tuple[Hello, Handshake | None]:
             f"its stderr:\n{stderr}" if stderr else target.start_fix,
         ) from None
     finally:
-        # A daemon thread still importing when the interpreter ends can abort it (exit
-        # 134 after a handshake error, 1 run in 120 at load 12): it ends before we do.
-        validator.join()
         if kept is None:
             if connection is not None:
                 connection.kill()
             scratch.remove()
+        # Also when the start failed, and last, so that an interrupt here skips no cleanup:
+        # a daemon thread still importing when the interpreter ends can abort it (exit 134
+        # after a handshake error, 2 runs in 280 at load 12).
+        validator.join()
     return hello, kept
 
 
