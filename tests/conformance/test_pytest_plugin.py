@@ -151,10 +151,13 @@ def test_the_harness_shakes_hands_once_per_session(pytester):
         with open({str(starts)!r}, "a") as log:
             # the state directory is state/ in the scenario's (or the probe's) scratch folder
             log.write(os.path.basename(os.path.dirname(os.environ["RETRYPROOF_STATE_DIR"])) + "\\n")
-        os.execv(sys.executable, [sys.executable, "-m", "retryproof.reference_impl"])
+        os.execv(sys.executable, {list(REFERENCE)!r})
         """
     )
-    result = catalogue_run(pytester, "--retryproof-harness", f"{sys.executable} {wrapper}", "--retryproof-only", BASICS)
+    # Without site, as the reference itself starts (kit.REFERENCE).
+    result = catalogue_run(
+        pytester, "--retryproof-harness", f"{sys.executable} -S {wrapper}", "--retryproof-only", BASICS
+    )
     result.assert_outcomes(passed=2)
     state_dirs = starts.read_text().split()
     assert sum(name.startswith("retryproof-probe-") for name in state_dirs) == 1
