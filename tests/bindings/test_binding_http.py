@@ -36,10 +36,12 @@ def served_reference(*fault: str) -> dict:
 
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory):
-    """The whole catalogue against the reference over HTTP: one run, read by each test."""
+    """The whole catalogue against the reference over HTTP: one run, read by each test.
+    It writes the default formats, so every scenario's evidence over a binding is
+    rendered once (a writer that fails ends the run in error)."""
 
     def run(directory):
-        return run_binding(directory, write_binding(directory, served_reference()), None)
+        return run_binding(directory, write_binding(directory, served_reference()), None, "--format", "md,json,junit")
 
     return once_per_session(tmp_path_factory, "http-whole", run)
 

@@ -110,12 +110,15 @@ def test_a_wrapper_that_never_runs_its_command_ends_the_wait_after_a_grace(tmp_p
     assert "was not seen running within 0.5s" in failed.message
 
 
-SLOW_START = "[\"{python}\", -c, \"import os, sys, time; time.sleep(1.5); os.execv(sys.executable, [sys.executable, '-m', 'retryproof.reference_impl', '--http'])\"]"
+#: How long the slow server sleeps before it starts: twice the watch's grace
+#: (``WRAPPED_GRACE_S``), after which a watch that took it for lost would have killed it.
+SLOW_S = 1.0
+SLOW_START = f"[\"{{python}}\", -c, \"import os, sys, time; time.sleep({SLOW_S}); os.execv(sys.executable, [sys.executable, '-m', 'retryproof.reference_impl', '--http'])\"]"
 
 
 @pytest.mark.parametrize("wrapper", ["lives_on", "strace"])
 def test_a_slow_but_live_server_under_a_wrapper_is_still_waited_for(tmp_path, request, wrapper):
-    """A server that takes 1.5 s before it even starts serving, under the fake wrapper
+    """A server that takes ``SLOW_S`` before it even starts serving, under the fake wrapper
     and under strace itself: the watch never mistakes it for a lost one."""
     if wrapper == "strace":
         strace = request.getfixturevalue("strace")
@@ -126,7 +129,7 @@ def test_a_slow_but_live_server_under_a_wrapper_is_still_waited_for(tmp_path, re
     began = time.monotonic()
     try:
         connection.start()
-        assert time.monotonic() - began >= 1.5
+        assert time.monotonic() - began >= SLOW_S
         assert connection.alive
         reply = connection.call("list_tasks", {})
     finally:
