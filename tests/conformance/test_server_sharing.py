@@ -205,7 +205,8 @@ def reference_runs(
     """The reference's sharing turns and then its takers through a binding, shared and
     alone (of the takers, those whose restarts are compared; of the turns, all but the
     first, A4-CONCURRENT's, on the handshake's server, which answered no call: its run
-    alone), from one run each a session: the reference's test and the takers' read them."""
+    alone, compared in the cold server's test), from one run each a session: the
+    reference's test and the takers' read them."""
     left_out = ("A4-CONCURRENT", *(set(TAKING) - set(COMPARED_RESTARTS)))
     return once_per_session(
         tmp_path_factory,
@@ -225,14 +226,18 @@ def test_the_reference_passes_with_the_same_calls_and_counts_as_alone(reference_
     assert used[0]["started_by_handshake"] and not any(item["started_by_this_scenario"] for item in used)
     assert used[0]["used_before_by"] == [] and used[-1]["used_before_by"] == list(TURNS[:-1])
     for scenario_id in inherited:
-        # Per scenario: its own calls (same ops, same keys), its own new tasks, its own exchanges.
-        assert _calls(shared[scenario_id]) == _calls(alone[scenario_id]), scenario_id
-        mine, own = shared[scenario_id].evidence, alone[scenario_id].evidence
-        assert mine["set_check"] == own["set_check"], scenario_id
-        assert len(mine["exchanges"]) == len(own["exchanges"]), scenario_id
+        same_calls_and_counts(shared[scenario_id], alone[scenario_id])
     # The state the later scenarios inherit is the earlier ones' tasks, and nothing else.
     first_listing = shared["INVALID-KEY"].evidence["tasks"]["before"]["count"]
     assert first_listing == sum(_last_listing(alone.get(item) or shared[item]) for item in TURNS[:-1])
+
+
+def same_calls_and_counts(mine: ScenarioResult, own: ScenarioResult) -> None:
+    """Its own calls (same ops, same keys), its own new tasks, its own exchanges."""
+    scenario_id = mine.entry.id
+    assert _calls(mine) == _calls(own), scenario_id
+    assert mine.evidence["set_check"] == own.evidence["set_check"], scenario_id
+    assert len(mine.evidence["exchanges"]) == len(own.evidence["exchanges"]), scenario_id
 
 
 def _last_listing(result: ScenarioResult) -> int:
@@ -551,7 +556,9 @@ def test_a_binding_server_that_cannot_start_is_the_runs_one_error_even_where_not
 def test_a_cold_server_scenario_is_the_first_user_of_its_server(tmp_path, monkeypatch):
     """A4-CONCURRENT's turn comes first in a run, on the handshake's server, which no call
     reached: no start of its own. Where a caller takes the turns in catalogue order (the
-    pytest plugin), a server WT-CREATE used is ended for it, and it starts a fresh one."""
+    pytest plugin), a server WT-CREATE used is ended for it, and it starts a fresh one.
+    Its evidence is the same on either (the reference's runs compare the turns that
+    inherit with their runs alone)."""
     options = binding_options(tmp_path, None, ("WT-CREATE", "A4-CONCURRENT"))
     started = _counted_starts(monkeypatch)
     hello, kept = handshake(options)
@@ -571,6 +578,8 @@ def test_a_cold_server_scenario_is_the_first_user_of_its_server(tmp_path, monkey
     assert cold["started_by_this_scenario"] and cold["used_before_by"] == [] and cold["server"] == 2
     assert cold["fresh_start"] == "A4-CONCURRENT needs a server no other scenario used"
     assert len(started) == 3
+    on_the_handshakes = next(result for result in finished.results if result.entry.id == "A4-CONCURRENT")
+    same_calls_and_counts(on_the_handshakes, found["A4-CONCURRENT"])
 
 
 def test_a_harness_run_with_no_sharing_scenario_ends_the_handshake_harness():
