@@ -103,7 +103,7 @@ from typing import Any
 from retryproof.conformance import replay_file
 from retryproof.conformance.context import Batch, Context, ScenarioFailed, Unjudgeable
 from retryproof.conformance.scenarios import scenario
-from retryproof.conformance.scenarios.common import converge, expect_faithful, expect_identity, tally
+from retryproof.conformance.scenarios.common import converge, expect_identity, tally
 
 KEYS = 8
 ROUNDS = 5
@@ -256,15 +256,8 @@ def _settle(ctx: Context, keys: list[tuple[str, dict[str, Any]]], bound: float) 
         chunk = keys[start : start + KEYS]
         sent = time.monotonic()
         calls = ctx.collect(ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in chunk]))
-        settled = ctx.evidence.setdefault("retries_to_settle", {})
         for (submission_id, task), call in zip(chunk, calls, strict=True):
-            if call.kind == "ok":
-                what = f"retry of {submission_id}"
-                finals[submission_id] = expect_faithful(ctx, ctx.expect_ok(call, what), submission_id, task, what)
-                settled[submission_id] = 1
-            else:
-                finals[submission_id] = converge(ctx, submission_id, task, bound, since=sent)
-                settled[submission_id] += 1  # the pipelined retry before converge's
+            finals[submission_id] = converge(ctx, submission_id, task, bound, first=(sent, call))
     return finals
 
 
