@@ -242,12 +242,12 @@ def converge(
     connection: Connection | None = None,
     first: tuple[float, Call] | None = None,
 ) -> Mapping[str, Any]:
-    """Retry one key until it answers with its effect; fail once an answer that is not
-    came past ``bound`` seconds after its first retry was sent. ``first``: that retry
-    when the caller made it, and when it was sent (``time.monotonic()``); converge
-    judges it as its own. A pipelined retry is read only once its whole batch has
-    answered, so each answer is timed by when it came, not when it was read: one read
-    late still gets its retry within the bound."""
+    """Retry one key until it answers with its effect; fail once an answer without it
+    came past ``bound`` seconds after the key's first retry was sent. ``first``: that
+    retry when the caller made it, as when it was sent (``time.monotonic()``) and its
+    call; converge judges it as its own. A pipelined retry is read only once its whole
+    batch has answered, so each answer is timed by when it came (its send plus its
+    duration), not when it was read: one read late still gets a retry."""
     if first is None:
         sent = time.monotonic()
         call = ctx.write_task(submission_id, task, connection=connection)
