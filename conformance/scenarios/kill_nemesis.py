@@ -248,11 +248,10 @@ def _settle(ctx: Context, keys: list[tuple[str, dict[str, Any]]], bound: float) 
     """Each key's final answer: its first retry pipelined with those of up to ``KEYS``
     others (waited for while their answers keep coming: ``_in_turn``), then, while it
     has not answered with its effect, one by one (``converge``) within ``bound`` of
-    that first retry. Why pipelined: a re-placed round adds up to
-    twice ``KEYS`` fresh keys a placement, and one by one every retry that makes its
-    effect waited alone for the runtime's work: a claim store with 0.6 s of work a call
-    took 8-12 s of a 11-15 s run here, and at load a run with many late placements
-    127 s."""
+    that first retry. Why pipelined: a re-placed round adds up to twice ``KEYS`` fresh
+    keys a placement, and one by one every retry that makes its effect waited alone for
+    the runtime's work: a claim store with 0.6 s of work a call took 8-12 s of a 11-15 s
+    run here, and at load a run with many late placements 127 s."""
     finals: dict[str, Any] = {}
     for start in range(0, len(keys), KEYS):
         chunk = keys[start : start + KEYS]
