@@ -5,7 +5,8 @@
 
 Starts ``--busy`` busy loops, then runs ``retryproof run --only KILL-NEMESIS`` once per
 seed, ``--jobs`` at once, against the reference or the independent Node.js runtime
-(``tests/independent/node_harness``) or the reference as an MCP server over stdio, and
+(``tests/independent/node_harness``) or the reference as an MCP server over stdio, or
+the kit's tests' in-process runtime with or without its late record (``IN_PROCESS``), and
 prints the statuses, the load before and after, the runtime's starts per run (each
 placement is a kill and a start: the scenario's cost) and what counted each effect ->
 answer round (the trigger of its counted placement and whether it landed after an
@@ -18,7 +19,8 @@ are ended however the benchmark ends.
 A correct runtime must pass on every seed: an error means a round's kill interrupted no
 call in any placement (the runtime answered every call first), or came too long after
 the effect in every placement that met one, which made a clean runtime's verdict depend
-on the machine's load. Exit 1 on any status but passed.
+on the machine's load. ``records-late`` must fail on every seed: a pass means no kill
+that counted came before its record. Exit 1 on any other status.
 """
 
 from __future__ import annotations
@@ -43,6 +45,25 @@ HARNESSES = {
     # The reference as an MCP server over stdio: a server start costs about 0.6 CPU-s.
     "mcp": ["--binding", str(REPO / "adapters" / "bindings" / "reference-mcp.yaml")],
 }
+#: The kit's tests' in-process runtimes (``tests/conformance/test_kill_nemesis.py``), a
+#: process each: ``records-late`` records its effect 10 ms after making it, so it must
+#: fail on every seed; ``in-process`` is the same runtime without that defect.
+IN_PROCESS = {"records-late": "RecordsAfterEffect", "in-process": "InProcess"}
+IN_PROCESS_RUN = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import test_kill_nemesis as runtimes
+from retryproof.conformance.context import ScenarioFailed, Unjudgeable
+ctx = runtimes.context(int(sys.argv[3]), getattr(runtimes, sys.argv[2]))
+try:
+    runtimes.kill_nemesis(ctx)
+    status, reason = "passed", ""
+except ScenarioFailed as failed:
+    status, reason = "failed", str(failed)
+except Unjudgeable as error:
+    status, reason = "error", str(error)
+print(json.dumps({"status": status, "reason": reason, "evidence": ctx.evidence}, default=str))
+"""
 NICE = ["nice", "-n", "19"]
 
 
@@ -51,7 +72,11 @@ def seeds(text: str) -> list[int]:
     return list(range(int(first), int(last or first) + 1))
 
 
-def one_run(harness: list[str], seed: int, scratch: Path) -> dict:
+def one_run(harness: list[str] | str, seed: int, scratch: Path) -> dict:
+    if isinstance(harness, str):  # a runtime of the kit's tests, in a process of its own
+        tests = str(REPO / "tests" / "conformance")
+        command = [*NICE, sys.executable, "-c", IN_PROCESS_RUN, tests, harness, str(seed)]
+        return json.loads(subprocess.run(command, capture_output=True, timeout=600, check=True, text=True).stdout)
     out = scratch / f"seed{seed}"
     command = [*NICE, sys.executable, "-m", "retryproof.conformance.cli", "run", *harness]
     command += ["--only", "KILL-NEMESIS", "--seed", str(seed), "--out", str(out), "--format", "json"]
@@ -66,7 +91,7 @@ def load() -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--harness", choices=tuple(HARNESSES), default="node")
+    parser.add_argument("--harness", choices=(*HARNESSES, *IN_PROCESS), default="node")
     parser.add_argument("--busy", type=int, default=6, help="busy loops beside the runs")
     parser.add_argument("--jobs", type=int, default=6, help="runs at once")
     parser.add_argument("--seeds", default="1-24")
@@ -74,7 +99,7 @@ def main() -> int:
         "--evidence", type=Path, help="write each run's status and effect -> answer rounds here (JSON lines)"
     )
     args = parser.parse_args()
-    harness = HARNESSES[args.harness]
+    harness = HARNESSES.get(args.harness) or IN_PROCESS[args.harness]
     # In this session, as the runs are: where the kernel groups CPU time by session
     # (autogroup), busy loops in sessions of their own competed with the whole machine
     # rather than with the runs, and the old placement's errors did not show.
@@ -112,7 +137,7 @@ def main() -> int:
     print("effect -> answer rounds counted by:")
     for what, count in counted.most_common():
         print(f"  {count:3d}  {what}")
-    return 0 if set(statuses) == {"passed"} else 1
+    return 0 if set(statuses) == {"failed" if args.harness == "records-late" else "passed"} else 1
 
 
 if __name__ == "__main__":

@@ -35,11 +35,14 @@ FAIL_CODES = frozenset(load_spec()["outcome_model"]["fail_codes"])
 IN_FLIGHT_RETRY_PAUSES_S = (0.05, 0.1, 0.2, 0.4)
 
 
-def pause_before_retry(retries: int, deadline: float) -> None:
+def pause_before_retry(retries: int, deadline: float, since: float | None = None) -> None:
     """Wait before retry number ``retries + 1`` of an ``in_flight`` answer, never past
-    ``deadline`` (``time.monotonic``), so the last retry is made at the bound itself."""
+    ``deadline`` (``time.monotonic``), so the last retry is made at the bound itself.
+    The pause runs from ``since``, when that answer came (now when not given): one read
+    later than it came has already waited that long."""
     pause = IN_FLIGHT_RETRY_PAUSES_S[min(retries, len(IN_FLIGHT_RETRY_PAUSES_S) - 1)]
-    time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+    now = time.monotonic()
+    time.sleep(max(0.0, min((now if since is None else since) + pause, deadline) - now))
 
 
 Answer = TypeVar("Answer")

@@ -240,15 +240,22 @@ def converge(
     task: dict[str, Any],
     bound: float,
     connection: Connection | None = None,
-    since: float | None = None,
+    first: tuple[float, Call] | None = None,
 ) -> Mapping[str, Any]:
-    """Retry one key until it answers with its effect; fail past ``bound`` seconds after
-    ``since`` (``time.monotonic()``; now when not given: a first retry the caller sent)."""
-    deadline = (time.monotonic() if since is None else since) + bound
-    attempts = 0
-    while True:
-        attempts += 1
+    """Retry one key until it answers with its effect; fail once an answer without it
+    came past ``bound`` seconds after the key's first retry was sent. ``first``: that
+    retry when the caller made it, as when it was sent (``time.monotonic()``) and its
+    call; converge judges it as its own. A pipelined retry is read only once its whole
+    batch has answered, so each answer is timed by when it came (its send plus its
+    duration), not when it was read: one read late still gets a retry."""
+    if first is None:
+        sent = time.monotonic()
         call = ctx.write_task(submission_id, task, connection=connection)
+    else:
+        sent, call = first
+    deadline = sent + bound
+    attempts = 1
+    while True:
         if call.kind == "ok":
             ctx.evidence.setdefault("retries_to_settle", {})[submission_id] = attempts
             what = f"retry of {submission_id}"
@@ -257,9 +264,13 @@ def converge(
             call.kind != "fail" or call.code == "in_flight",
             f"the retry of {submission_id} with its own task answered {call.disposition or call.code}: {call.message or ''}",
         )
+        answered = sent + call.duration_s
         ctx.check(
-            time.monotonic() < deadline,
+            answered < deadline,
             f"{submission_id} did not answer with its effect within {bound:g}s after the fault "
             f"({attempts} attempts; last: {call.code or 'no answer'} {call.message or ''})".rstrip(),
         )
-        pause_before_retry(attempts - 1, deadline)
+        pause_before_retry(attempts - 1, deadline, since=answered)
+        attempts += 1
+        sent = time.monotonic()
+        call = ctx.write_task(submission_id, task, connection=connection)
