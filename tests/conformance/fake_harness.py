@@ -62,7 +62,7 @@ def hello(args):
 
 #: serial-delay, serial-double-create: one write_task at a time, each taking this long, so pipelined calls
 #: answer one after another at known intervals (the timeline tests' known timing).
-SERIAL_DELAY_S = 0.08
+SERIAL_DELAY_S = 0.04
 SERIAL = threading.Lock()
 #: One writer of the state file at a time: ``serve`` answers pipelined calls on threads,
 #: and two of them writing ``fake.json.tmp`` at once corrupt it, a defect of the fake

@@ -20,11 +20,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCENARIOS = "WT-CREATE,A2-RESPONSE-LOSS"
 
 
-def run_kit(tmp_path, mode, *extra):
+def run_kit(tmp_path, mode, *extra, start_timeout="2"):
     """In this process (kit.certify), a hanging harness too: the kit's own timeouts bound
     its waits, and should they not, the test's phase limit does (tests/phase_limit.py)."""
     harness = f"{sys.executable} {FAKE} {mode}"
-    timeouts = ("--call-timeout", "1", "--start-timeout", "2")
+    timeouts = ("--call-timeout", "1", "--start-timeout", start_timeout)
     done, report = certify(
         tmp_path, harness, "--only", SCENARIOS, *timeouts, *extra, seed=7, formats="md,json,junit", in_process=True
     )
@@ -38,9 +38,10 @@ def test_honest_fake_passes_the_basics(tmp_path):
     assert done.returncode == 0
 
 
-@pytest.mark.parametrize("mode", ["hang", "crash-at-start"])
-def test_a_harness_that_never_shakes_hands_cannot_be_run(tmp_path, mode):
-    done, scenarios = run_kit(tmp_path, mode)
+#: A hang waits out its whole start timeout; a crash must have time to say why before it.
+@pytest.mark.parametrize("mode, start_timeout", [("hang", "0.5"), ("crash-at-start", "2")])
+def test_a_harness_that_never_shakes_hands_cannot_be_run(tmp_path, mode, start_timeout):
+    done, scenarios = run_kit(tmp_path, mode, start_timeout=start_timeout)
     assert done.returncode == 2
     assert done.stderr.startswith("error: the harness failed its handshake")
     assert "Traceback" not in done.stderr

@@ -180,7 +180,7 @@ def test_every_disagreeing_vector_is_in_the_evidence_whole(tmp_path):
 @pytest.mark.parametrize("defect", ["crash-hangs", "crash-prints-garbage"])
 def test_an_armed_crash_that_never_fired_is_an_error(tmp_path, defect):
     only = "CRASH-AFTER-TASK-WRITE,A2-CRASH-BEFORE-RESPONSE"
-    done, _, scenarios = run_kit(tmp_path, defect, only, "--call-timeout", "1")
+    done, _, scenarios = run_kit(tmp_path, defect, only, "--call-timeout", "0.5")
     for sid in only.split(","):
         judged = scenarios[sid]
         assert judged["status"] == "error", (sid, judged["status"], judged["reason"])

@@ -35,7 +35,7 @@ from retryproof.conformance.writers.svg import render_checklist_badge
 from retryproof.spec import schema
 
 FAKE = os.path.join(os.path.dirname(__file__), "fake_harness.py")
-SERIAL_DELAY_MS = 80  # fake_harness.SERIAL_DELAY_S
+SERIAL_DELAY_MS = 40  # fake_harness.SERIAL_DELAY_S
 HOSTILE = "</title></svg><script>alert(1)</script><img src=x onerror=alert(2)>&amp;\"'\x1b[31m"
 
 
