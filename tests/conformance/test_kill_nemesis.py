@@ -244,12 +244,15 @@ class InProcess(Connection):
 
 class AnswersWithItsEffect(InProcess):
     """A conformant runtime with no effect -> answer window: the answer leaves with the
-    effect, so no kill can land between them. Its calls finish ``WORK_S`` apart (each
+    effect, so no kill can land between them. Its calls finish ``STEP_S`` apart (each
     waits for the ones before), so a kill once half a batch is answered interrupts the
-    rest however loaded the machine is."""
+    rest however loaded the machine is (half ``WORK_S``: its twelve placements and the
+    retries of the keys they killed are its whole run's time)."""
+
+    STEP_S = WORK_S / 2
 
     def _after(self, seconds: float, future: Future, key: str, step: Any, args: tuple) -> None:
-        super()._after(seconds * (1 + len(self.in_flight)), future, key, step, args)
+        super()._after(self.STEP_S * (1 + len(self.in_flight)), future, key, step, args)
 
     def _made(self, key: str, args: dict[str, Any], future: Future) -> None:
         with self.lock:
@@ -306,9 +309,11 @@ class LockedAfterEffect(InProcess):
     listing triggered may come after the listed call answered, with the next call not
     at its effect yet: that placement interrupted a call and probed nothing. (In this
     process the placement before effect -> answer rounds were checked caught it too, on
-    20 of 20 seeds, through the other rounds; Prefect's figures are in CHANGELOG.md.)"""
+    20 of 20 seeds, through the other rounds; Prefect's figures are in CHANGELOG.md.)
+    ``CLAIM_S`` is still longer than ``LISTING_S``, so the call after the listed one is
+    not at its effect by that kill; every call of a batch waits for the ones before."""
 
-    CLAIM_S = 0.08
+    CLAIM_S = 0.04
     LISTING_S = 0.03
     WINDOW_S = 0.05
 
@@ -506,10 +511,11 @@ def placements(ctx: Context) -> list[list[dict[str, Any]]]:
     return [round_["attempts"] for round_ in ctx.evidence["schedule"]["rounds"]]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("seed", [1, 2])
 def test_a_runtime_answering_before_any_kill_lands_is_not_judged(seed):
     """Every call answered before its kill: no round interrupted anything, however
-    early each was placed again, and that is an error, never a pass."""
+    early each was placed again, and that is an error, never a pass. Two seeds: the
+    runtime answers as it is sent, so no seed's draws change what a kill meets."""
     with pytest.raises(Unjudgeable, match=f"interrupted no call in {ATTEMPTS} placements"):
         run(seed, instant=True)
 
