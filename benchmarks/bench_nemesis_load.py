@@ -99,7 +99,8 @@ def main() -> int:
         "--evidence", type=Path, help="write each run's status and effect -> answer rounds here (JSON lines)"
     )
     args = parser.parse_args()
-    harness = HARNESSES.get(args.harness) or IN_PROCESS[args.harness]
+    # The reference's extra arguments are none: an empty list, so not ``or``.
+    harness = HARNESSES[args.harness] if args.harness in HARNESSES else IN_PROCESS[args.harness]
     # In this session, as the runs are: where the kernel groups CPU time by session
     # (autogroup), busy loops in sessions of their own competed with the whole machine
     # rather than with the runs, and the old placement's errors did not show.

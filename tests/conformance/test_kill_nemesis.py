@@ -244,12 +244,15 @@ class InProcess(Connection):
 
 class AnswersWithItsEffect(InProcess):
     """A conformant runtime with no effect -> answer window: the answer leaves with the
-    effect, so no kill can land between them. Its calls finish ``WORK_S`` apart (each
+    effect, so no kill can land between them. Its calls finish ``STEP_S`` apart (each
     waits for the ones before), so a kill once half a batch is answered interrupts the
-    rest however loaded the machine is."""
+    rest however loaded the machine is (half ``WORK_S``: its twelve placements and the
+    retries of the keys they killed are its whole run's time)."""
+
+    STEP_S = WORK_S / 2
 
     def _after(self, seconds: float, future: Future, key: str, step: Any, args: tuple) -> None:
-        super()._after(seconds * (1 + len(self.in_flight)), future, key, step, args)
+        super()._after(self.STEP_S * (1 + len(self.in_flight)), future, key, step, args)
 
     def _made(self, key: str, args: dict[str, Any], future: Future) -> None:
         with self.lock:
@@ -306,9 +309,11 @@ class LockedAfterEffect(InProcess):
     listing triggered may come after the listed call answered, with the next call not
     at its effect yet: that placement interrupted a call and probed nothing. (In this
     process the placement before effect -> answer rounds were checked caught it too, on
-    20 of 20 seeds, through the other rounds; Prefect's figures are in CHANGELOG.md.)"""
+    20 of 20 seeds, through the other rounds; Prefect's figures are in CHANGELOG.md.)
+    ``CLAIM_S`` is still longer than ``LISTING_S``, so the call after the listed one is
+    not at its effect by that kill; every call of a batch waits for the ones before."""
 
-    CLAIM_S = 0.08
+    CLAIM_S = 0.04
     LISTING_S = 0.03
     WINDOW_S = 0.05
 
@@ -478,9 +483,32 @@ class LateAWhile(ShowsEffectsLate, InProcess):
                 self._answer_later(key, future)
 
 
+class LateOnceThenAnswersFirst(LateAWhile):
+    """A conformant runtime whose first listing to show an unanswered effect after a
+    restart is late (round two's first placement), and which then answers every call as
+    it is sent for ``ATTEMPTS - 1`` starts, as a fast runtime on a loaded machine answers
+    whole batches before a kill lands: the round's ``ATTEMPTS``-th placement misses for
+    another reason than lateness, and none of them counted yet."""
+
+    late_listings = 1
+
+    def __init__(self, store: Store):
+        super().__init__(store)
+        self.quick_starts = ATTEMPTS - 1
+
+    def start(self, failpoints: Mapping[str, str] | None = None) -> Mapping[str, Any]:
+        self.instant = self.late_listings == 0 and self.quick_starts > 0
+        self.quick_starts -= self.instant
+        return super().start(failpoints)
+
+
 class LateAlwaysRecordsAfterEffect(ShowsEffectsLate, RecordsAfterEffect):
     """The runtime recording its effect late, with every listing that shows an
-    unanswered effect late: every effect -> answer kill comes after the record."""
+    unanswered effect late: every effect -> answer kill comes after the record. It
+    claims for half as long: its 24 late placements each wait out the claim, and a kill
+    ``SHOW_S`` after the effect is late however soon the effect came."""
+
+    CLAIM_S = RecordsAfterEffect.CLAIM_S / 2
 
     def _recorded(self, key: str, future: Future) -> None:
         with self.lock:
@@ -506,10 +534,11 @@ def placements(ctx: Context) -> list[list[dict[str, Any]]]:
     return [round_["attempts"] for round_ in ctx.evidence["schedule"]["rounds"]]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("seed", [1, 2])
 def test_a_runtime_answering_before_any_kill_lands_is_not_judged(seed):
     """Every call answered before its kill: no round interrupted anything, however
-    early each was placed again, and that is an error, never a pass."""
+    early each was placed again, and that is an error, never a pass. Two seeds: the
+    runtime answers as it is sent, so no seed's draws change what a kill meets."""
     with pytest.raises(Unjudgeable, match=f"interrupted no call in {ATTEMPTS} placements"):
         run(seed, instant=True)
 
@@ -644,6 +673,20 @@ def test_late_kills_are_placed_again_past_the_attempts_of_other_misses_and_say_s
         assert placed["effect_age_ms_at_most"] >= LateAWhile.SHOW_S * 1000 > placed["late_after_ms"], placed
         assert LATE in placed["missed"] and f"{placed['effect_age_ms_at_most']:g} ms" in placed["missed"], placed
     assert rest and rest[-1]["effect_age_ms_at_most"] <= rest[-1]["late_after_ms"], rest
+
+
+def test_a_round_that_came_late_once_is_placed_past_the_attempts_whatever_its_later_misses():
+    """Round two's first kill came late; its next ``ATTEMPTS - 1`` interrupted no call
+    (the runtime answered each batch first). The round is still placed again, as long
+    as a late one, and its next placement lands; the runtime passes. Placed again only
+    while its last placement came late, as before, the round stopped at ``ATTEMPTS``
+    placements, counted the late one and ended the scenario in error (the reference
+    over MCP so, once in 9 runs at load 8-14)."""
+    attempts = placements(run(1, LateOnceThenAnswersFirst, LateOnceThenAnswersFirst.CALL_TIMEOUT_S))[1]
+    assert LATE in attempts[0]["missed"], attempts
+    assert all(placed["interrupted"] == 0 for placed in attempts[1:ATTEMPTS]), attempts
+    assert len(attempts) > ATTEMPTS and "missed" not in attempts[-1], attempts
+    assert attempts[-1]["interrupted_after_effect"], attempts
 
 
 @pytest.mark.parametrize("seed", [12, 17, 24])
