@@ -7,7 +7,13 @@ a crash point the kit can find under strace.
 The fixed store (``DEFECT`` empty) is right at every point: a claim has a lease
 (``LEASE_S``, the binding's ``recovery_s``) after which another call may take it over,
 but only after looking for the effect the last holder may have made; a call cancelled
-because its caller went away releases its claim unless the effect is made. Each
+because its caller went away releases its claim unless the effect is made. A call that
+takes a claim over does its work at once, without the windows (``WORK_S``,
+``SETTLE_S``): the kit places its cuts and kills on first calls, and a takeover is a
+retry after a kill (an even KILL-NEMESIS round may resend a killed key; its kill comes
+at the first answer at the latest). With the windows, KILL-NEMESIS's final retries of
+the keys its last round killed waited 0.6 s each, one after another: 2.5-4.5 s of a
+6-10 s run over HTTP. Each
 ``RETRYPROOF_DEFECT`` breaks one thing:
 
 - ``cancel-leaves-claim``: a cancelled call leaves its claim, and claims never expire:
@@ -135,9 +141,9 @@ def _claim(key: str, task: Any) -> tuple[int, dict[str, Any]] | None:
 
 
 def begin(key: str, task: Any) -> tuple[int, dict[str, Any]] | None:
-    """Claim ``key``; or, instead, the answer: 200 replayed, 409 in flight, 500 an error.
-    The caller then waits ``WORK_S`` (its caller may leave meanwhile: ``abandon``)
-    and calls ``make``."""
+    """Claim ``key``; or, instead, the answer: 200 replayed, 201 made at once (a claim
+    taken over: ``task`` is its effect's), 409 in flight, 500 an error. The caller then
+    waits ``WORK_S`` (its caller may leave meanwhile: ``abandon``) and calls ``make``."""
     with LOCK:
         return _claim(key, task)
 
