@@ -12,8 +12,8 @@ takes a claim over does its work at once, without the windows (``WORK_S``,
 ``SETTLE_S``): the kit places its cuts and kills on first calls, and a takeover is a
 retry after a kill (an even KILL-NEMESIS round may resend a killed key; its kill comes
 at the first answer at the latest). With the windows, KILL-NEMESIS's final retries of
-the keys its last round killed waited 0.6 s each, one after another: 2.5-4.5 s of a
-6-10 s run over HTTP. Each
+the keys its last round killed waited 0.6 s each, one after another: they took 4-7 s
+of a 6-10 s run over HTTP, without them 2.4-2.8 s. Each
 ``RETRYPROOF_DEFECT`` breaks one thing:
 
 - ``cancel-leaves-claim``: a cancelled call leaves its claim, and claims never expire:
