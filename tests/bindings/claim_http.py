@@ -30,7 +30,7 @@ class Handler(JsonHandler):
     def do_POST(self) -> None:  # noqa: N802
         task = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
         key = self.headers["idempotency-key"]
-        answered = claim_store.begin(key)
+        answered = claim_store.begin(key, task)
         if answered is None:
             if caller_left(self.connection, claim_store.WORK_S):
                 claim_store.abandon(key)

@@ -26,7 +26,7 @@ server = MCPServer("claim-store")
 async def create_task(task: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
     """Create one task; a retry with the same idempotency_key answers the first one."""
     with anyio.CancelScope(shield=True):
-        answered = await to_thread.run_sync(claim_store.begin, idempotency_key)
+        answered = await to_thread.run_sync(claim_store.begin, idempotency_key, task)
     if answered is None:
         try:
             await anyio.sleep(claim_store.WORK_S)

@@ -44,7 +44,7 @@ def result(structured: dict[str, Any], error: bool = False) -> dict[str, Any]:
 def create_task(arguments: dict[str, Any]) -> dict[str, Any] | None:
     """One task; a retry with the same key answers the first. None: cancelled."""
     key = arguments["idempotency_key"]
-    answered = claim_store.begin(key)
+    answered = claim_store.begin(key, arguments["task"])
     if answered is None:
         if LEFT.wait(claim_store.WORK_S):
             claim_store.abandon(key)

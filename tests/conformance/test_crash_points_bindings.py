@@ -1,5 +1,5 @@
 """CRASH-POINTS over a binding whose server goes on starting after its port accepts
-(``still_starting.py``: fsynced start-up records every 20 ms, for 0.6 s past its
+(``still_starting.py``: fsynced start-up records every 20 ms, for 0.4 s past its
 ready): the recorded write waits until the server has settled, so its points are the
 write's, and a listing that waits for its server ends as soon as that server has."""
 
