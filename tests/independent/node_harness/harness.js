@@ -334,16 +334,19 @@ class Runtime {
 
   async listTasks(args) {
     onlyKeys(args, []);
+    // The files are read all at once: read one after another, a listing spanned as many
+    // turns of the event loop as there are tasks, and the calls it raced answered meanwhile.
+    const names = (await fsp.readdir(this.dirs.tasks)).filter((name) => /^TASK-[0-9]+\.json$/.test(name)).sort();
+    const docs = await Promise.all(names.map((name) => readJson(path.join(this.dirs.tasks, name)).catch(() => null)));
     const tasks = [];
-    for (const name of (await fsp.readdir(this.dirs.tasks)).sort()) {
-      if (!/^TASK-[0-9]+\.json$/.test(name)) continue;
-      const doc = await readJson(path.join(this.dirs.tasks, name)).catch(() => null);
-      if (!isTaskDoc(doc)) continue; // a foreign object is not a task
+    names.forEach((name, index) => {
+      const doc = docs[index];
+      if (!isTaskDoc(doc)) return; // a foreign object is not a task
       tasks.push({
         task_id: doc.task_id, task_path: `tasks/${name}`,
         client_submission_id: doc.client_submission_id, request_digest: doc.request_digest,
       });
-    }
+    });
     return { tasks };
   }
 
