@@ -178,6 +178,17 @@ def once_per_session(factory: pytest.TempPathFactory, name: str, compute: Callab
         return result
 
 
+def until(condition: Callable[[], object], within_s: float, poll_s: float = 0.05) -> bool:
+    """Whether ``condition`` held within ``within_s``, asked every ``poll_s``: a test's
+    wait for what another process does, bounded, its assertion left to the caller."""
+    deadline = time.monotonic() + within_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
 def failed_start(connection: Connection) -> tuple[HarnessStartError, float]:
     """A start that must fail (a harness's or a binding server's): its failure and how
     long it took to come; the connection is ended either way."""

@@ -14,16 +14,14 @@ import threading
 import time
 
 import pytest
+from kit import until
 
 from retryproof.adapters import process_groups
 from retryproof.adapters.process_groups import Scratch, run_to_end, wait_exit
 
 
 def gone(path: str, within_s: float = 30.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while os.path.exists(path) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return not os.path.exists(path)
+    return until(lambda: not os.path.exists(path), within_s, 0.01)
 
 
 def test_a_removed_scratch_directory_goes_with_its_files_and_leaves_the_registry():
@@ -33,10 +31,7 @@ def test_a_removed_scratch_directory_goes_with_its_files_and_leaves_the_registry
                 handle.write("x")
         assert scratch.root in process_groups._scratch_dirs
     assert gone(scratch.root)
-    deadline = time.monotonic() + 30.0
-    while scratch.root in process_groups._scratch_dirs and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert scratch.root not in process_groups._scratch_dirs
+    assert until(lambda: scratch.root not in process_groups._scratch_dirs, 30.0, 0.01)
 
 
 def test_a_directory_handed_to_the_remover_stays_registered_until_it_is_gone(monkeypatch):

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from kit import until
 
 from retryproof.adapters import process_groups
 from retryproof.adapters.process_groups import WrappedCommand, forget_group, kill_group, start_group
@@ -45,9 +46,7 @@ def _watched(popen: subprocess.Popen, within: float) -> tuple[str | None, int | 
     while it runs; a watch that gave the start up has killed it)."""
     try:
         with WrappedCommand(popen) as watch:
-            deadline = time.monotonic() + within
-            while watch.lost is None and time.monotonic() < deadline:
-                time.sleep(0.02)
+            until(lambda: watch.lost is not None, within, 0.02)
         return watch.lost, popen.wait(10) if watch.lost else popen.poll()
     finally:
         kill_group(popen)

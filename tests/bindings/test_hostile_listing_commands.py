@@ -13,6 +13,7 @@ import sys
 import time
 
 from binding_helpers import HERE, run_binding, write_binding
+from kit import until
 from test_binding_http import http_binding
 
 LIST_EFFECTS = f'exec {sys.executable} {HERE / "list_effects.py"} "$RETRYPROOF_STATE_DIR"'
@@ -28,9 +29,7 @@ def listing_binding(tmp_path, command: list[str]):
 def gone_within(marker: str, seconds: float) -> list[int]:
     """Pids whose command line still holds ``marker`` after up to ``seconds``: a process
     SIGKILLed a moment ago may not have died yet on a loaded machine."""
-    deadline = time.monotonic() + seconds
-    while alive_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(lambda: not alive_with(marker), seconds)
     return alive_with(marker)
 
 
@@ -103,10 +102,7 @@ def test_sigint_during_a_listing_command_ends_its_group_at_once(tmp_path):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not alive_with(seconds) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert alive_with(seconds), "the listing command never started"
+        assert until(lambda: alive_with(seconds), 60), "the listing command never started"
         began = time.monotonic()
         kit.send_signal(signal.SIGINT)
         _, stderr = kit.communicate(timeout=30)

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from kit import CLI, retryproof_here
+from kit import CLI, retryproof_here, until
 
 from retryproof.adapters.procfs import running
 
@@ -42,9 +42,7 @@ def test_an_interrupted_run_leaves_no_empty_out_directory(tmp_path):
     out = tmp_path / "out"
     kit = hanging_run(out)
     try:
-        deadline = time.monotonic() + 30
-        while not out.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(out.exists, 30)
         assert out.is_dir()  # claimed before the harness starts
         time.sleep(0.5)
         kit.send_signal(signal.SIGTERM)
@@ -63,9 +61,7 @@ def test_an_interrupted_run_keeps_an_out_directory_it_did_not_make(tmp_path):
     try:
         # Not a fixed sleep: on a loaded machine the kit was not yet running its run after
         # 1.5 s, and the SIGINT met an interpreter still importing. The harness runs: so does the run.
-        deadline = time.monotonic() + 30
-        while not started.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        until(started.exists, 30)
         kit.send_signal(signal.SIGINT)
         kit.communicate(timeout=30)
     finally:
@@ -74,7 +70,4 @@ def test_an_interrupted_run_keeps_an_out_directory_it_did_not_make(tmp_path):
     # The harness ended with the kit: on a loaded machine the SIGINT may meet the kit
     # still inside the harness's start, its pid not yet returned (process_groups).
     harness = int(started.read_text())
-    deadline = time.monotonic() + 5
-    while running(harness) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not running(harness), f"the harness ({harness}) outlived the interrupted kit"
+    assert until(lambda: not running(harness), 5), f"the harness ({harness}) outlived the interrupted kit"
