@@ -534,6 +534,19 @@ def placements(ctx: Context) -> list[list[dict[str, Any]]]:
     return [round_["attempts"] for round_ in ctx.evidence["schedule"]["rounds"]]
 
 
+def run_until_round_two_lands(runtime: type[LateAWhile]) -> list[dict[str, Any]]:
+    """Round two's placements, for the tests whose runtime must pass once a placement of
+    that round lands. A run that ended in error instead fails with those placements
+    (their ``effect_age_ms_at_most`` against ``late_after_ms``), so a flake in a loaded
+    suite says whether its kills came late or met no effect."""
+    ctx = context(1, runtime, runtime.CALL_TIMEOUT_S)
+    try:
+        kill_nemesis(ctx)
+    except Unjudgeable as exc:
+        pytest.fail(f"{exc}\nround two's placements: {placements(ctx)[1]}")
+    return placements(ctx)[1]
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_runtime_answering_before_any_kill_lands_is_not_judged(seed):
     """Every call answered before its kill: no round interrupted anything, however
@@ -665,8 +678,7 @@ def test_late_kills_are_placed_again_past_the_attempts_of_other_misses_and_say_s
     placement says so and the round is placed again, past ``ATTEMPTS``, where it lands;
     the runtime passes. With ``ATTEMPTS`` placements for a late round too, as before, it
     ended in error."""
-    ctx = run(1, LateAWhile, LateAWhile.CALL_TIMEOUT_S)
-    attempts = placements(ctx)[1]
+    attempts = run_until_round_two_lands(LateAWhile)
     late, rest = attempts[:ATTEMPTS], attempts[ATTEMPTS:]
     for placed in late:
         assert placed["interrupted_after_effect"] >= 1, placed
@@ -682,7 +694,7 @@ def test_a_round_that_came_late_once_is_placed_past_the_attempts_whatever_its_la
     while its last placement came late, as before, the round stopped at ``ATTEMPTS``
     placements, counted the late one and ended the scenario in error (the reference
     over MCP so, once in 9 runs at load 8-14)."""
-    attempts = placements(run(1, LateOnceThenAnswersFirst, LateOnceThenAnswersFirst.CALL_TIMEOUT_S))[1]
+    attempts = run_until_round_two_lands(LateOnceThenAnswersFirst)
     assert LATE in attempts[0]["missed"], attempts
     assert all(placed["interrupted"] == 0 for placed in attempts[1:ATTEMPTS]), attempts
     assert len(attempts) > ATTEMPTS and "missed" not in attempts[-1], attempts
