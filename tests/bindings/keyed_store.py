@@ -18,8 +18,8 @@ LOCK = threading.Lock()
 #: does past its write (an audit line, a notification). KILL-NEMESIS's effect -> answer
 #: rounds kill in that window, seen through the listing, at their first placement; a
 #: service whose answer left as its effect was made met none, so each such round was
-#: placed six times, each a restart (mcp_memory_dedup.py: 15 server starts and 12.7
-#: CPU-s, 5 and 5.5 with it). A runtime without that window is test_kill_nemesis.py's.
+#: placed six times, each a restart (mcp_memory_dedup.py, when KILL-NEMESIS ran on it:
+#: 15 server starts and 12.7 CPU-s, 5 and 5.5 with it). A runtime without that window is test_kill_nemesis.py's.
 SETTLE_S = 0.1
 
 

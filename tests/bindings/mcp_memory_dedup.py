@@ -2,18 +2,16 @@
 effect is a durable file, but which key made which effect lives only in a dict, so a
 restart forgets it and the retry makes a second effect. The tool takes its own
 argument names (``title``, ``description``, ...) and its key in the request's
-``_meta`` (``idempotencyKey``); a resource lists the effects, and a creation answers
-``keyed_store.SETTLE_S`` after its effect. ``python mcp_memory_dedup.py`` serves stdio."""
+``_meta`` (``idempotencyKey``); a resource lists the effects with their keys.
+``python mcp_memory_dedup.py`` serves stdio."""
 
 from __future__ import annotations
 
 import json
 import os
 import threading
-import time
 from typing import Any
 
-from keyed_store import SETTLE_S
 from sdk import Context, MCPServer
 
 STATE = os.environ["RETRYPROOF_STATE_DIR"]
@@ -57,7 +55,6 @@ def create_ticket(
         os.replace(path + ".tmp", path)
         if idempotencyKey is not None:
             SEEN[idempotencyKey] = ticket
-    time.sleep(SETTLE_S)  # in one of the SDK's threads: the listing is served meanwhile
     return {"ticket": ticket, "replayed": False}
 
 
