@@ -1,9 +1,9 @@
 # Sourced by the Python folders' setup scripts (bash): how a folder's .venv/ is made and filled.
 #   venv_install VENV PIP_INSTALL_ARGS...   create VENV once, then pip install the arguments into it
 # The venv gets no pip of its own: the pip of the python3 running setup installs into it
-# (pip >= 22.3, `pip --python`). ensurepip copying pip and setuptools into each new venv cost
-# more CPU than the folder's own packages' install (5 CPU-s, 13 s, for django_idempotency_key)
-# and nothing uses them there: a `-e` build gets setuptools in pip's isolated build env.
+# (pip >= 22.3, `pip --python`). ensurepip installing pip and setuptools into each new venv
+# cost 4-5 CPU-s (up to 13 s on a loaded machine), and nothing there uses them: an editable
+# install of the kit builds with the setuptools pip puts in its own isolated build env.
 # A python3 without pip, or with an older one, makes the venv with its own pip, as before.
 venv_install() {
     local venv="$1"
