@@ -293,12 +293,14 @@ def _cache_of(source: Path) -> Path:
 def pytest_collection(session: pytest.Session) -> Iterator[object]:
     """Without the cyclic garbage collector: what a collection makes lives as long as the
     session, and each full collection walked the growing heap again (three of them in each
-    pytest-xdist worker)."""
+    pytest-xdist worker). Frozen after it (``gc.freeze``), for the same reason: the tests'
+    own full collections (3-9 a worker) walked it every time."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         return (yield)
     finally:
+        gc.freeze()
         if enabled:
             gc.enable()
 
