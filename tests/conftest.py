@@ -12,9 +12,11 @@ when it detects CI, and the fuzz tests take their budget from
 instead of replacing it.
 """
 
+import atexit
 import compileall
 import contextlib
 import fcntl
+import gc
 import os
 import shutil
 import site
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
@@ -99,6 +102,9 @@ def pytest_configure(config: pytest.Config) -> None:
     at once at load 9-24: the suite took 359 CPU-s with the prefix, 386 without. Where
     bytecode is written, the test modules' rewritten asserts are cached while the workers
     start, and each worker waits for them before it collects (``_rewrite_once``)."""
+    # At its exit the interpreter walks its whole heap again in a last full collection,
+    # after pytest's own (which reports an object's unraisable error): frozen, not walked.
+    atexit.register(gc.freeze)
     if config.getoption("--hypothesis-profile", None):
         from retryproof.conformance.fuzz.profiles import register_profiles
 
@@ -230,8 +236,9 @@ def _rewrite_once(config: pytest.Config) -> None:
         return
     # Without the cyclic garbage collector: rewriting makes and drops a million AST nodes,
     # none in a cycle, and each full collection walked the growing heap again (13 of them,
-    # 0.6 CPU-s); its peak memory grew 3%, to 73 MB.
-    without_gc = "import gc, sys, pytest; gc.disable(); sys.exit(pytest.console_main())"
+    # 0.6 CPU-s); its peak memory grew 3%, to 73 MB. Nor the interpreter's teardown, which
+    # frees it all: the bytecode it wrote is all it leaves.
+    without_gc = "import gc, os, pytest; gc.disable(); os._exit(pytest.main())"
     collect = ("--collect-only", "-q", "-n0", "-p", "no:cacheprovider", *config.args)
     command = [sys.executable, "-c", without_gc, *collect]
     lock, path = tempfile.mkstemp(prefix="retryproof-rewriting-")
@@ -280,6 +287,22 @@ def _cache_of(source: Path) -> Path:
     if sys.pycache_prefix:
         return Path(sys.pycache_prefix, *source.parent.parts[1:])
     return source.parent / "__pycache__"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[object]:
+    """Without the cyclic garbage collector: what a collection makes lives as long as the
+    session, and each full collection walked the growing heap again (three of them in each
+    pytest-xdist worker). Frozen after it (``gc.freeze``), for the same reason: the tests'
+    own full collections (3-9 a worker) walked it every time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 @pytest.hookimpl(trylast=True)

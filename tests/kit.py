@@ -40,9 +40,10 @@ CLI = (sys.executable, "-m", "retryproof.conformance.cli")
 #: 0.050 instead of 0.058 serving HTTP; the suite starts the reference about a thousand times.
 REFERENCE = REFERENCE_COMMAND
 #: The interpreter for a harness written in standard-library Python alone (the independent
-#: runtimes of tests/independent): without ``site`` (``-S``), as the reference is started.
-#: A hello and shutdown of one costs 0.041-0.047 CPU-s instead of 0.051-0.055 (2 CPUs,
-#: load 5); the suite starts them about 150 times.
+#: runtimes of tests/independent), or that finds the kit's modules itself
+#: (tests/conformance/kit_from_source.py): without ``site`` (``-S``), as the reference is
+#: started. A hello and shutdown of one costs 0.041-0.047 CPU-s instead of 0.051-0.055
+#: (2 CPUs, load 5); the suite starts them about 250 times.
 STDLIB_PYTHON = f"{sys.executable} -S"
 #: For a pytest session a test starts to try the kit's pytest plugin (conftest.py's
 #: ``pytester``, and test_hostile_harnesses' own): the two third-party plugins of this

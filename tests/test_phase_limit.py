@@ -6,10 +6,15 @@ README's test command runs them."""
 
 from __future__ import annotations
 
+import math
+import sys
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from kit import until
 
 HERE = Path(__file__).parent
 #: The sessions' own conftest: this folder's plugin, with the unwinding shortened.
@@ -110,3 +115,20 @@ def test_on_a_pytest_xdist_worker_both_bounds_hold_and_the_crash_is_named(pytest
     # pytest-xdist names the test its worker ended in, and a new worker runs the rest
     result.stdout.fnmatch_lines(["*worker 'gw0' crashed while running 'test_hangs.py::test_swallows_its_failure'*"])
     result.assert_outcomes(passed=2, failed=2, errors=1)
+
+
+def test_the_reaper_meets_an_earlier_deadline_and_not_a_disarmed_one(monkeypatch):
+    """The one reaper thread sleeps until the deadline it last saw: a phase with a shorter
+    bound than the one before wakes it, and a phase that ended in time is not reaped."""
+    from phase_limit import _Reaper
+
+    ended = threading.Event()
+    monkeypatch.setitem(sys.modules, "retryproof.adapters.process_groups", SimpleNamespace(end_everything=ended.set))
+    reaper = _Reaper()
+    reaper.arm(0.1)
+    reaper.disarm()
+    assert not ended.wait(0.3), "a disarmed deadline was reaped"
+    reaper.arm(300)
+    assert until(lambda: reaper._waking < math.inf, within_s=5), "the reaper did not take up an armed deadline"
+    reaper.arm(0.1)
+    assert ended.wait(5), "an earlier deadline was met only at the later one"

@@ -31,8 +31,11 @@ def main(args) -> int:
         # as long as the run: frozen, no collection walks it again (a full one, which
         # Hypothesis asks for, cost about 40 ms of the run's CPU). Thawed after it: a
         # process that runs the kit in its own (a test, the pytest plugin's caller) keeps
-        # collecting what it had, its garbage cycles and their open files included.
-        gc.freeze()
+        # collecting what it had, its garbage cycles and their open files included. A
+        # caller that froze its own heap keeps it frozen: thawing would thaw it too.
+        thaw = not gc.get_freeze_count()
+        if thaw:
+            gc.freeze()
         try:
             out = args.out or os.path.join("reports", file_stem(hello.implementation.get("name"), "unnamed"))
             claim = claim or prepare_directory(out)
@@ -40,7 +43,8 @@ def main(args) -> int:
             replays = ReplayFileWriter(out)
             finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays, *summaries], kept)
         finally:
-            gc.unfreeze()
+            if thaw:
+                gc.unfreeze()
             if kept is not None:
                 kept.end()  # a no-op once the run took it
     except BaseException:  # interrupted, or refused: a directory made for nothing goes again

@@ -13,14 +13,14 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+import kit_from_source  # noqa: F401  (the kit's modules, under python -S too)
 
-from retryproof.spec.digest import (  # noqa: E402
+from retryproof.spec.digest import (
     DIGEST_SCHEMA_VERSION,
     check_submission_id,
     request_digest,
 )
-from retryproof.spec.protocol import PROTOCOL, serve  # noqa: E402
+from retryproof.spec.protocol import PROTOCOL, serve
 
 MODE = sys.argv[1]
 if MODE == "shared-state":  # ignores RETRYPROOF_STATE_DIR: one file for every scenario

@@ -16,6 +16,8 @@ import runpy
 import sys
 import threading
 
+import kit_from_source  # noqa: F401  (the kit's modules, under python -S too)
+
 from retryproof.reference_impl.runtime import Runtime
 
 with open(f"/proc/{os.getppid()}/cmdline", "rb") as parent:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from kit import by_id, certify, failed_start
+from kit import STDLIB_PYTHON, by_id, certify, failed_start
 
 from retryproof.adapters.process import ProcessConnection
 from retryproof.conformance.options import REFERENCE_COMMAND
@@ -518,7 +518,7 @@ def test_a_kill_on_the_recorded_file_reached_by_another_threads_path_is_landed_e
     """In the kill runs another thread reaches the journal's second pwrite64 first, after
     a write to another file: the kill lands on the recorded target, in a thread whose
     earlier call differs, so the point is listed as landed elsewhere, not as tested."""
-    harness = f"{sys.executable} {Path(__file__).with_name('other_thread_harness.py')} during-the-write"
+    harness = f"{STDLIB_PYTHON} {Path(__file__).with_name('other_thread_harness.py')} during-the-write"
     done, report = certify(tmp_path / "out", harness, "--only", "CRASH-POINTS", in_process=True)
     scenario = by_id(report)["CRASH-POINTS"]
     evidence = scenario["evidence"]
@@ -537,7 +537,7 @@ def test_a_kill_on_a_call_entered_before_the_write_was_sent_is_landed_elsewhere(
     """In the kill runs another thread makes the journal's first two pwrite64 calls, on
     the recorded targets in the recorded order, before the harness serves: the kills
     land before the write is sent, a crash state of the start, never the points'."""
-    harness = f"{sys.executable} {Path(__file__).with_name('other_thread_harness.py')} at-start"
+    harness = f"{STDLIB_PYTHON} {Path(__file__).with_name('other_thread_harness.py')} at-start"
     done, report = certify(tmp_path / "out", harness, "--only", "CRASH-POINTS", in_process=True)
     scenario = by_id(report)["CRASH-POINTS"]
     evidence = scenario["evidence"]

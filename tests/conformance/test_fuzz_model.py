@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import sys
 from concurrent.futures import Future
 
 import pytest
-from kit import REFERENCE, by_id, certify
+from kit import REFERENCE, STDLIB_PYTHON, by_id, certify
 
 from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance import validation
@@ -220,7 +219,7 @@ def test_an_exploration_draws_from_no_local_constants_and_gives_them_back():
 
 
 def test_a_silent_harness_ends_fuzz_model_in_error(tmp_path):
-    fake = f"{sys.executable} {os.path.join(os.path.dirname(__file__), 'fake_harness.py')} hang-on-write"
+    fake = f"{STDLIB_PYTHON} {os.path.join(os.path.dirname(__file__), 'fake_harness.py')} hang-on-write"
     _, report = certify(tmp_path, fake, "--only", "FUZZ-MODEL", "--call-timeout", "1", env={**os.environ, ENV_VAR: DEV})
     judged = by_id(report)["FUZZ-MODEL"]
     assert judged["status"] == "error" and "FUZZ-MODEL stopped" in judged["reason"], judged["reason"]

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from kit import UNUSED_PLUGINS, by_id, certify
+from kit import STDLIB_PYTHON, UNUSED_PLUGINS, by_id, certify
 
 from retryproof.conformance.scenarios.retries import A4_IDS_PER_ROUND
 
@@ -23,7 +23,7 @@ SCENARIOS = "WT-CREATE,A2-RESPONSE-LOSS"
 def run_kit(tmp_path, mode, *extra, start_timeout="2"):
     """In this process (kit.certify), a hanging harness too: the kit's own timeouts bound
     its waits, and should they not, the test's phase limit does (tests/phase_limit.py)."""
-    harness = f"{sys.executable} {FAKE} {mode}"
+    harness = f"{STDLIB_PYTHON} {FAKE} {mode}"
     timeouts = ("--call-timeout", "1", "--start-timeout", start_timeout)
     done, report = certify(
         tmp_path, harness, "--only", SCENARIOS, *timeouts, *extra, seed=7, formats="md,json,junit", in_process=True
@@ -77,7 +77,7 @@ def test_a_misbehaving_harness_is_never_passed(tmp_path, mode, status, evidence)
 def test_a_hung_harness_costs_one_timeout_per_pipelined_batch(tmp_path):
     """Eight pipelined calls to a harness that never answers: one deadline covers the
     batch (it used to be one full timeout per call, 8 s here)."""
-    harness = f"{sys.executable} {FAKE} hang-on-write"
+    harness = f"{STDLIB_PYTHON} {FAKE} hang-on-write"
     _, report = certify(tmp_path, harness, "--only", "A4-CONCURRENT", "--call-timeout", "1", seed=7, in_process=True)
     judged = by_id(report)["A4-CONCURRENT"]
     assert judged["status"] == "error" and "8 calls got no answer" in judged["reason"]
@@ -177,7 +177,7 @@ def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, extra=(), **env):
     of its own or runs FUZZ-MODEL (its Hypothesis settings would be this session's)."""
     done, report = certify(
         tmp_path / "out",
-        f"{sys.executable} {FAKE} {mode}",
+        f"{STDLIB_PYTHON} {FAKE} {mode}",
         "--only",
         only,
         "--call-timeout",
@@ -382,7 +382,7 @@ def test_an_interrupt_while_racing_callers_start_leaves_none_waiting(monkeypatch
 def test_kill_nemesis_against_a_runtime_that_never_answers_is_an_error_like_every_scenario(tmp_path):
     """It used to fail it for liveness after five rounds of kills, where every other
     scenario says error: the kit could not judge a runtime that answers nothing."""
-    harness = f"{sys.executable} {FAKE} hang-on-write"
+    harness = f"{STDLIB_PYTHON} {FAKE} hang-on-write"
     done, report = certify(tmp_path, harness, "--only", "KILL-NEMESIS", "--call-timeout", "1", seed=7, in_process=True)
     judged = by_id(report)["KILL-NEMESIS"]
     assert judged["status"] == "error", judged["reason"]

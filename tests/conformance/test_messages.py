@@ -7,7 +7,7 @@ import os
 import sys
 
 import pytest
-from kit import by_id, certify
+from kit import STDLIB_PYTHON, by_id, certify
 
 from retryproof.conformance.validation import result_problem
 
@@ -24,7 +24,7 @@ def run_kit(tmp_path, harness, only, seed="3"):
 def test_a_second_task_for_one_id_is_called_that_and_tallies_are_json(tmp_path):
     """Both tasks came from calls: the reason says a second task for one id, not that no
     call could have made them; A4's tally is JSON."""
-    _, scenarios = run_kit(tmp_path, f"{sys.executable} {FAKE} double-create", "A2-RESPONSE-LOSS,A4-CONCURRENT")
+    _, scenarios = run_kit(tmp_path, f"{STDLIB_PYTHON} {FAKE} double-create", "A2-RESPONSE-LOSS,A4-CONCURRENT")
     loss = scenarios["A2-RESPONSE-LOSS"]["reason"]
     assert "a second task for one id" in loss and "no call could have made" not in loss, loss
     race = scenarios["A4-CONCURRENT"]["reason"]

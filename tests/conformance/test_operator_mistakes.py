@@ -7,10 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 
-from kit import CLI, retryproof_here, until
+from kit import CLI, STDLIB_PYTHON, retryproof_here, until
 
 from retryproof.adapters.procfs import running
 
@@ -21,7 +20,7 @@ def hanging_run(out, started=None):
     """``retryproof run`` into ``out`` against a harness that never answers hello (and
     writes its pid to the file ``started``, when given, once it runs)."""
     return subprocess.Popen(
-        [*CLI, "run", "--harness", f"{sys.executable} {FAKE} hang", "--start-timeout", "60", "--out", str(out)],
+        [*CLI, "run", "--harness", f"{STDLIB_PYTHON} {FAKE} hang", "--start-timeout", "60", "--out", str(out)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

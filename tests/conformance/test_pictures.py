@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from html.parser import HTMLParser
 
 import headless_chromium
 import jsonschema
 import pytest
-from kit import REFERENCE, once_per_session
+from kit import REFERENCE, STDLIB_PYTHON, once_per_session
 from kit import certify as kit_certify
 
 from retryproof.conformance.catalogue import catalogue, entry
@@ -41,7 +40,7 @@ HOSTILE = "</title></svg><script>alert(1)</script><img src=x onerror=alert(2)>&a
 
 def certify(out, mode):
     # In this process (kit.certify): what is drawn is what the run recorded, not the process.
-    harness = f"{sys.executable} {FAKE} {mode}"
+    harness = f"{STDLIB_PYTHON} {FAKE} {mode}"
     done, report = kit_certify(
         out, harness, "--only", "A4-CONCURRENT,RESTART-REUSE", seed=7, formats="json,html", in_process=True
     )

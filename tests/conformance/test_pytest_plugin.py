@@ -12,7 +12,7 @@ import shlex
 import sys
 
 import pytest
-from kit import REFERENCE
+from kit import REFERENCE, STDLIB_PYTHON
 
 from retryproof import spec
 from retryproof.conformance.catalogue import entry
@@ -107,7 +107,7 @@ def test_missing_capabilities_are_skipped_not_passed(pytester):
     result = catalogue_run(
         pytester,
         "--retryproof-harness",
-        f"{sys.executable} {FAKE} honest",
+        f"{STDLIB_PYTHON} {FAKE} honest",
         "--retryproof-only",
         "WT-CREATE,WRITE-REPORT-DEDUP,CRASH-AFTER-RESERVE",
     )
@@ -199,7 +199,7 @@ def test_markers_select_by_level(pytester):
             "ERROR: retryproof: the harness failed its handshake: cannot run '/no/such/harness'*",
         ),
         (
-            ["--retryproof-harness", f"{sys.executable} {FAKE} crash-at-start"],
+            ["--retryproof-harness", f"{STDLIB_PYTHON} {FAKE} crash-at-start"],
             "ERROR: retryproof: the harness failed its handshake*",
         ),
         # An unset CI variable: never the bundled reference, never just the team's own tests.

@@ -56,12 +56,20 @@ def test_baseline_of_a_passing_scenario_is_stale(tmp_path):
 
 def test_a_run_in_the_callers_process_leaves_its_collector_as_it_found_it(tmp_path):
     """``run`` freezes what it loaded for its own duration only: a process that runs the
-    kit in its own (a test, the pytest plugin's caller) must still collect its garbage."""
+    kit in its own (a test, the pytest plugin's caller) must still collect its garbage,
+    and a caller that froze its own heap (a pytest-xdist worker, after its collection)
+    keeps it frozen."""
     import gc
 
-    assert gc.get_freeze_count() == 0
-    done = retryproof_here(
-        "run", "--only", "WT-CREATE", "--seed", "1", "--format", "json", "--out", str(tmp_path / "out")
-    )
-    assert done.returncode == 0, done.stderr
-    assert gc.get_freeze_count() == 0
+    def run(out: str) -> None:
+        done = retryproof_here("run", "--only", "WT-CREATE", "--seed", "1", "--format", "json", "--out", out)
+        assert done.returncode == 0, done.stderr
+
+    gc.unfreeze()  # as a caller that froze nothing
+    try:
+        run(str(tmp_path / "thawed"))
+        assert gc.get_freeze_count() == 0, "the run left what it loaded frozen"
+    finally:
+        gc.freeze()  # the worker's heap again, as its collection left it (tests/conftest.py)
+    run(str(tmp_path / "frozen"))
+    assert gc.get_freeze_count() > 0, "the run thawed its caller's frozen heap"

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from html.parser import HTMLParser
 
 import headless_chromium
 import pytest
-from kit import once_per_session, retryproof_here
+from kit import STDLIB_PYTHON, once_per_session, retryproof_here
 
 from retryproof.conformance.catalogue import catalogue, entry
 from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
@@ -42,7 +41,7 @@ def run_fake(out, mode, *, summary=None, name=None):
     done = retryproof_here(  # in this process: the reports are what these tests read
         "run",
         "--harness",
-        f"{sys.executable} {FAKE} {mode}",
+        f"{STDLIB_PYTHON} {FAKE} {mode}",
         "--only",
         SCENARIOS,
         "--seed",

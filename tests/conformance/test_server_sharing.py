@@ -14,7 +14,6 @@ import contextlib
 import os
 import shlex
 import signal
-import sys
 from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from kit import REFERENCE, by_id, certify, once_per_session, retryproof_here
+from kit import REFERENCE, STDLIB_PYTHON, by_id, certify, once_per_session, retryproof_here
 
 from retryproof.conformance.cli import build_parser
 from retryproof.conformance.context import CatalogueViolation, Context
@@ -696,7 +695,7 @@ def test_a_failure_only_after_earlier_turns_says_so_and_reproduces_with_them(tmp
     contract made), is judged again on a fresh server (``alone``), and its reproduce line
     runs the earlier turns first, so the same failure comes back, where the scenario's
     own ``--only`` would pass."""
-    harness = f"{sys.executable} {Path(__file__).with_name('paging_harness.py')} 12"
+    harness = f"{STDLIB_PYTHON} {Path(__file__).with_name('paging_harness.py')} 12"
     earlier = (
         "REUSE-EARLIER-ID",
         "CONFLICT-DIGEST",
