@@ -15,6 +15,9 @@ _CONTROL = re.compile("[\u0000-\u0008\u000b-\u001f\u007f-\u009f]")
 # Inline markdown metacharacters; & < > are HTML-escaped instead, and cells never
 # start a line, so heading and list markers cannot take effect.
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+# What ``md_inline`` escapes in a line: most report text holds none of it, and is kept
+# as it is after one search (report.md escapes every cell of every calls table).
+_MD_ESCAPED = re.compile(r"[&<>\\`*_\[\]|~]")
 
 
 def xml_text(value: object) -> str:
@@ -30,7 +33,10 @@ def _visible_controls(text: str) -> str:
 def visible_lines(value: object) -> str:
     """Multi-line text with its lines kept (CRLF and a lone CR become LF) and every
     other control character made visible."""
-    return _visible_controls(str(value).replace("\r\n", "\n").replace("\r", "\n"))
+    text = str(value)
+    if not _CONTROL.search(text):  # no CR and nothing to show (most text): nothing to change
+        return text
+    return _visible_controls(text.replace("\r\n", "\n").replace("\r", "\n"))
 
 
 def one_line(value: object, limit: int | None = None) -> str:
@@ -44,7 +50,10 @@ def one_line(value: object, limit: int | None = None) -> str:
 def md_inline(value: object, limit: int | None = None) -> str:
     """Text for a markdown table cell or paragraph: one line, HTML entities escaped,
     every markdown metacharacter backslash-escaped, so it renders as the literal text."""
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(one_line(value, limit), quote=False))
+    text = one_line(value, limit)
+    if not _MD_ESCAPED.search(text):
+        return text
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(text, quote=False))
 
 
 def md_block(value: object) -> str:
