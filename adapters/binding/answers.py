@@ -215,7 +215,7 @@ def listed_tasks(binding: Binding, answer: Mapping[str, Any]) -> list[dict[str, 
                 f"listing item {index} has no {'task_id' if task_id is None else 'task'}: {str(item)[:200]}"
             )
         try:
-            digest = request_digest(task)
+            digest = listed_digest(task)
         except ContractError as exc:
             return unmapped(f"listing item {index} holds a task write-task-v1 refuses: {exc}")
         tasks.append(
@@ -228,6 +228,28 @@ def listed_tasks(binding: Binding, answer: Mapping[str, Any]) -> list[dict[str, 
             }
         )
     return tasks
+
+
+#: The digest of each task a listing held, by the task's JSON text (keys sorted): a
+#: listing answers every task again each time (FUZZ-MODEL lists after every step, each
+#: listing longer than the last), and the digest is a function of that JSON (the tasks
+#: come parsed from JSON, and a task write-task-v1 accepts is an object of strings and
+#: arrays of strings, so two such tasks with one text are one task). A task it refuses
+#: is not kept. Cleared when it outgrows ``_MAX_LISTED_DIGESTS``.
+_listed_digests: dict[str, str] = {}
+_MAX_LISTED_DIGESTS = 100_000
+
+
+def listed_digest(task: dict[str, Any]) -> str:
+    """``request_digest(task)``, computed once per distinct listed task."""
+    text = json.dumps(task, sort_keys=True)
+    digest = _listed_digests.get(text)
+    if digest is None:
+        digest = request_digest(task)
+        if len(_listed_digests) >= _MAX_LISTED_DIGESTS:
+            _listed_digests.clear()
+        _listed_digests[text] = digest
+    return digest
 
 
 def call_arguments(binding: Binding, task: Any) -> dict[str, Any] | str:
