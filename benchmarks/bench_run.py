@@ -7,8 +7,8 @@ CPUs takes at least its CPU seconds over N).
 
 Wraps the process adapter's methods with timers and runs the catalogue in-process, one
 scenario at a time (so a scenario's CPU is what the process and its reaped children spent
-between its start and its end), against the bundled reference runtime (or
-``--harness``), writing no report.
+while it was computed), against the bundled reference runtime (or ``--harness``),
+writing no report.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from cpu import cpu_seconds
 from tabulate import tabulate
 
 from retryproof.adapters.process import ProcessConnection
-from retryproof.conformance.events import ScenarioFinished, ScenarioStarted
 from retryproof.conformance.options import REFERENCE_COMMAND, Options
-from retryproof.conformance.runner import handshake, run
+from retryproof.conformance.runner import Run, handshake, run
 
 TIMED = {
     "start": "harness starts (spawn + hello)",
@@ -51,31 +50,35 @@ def instrument(totals: dict[str, list[float]]) -> None:
 
 
 class Durations:
-    """Each scenario's wall, CPU and harness starts (``totals["start"]`` grows by one per start)."""
+    """Each scenario's wall, CPU and harness starts (``totals["start"]`` grows by one
+    per start), measured around ``Run.compute``: with one job the scenarios are
+    computed one after another, and their events are emitted only after each is."""
 
     def __init__(self, totals: dict[str, list[float]]):
         self.rows = []
         self._totals = totals
-        self._began = (0.0, 0.0)
-        self._starts_before = 0
 
-    def handle(self, event) -> None:
-        if isinstance(event, ScenarioStarted):
-            self._began = cpu_seconds()
-            self._starts_before = len(self._totals["start"])
-        if isinstance(event, ScenarioFinished):
-            (kit, children), (kit_before, children_before) = cpu_seconds(), self._began
-            result = event.result
+    def instrument(self) -> None:
+        compute = Run.compute
+
+        def timed(run, item, *args, **kwargs):
+            began, (kit_before, children_before) = time.perf_counter(), cpu_seconds()
+            starts_before = len(self._totals["start"])
+            result = compute(run, item, *args, **kwargs)
+            kit, children = cpu_seconds()
             self.rows.append(
                 (
                     result.entry.id,
                     result.status,
-                    f"{result.duration_s:.2f}",
+                    f"{time.perf_counter() - began:.2f}",
                     f"{kit - kit_before:.2f}",
                     f"{children - children_before:.2f}",
-                    len(self._totals["start"]) - self._starts_before,
+                    len(self._totals["start"]) - starts_before,
                 )
             )
+            return result
+
+        Run.compute = timed
 
 
 def main() -> int:
@@ -90,7 +93,8 @@ def main() -> int:
     began, cpu_began = time.perf_counter(), cpu_seconds()
     hello, kept = handshake(options)  # as `retryproof run` does: its harness is the first sharing scenario's
     durations = Durations(totals)
-    finished = run(options, hello, [durations], kept)
+    durations.instrument()
+    finished = run(options, hello, [], kept)
     wall = time.perf_counter() - began
     kit, children = (now - then for now, then in zip(cpu_seconds(), cpu_began, strict=True))
     # Nested waits (start waits for hello) are counted once: hello time is inside start.
