@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from retryproof.adapters.connection import Lost, Reply
+from retryproof.adapters.digests import DigestMemo
 from retryproof.spec import load_spec
-from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError
 from retryproof.spec.protocol import Failure
 
 #: Error codes that, per spec ``outcome_model.fail_codes``, prove nothing was written.
@@ -45,28 +46,11 @@ def pause_before_retry(retries: int, deadline: float, since: float | None = None
     time.sleep(max(0.0, min((now if since is None else since) + pause, deadline) - now))
 
 
-#: The kit's digest of each task it sent, by the task's ``repr``: a run sends the same
-#: tasks again and again (retries, replays: 196 distinct tasks among the 1123 digests of
-#: the reference's run, seed 1), and a ``repr`` names its types (a tuple is no list, 1 is
-#: no "1"), so two tasks with one ``repr`` are one task. A task write-task-v1 refuses, or
-#: whose ``repr`` is longer than ``_MAX_SENT_CHARS``, is not kept; cleared when it
-#: outgrows ``_MAX_SENT_DIGESTS``.
-_sent_digests: dict[str, str] = {}
-_MAX_SENT_DIGESTS = 10_000
-_MAX_SENT_CHARS = 64 * 1024
-
-
-def sent_digest(task: Any) -> str:
-    """``request_digest(task)`` (raising ``ContractError`` as it does), computed once per distinct task."""
-    key = repr(task)
-    digest = _sent_digests.get(key)
-    if digest is None:
-        digest = request_digest(task)
-        if len(key) <= _MAX_SENT_CHARS:
-            if len(_sent_digests) >= _MAX_SENT_DIGESTS:
-                _sent_digests.clear()
-            _sent_digests[key] = digest
-    return digest
+#: The kit's digest of each task it sent, kept by the task's ``repr``: a run sends the
+#: same tasks again and again (retries, replays: 196 distinct tasks among the 1123
+#: digests of the reference's run, seed 1), and a ``repr`` names its types (a tuple is no
+#: list, 1 is no "1"), so two tasks with one ``repr`` are one task.
+sent_digest = DigestMemo(repr)
 
 
 Answer = TypeVar("Answer")

@@ -20,7 +20,8 @@ from typing import Any
 
 from retryproof.adapters.binding.binding_file import ALL_FIELDS, Binding, Rule
 from retryproof.adapters.binding.transports.base import parse_json
-from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
+from retryproof.adapters.digests import DigestMemo
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError
 from retryproof.spec.protocol import Failure
 
 #: The code of an answer no rule maps: not a fail code, so the outcome model reads it as info.
@@ -230,26 +231,12 @@ def listed_tasks(binding: Binding, answer: Mapping[str, Any]) -> list[dict[str, 
     return tasks
 
 
-#: The digest of each task a listing held, by the task's JSON text (keys sorted): a
+#: The digest of each task a listing held, kept by the task's JSON text (keys sorted): a
 #: listing answers every task again each time (FUZZ-MODEL lists after every step, each
-#: listing longer than the last), and the digest is a function of that JSON (the tasks
-#: come parsed from JSON, and a task write-task-v1 accepts is an object of strings and
-#: arrays of strings, so two such tasks with one text are one task). A task it refuses
-#: is not kept. Cleared when it outgrows ``_MAX_LISTED_DIGESTS``.
-_listed_digests: dict[str, str] = {}
-_MAX_LISTED_DIGESTS = 100_000
-
-
-def listed_digest(task: dict[str, Any]) -> str:
-    """``request_digest(task)``, computed once per distinct listed task."""
-    text = json.dumps(task, sort_keys=True)
-    digest = _listed_digests.get(text)
-    if digest is None:
-        digest = request_digest(task)
-        if len(_listed_digests) >= _MAX_LISTED_DIGESTS:
-            _listed_digests.clear()
-        _listed_digests[text] = digest
-    return digest
+#: listing longer than the last), the tasks come parsed from JSON, and a task
+#: write-task-v1 accepts is an object of strings and arrays of strings, so two such
+#: tasks with one text are one task.
+listed_digest = DigestMemo(lambda task: json.dumps(task, sort_keys=True))
 
 
 def call_arguments(binding: Binding, task: Any) -> dict[str, Any] | str:
