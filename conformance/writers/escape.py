@@ -20,6 +20,9 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 # What ``md_inline`` escapes in a line: most report text holds none of it, and is kept
 # as it is after one search (report.md escapes every cell of every calls table).
 _MD_ESCAPED = re.compile(r"[&<>\\`*_\[\]|~]")
+# What ``html_text`` changes: markup, quotes and the control characters (report.html
+# escapes every cell; most hold none of them).
+_HTML_CHANGED = re.compile("[&<>\"'\u0000-\u0008\u000b-\u001f\u007f-\u009f]")
 
 
 def xml_text(value: object) -> str:
@@ -69,4 +72,7 @@ def md_block(value: object) -> str:
 def html_text(value: object) -> str:
     """Text for an HTML element or a quoted attribute: markup and quotes escaped,
     control characters made visible (they have no business in a page)."""
-    return html.escape(_visible_controls(str(value)), quote=True)
+    text = str(value)
+    if not _HTML_CHANGED.search(text):
+        return text
+    return html.escape(_visible_controls(text), quote=True)

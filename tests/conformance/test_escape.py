@@ -4,9 +4,11 @@ otherwise plain text (a hostile harness needs only one ``|`` to forge a table co
 
 from __future__ import annotations
 
+import html
+
 import pytest
 
-from retryproof.conformance.writers.escape import md_inline, one_line, visible_lines, xml_text
+from retryproof.conformance.writers.escape import html_text, md_inline, one_line, visible_lines, xml_text
 
 MARKDOWN = "\\`*_[]|~"
 ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -47,3 +49,13 @@ def test_characters_xml_cannot_carry_are_replaced(illegal):
 @pytest.mark.parametrize("legal", ["\t", "\n", "\r", " ", "\ud7ff", "\ue000", "\ufffd", "\U00010000", "\U0010ffff"])
 def test_characters_xml_carries_are_kept(legal):
     assert xml_text(f"a{legal}b") == f"a{legal}b"
+
+
+@pytest.mark.parametrize("character", ["&", "<", ">", '"', "'", *CONTROLS, "\r"], ids=lambda c: f"U+{ord(c):04X}")
+def test_each_character_html_text_must_change_alone_is_changed(character):
+    shown = character if character in "&<>\"'" else f"\\x{ord(character):02x}"
+    assert html_text(f"a{character}b") == html.escape(f"a{shown}b") != f"a{character}b"
+
+
+def test_html_text_keeps_plain_text_and_line_ends():
+    assert html_text("write_task\tTASK-0001\nok") == "write_task\tTASK-0001\nok"
