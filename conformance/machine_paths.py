@@ -34,26 +34,32 @@ def without_machine_paths(value: Any, directory: str, home: str, temporary: str 
     ``~``. A root that is not an absolute path below ``/`` is left alone, as is
     everything that is not a string."""
     rules: list[tuple[re.Pattern[str], str]] = []
+    roots: list[str] = []
     temporary = (tempfile.gettempdir() if temporary is None else temporary).rstrip("/")
     if os.path.isabs(temporary):  # first: the temporary directory may lie under either root
         rules.append((re.compile(_BEFORE + re.escape(temporary) + r"/retryproof-[\w-]+" + _END), SCRATCH))
+        roots.append(temporary)
     for root, below, itself in ((directory, "", "."), (home, "~/", "~")):
         root = root.rstrip("/")
         if os.path.isabs(root):  # "/" is "" by now: not a root to strip
             rules.append((re.compile(_BEFORE + re.escape(root) + "/"), below))
             rules.append((re.compile(_BEFORE + re.escape(root) + _END), itself))
-    return _replaced(value, rules)
+            roots.append(root)
+    return _replaced(value, rules, tuple(roots))
 
 
-def _replaced(value: Any, rules: list[tuple[re.Pattern[str], str]]) -> Any:
+def _replaced(value: Any, rules: list[tuple[re.Pattern[str], str]], roots: tuple[str, ...]) -> Any:
     if isinstance(value, str):
-        for pattern, replacement in rules:
-            value = pattern.sub(replacement, value)
+        # Every rule matches its root's text, so a string holding none (most evidence:
+        # ids, ops, digests) is left as it is without trying each rule.
+        if any(root in value for root in roots):
+            for pattern, replacement in rules:
+                value = pattern.sub(replacement, value)
         return value
     if isinstance(value, Mapping):
-        return {key: _replaced(item, rules) for key, item in value.items()}
+        return {key: _replaced(item, rules, roots) for key, item in value.items()}
     if isinstance(value, list):
-        return [_replaced(item, rules) for item in value]
+        return [_replaced(item, rules, roots) for item in value]
     if isinstance(value, tuple):
-        return tuple(_replaced(item, rules) for item in value)
+        return tuple(_replaced(item, rules, roots) for item in value)
     return value

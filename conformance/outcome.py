@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from retryproof.adapters.connection import Lost, Reply
+from retryproof.adapters.digests import DigestMemo
 from retryproof.spec import load_spec
-from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError
 from retryproof.spec.protocol import Failure
 
 #: Error codes that, per spec ``outcome_model.fail_codes``, prove nothing was written.
@@ -43,6 +44,13 @@ def pause_before_retry(retries: int, deadline: float, since: float | None = None
     pause = IN_FLIGHT_RETRY_PAUSES_S[min(retries, len(IN_FLIGHT_RETRY_PAUSES_S) - 1)]
     now = time.monotonic()
     time.sleep(max(0.0, min((now if since is None else since) + pause, deadline) - now))
+
+
+#: The kit's digest of each task it sent, kept by the task's ``repr``: a run sends the
+#: same tasks again and again (retries, replays: 196 distinct tasks among the 1123
+#: digests of the reference's run, seed 1), and a ``repr`` names its types (a tuple is no
+#: list, 1 is no "1"), so two tasks with one ``repr`` are one task.
+sent_digest = DigestMemo(repr)
 
 
 Answer = TypeVar("Answer")
@@ -127,7 +135,7 @@ class Call:
             # The kit's own digest of what it sent, not the runtime's claim: calls
             # with other content show another digest even when the runtime lies.
             try:
-                record["request_digest"] = request_digest(self.args.get("task"))
+                record["request_digest"] = sent_digest(self.args.get("task"))
             except ContractError:
                 record["request_digest"] = "(invalid task)"
         if self.result is not None:

@@ -20,7 +20,8 @@ from typing import Any
 
 from retryproof.adapters.binding.binding_file import ALL_FIELDS, Binding, Rule
 from retryproof.adapters.binding.transports.base import parse_json
-from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError, request_digest
+from retryproof.adapters.digests import DigestMemo
+from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, ContractError
 from retryproof.spec.protocol import Failure
 
 #: The code of an answer no rule maps: not a fail code, so the outcome model reads it as info.
@@ -215,7 +216,7 @@ def listed_tasks(binding: Binding, answer: Mapping[str, Any]) -> list[dict[str, 
                 f"listing item {index} has no {'task_id' if task_id is None else 'task'}: {str(item)[:200]}"
             )
         try:
-            digest = request_digest(task)
+            digest = listed_digest(task)
         except ContractError as exc:
             return unmapped(f"listing item {index} holds a task write-task-v1 refuses: {exc}")
         tasks.append(
@@ -228,6 +229,14 @@ def listed_tasks(binding: Binding, answer: Mapping[str, Any]) -> list[dict[str, 
             }
         )
     return tasks
+
+
+#: The digest of each task a listing held, kept by the task's JSON text (keys sorted): a
+#: listing answers every task again each time (FUZZ-MODEL lists after every step, each
+#: listing longer than the last), the tasks come parsed from JSON, and a task
+#: write-task-v1 accepts is an object of strings and arrays of strings, so two such
+#: tasks with one text are one task.
+listed_digest = DigestMemo(lambda task: json.dumps(task, sort_keys=True))
 
 
 def call_arguments(binding: Binding, task: Any) -> dict[str, Any] | str:

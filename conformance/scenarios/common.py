@@ -11,8 +11,7 @@ from typing import Any
 
 from retryproof.adapters.connection import Connection
 from retryproof.conformance.context import Context, TaskSet, Unjudgeable
-from retryproof.conformance.outcome import Call, id_answer_problems, pause_before_retry, settle_in_passes
-from retryproof.spec.digest import request_digest
+from retryproof.conformance.outcome import Call, id_answer_problems, pause_before_retry, sent_digest, settle_in_passes
 
 
 def expect_created(ctx: Context, call: Call, submission_id: str, task: Any, what: str) -> Mapping[str, Any]:
@@ -36,7 +35,7 @@ def expect_faithful(
 ) -> Mapping[str, Any]:
     """The fields every id-path answer (created or reused) owes: this call's id and
     the write-task-v1 digest of its task (``id_answer_problems``)."""
-    problems = id_answer_problems(result, submission_id, request_digest(task))
+    problems = id_answer_problems(result, submission_id, sent_digest(task))
     ctx.check(not problems, f"{what}: {'; '.join(problems)}")
     return result
 

@@ -1,8 +1,11 @@
 """The outcome model's classes come from the spec: the codes that prove nothing was
 written are exactly those the spec's error_codes describe so."""
 
-from retryproof.conformance.outcome import FAIL_CODES, classify
+import pytest
+
+from retryproof.conformance.outcome import FAIL_CODES, classify, sent_digest
 from retryproof.spec import load_spec
+from retryproof.spec.digest import ContractError, request_digest
 from retryproof.spec.protocol import Failure
 
 SPEC = load_spec()
@@ -25,3 +28,14 @@ def test_a_code_outside_fail_codes_is_indeterminate():
     for code in SPEC["protocol_spec"]["error_codes"]:
         call = classify("write_task", {}, Failure(1, code, "x"), 0.0, 1)
         assert call.kind == ("fail" if code in FAIL_CODES else "info"), code
+
+
+def test_a_digest_is_kept_per_task_never_across_tasks_one_json_text_may_stand_for():
+    # A tuple reads as a list in JSON, and write-task-v1 refuses it: the kept digest of
+    # the list version must not answer for it, nor the list's digest for other text.
+    listed = {"sender": "a", "subject": "s", "references": ["r"]}
+    assert sent_digest(listed) == request_digest(listed)
+    with pytest.raises(ContractError):
+        sent_digest({"sender": "a", "subject": "s", "references": ("r",)})
+    assert sent_digest({**listed, "references": ["q"]}) == request_digest({**listed, "references": ["q"]})
+    assert sent_digest(listed) == request_digest(listed)
