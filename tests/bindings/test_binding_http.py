@@ -144,13 +144,14 @@ def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflic
     assert "schema" not in invalid["reason"]
 
 
-def test_409_in_flight_passes_a4_by_its_retries_but_a_key_left_in_flight_forever_fails_the_kill_nemesis(tmp_path):
+def test_a_key_left_in_flight_forever_fails_the_kill_nemesis(tmp_path):
+    """Safe, never a second effect, but not live. WT-CREATE is the control: its answers
+    read as they should. That racing duplicates answered 409 pass A4 by their retries is
+    test_tool_shapes.py's (in_flight_409.py, the same 409 rule); here A4-CONCURRENT cost
+    some 200 calls more and proved it again."""
     binding = write_binding(tmp_path, http_binding("stuck_in_flight.py", "stuck-in-flight", recovery_s=0.5))
-    done, report = run_binding(tmp_path, binding, "WT-CREATE,A4-CONCURRENT,KILL-NEMESIS", "--call-timeout", "2")
-    assert statuses(report) == {"WT-CREATE": "passed", "A4-CONCURRENT": "passed", "KILL-NEMESIS": "failed"}, done.stdout
-    # IETF draft: the racing duplicates answered 409, wrote nothing, and their retries reused the one effect.
-    a4 = next(s for s in report["scenarios"] if s["id"] == "A4-CONCURRENT")
-    assert sum(a4["evidence"]["in_flight_retries"].values()) > 0
+    done, report = run_binding(tmp_path, binding, "WT-CREATE,KILL-NEMESIS", "--call-timeout", "2")
+    assert statuses(report) == {"WT-CREATE": "passed", "KILL-NEMESIS": "failed"}, done.stdout
     reason = next(s["reason"] for s in report["scenarios"] if s["id"] == "KILL-NEMESIS")
     assert "did not answer with its effect within 2.5s after the fault" in reason and "last: in_flight" in reason
 

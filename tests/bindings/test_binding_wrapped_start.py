@@ -26,7 +26,8 @@ from retryproof.conformance.strace import tracing_options
 from retryproof.spec.protocol import Success
 
 BINDINGS = Path(__file__).parents[2] / "adapters" / "bindings"
-LIVES_ON = (sys.executable, str(Path(__file__).with_name("lives_on.py")))
+#: The fake wrapper, without site: it needs only the standard library (binding_helpers.STDLIB).
+LIVES_ON = (sys.executable, "-S", str(Path(__file__).with_name("lives_on.py")))
 #: The start bound these tests give: what a lost start cost before.
 START_TIMEOUT_S = 60.0
 #: The longest a lost start may take to notice here (a loaded machine included).

@@ -16,7 +16,8 @@ from binding_helpers import HERE, run_binding, write_binding
 from kit import until
 from test_binding_http import http_binding
 
-LIST_EFFECTS = f'exec {sys.executable} {HERE / "list_effects.py"} "$RETRYPROOF_STATE_DIR"'
+#: Without site: it needs only the standard library (binding_helpers.STDLIB).
+LIST_EFFECTS = f'exec {sys.executable} -S {HERE / "list_effects.py"} "$RETRYPROOF_STATE_DIR"'
 
 
 def listing_binding(tmp_path, command: list[str]):
