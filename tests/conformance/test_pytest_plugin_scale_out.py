@@ -218,8 +218,8 @@ def test_an_alone_part_that_gets_no_turn_is_an_error_not_a_gap(pytester):
     """A worker's test that holds the machine past the wait: the scenario's races are
     not run beside it, and the report says so as an ``error`` (the wait is cut to half
     a second here; it is an hour by default). The controller runs in this process; the
-    holder, a conftest (the worker imports no plugin from the session's folder), only in
-    the worker."""
+    holder, a conftest (a worker's sys.path is this interpreter's, without the session's
+    folder, so ``-p holder`` would not import there), acts only in the worker."""
     seen = pytester.path / "seen"
     pytester.makeconftest(
         f"""
