@@ -8,7 +8,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conformance"))
+import kit_from_source  # noqa: E402, F401  (the kit's modules, under python -S too)
 
 from retryproof.spec.protocol import PROTOCOL, serve  # noqa: E402
 

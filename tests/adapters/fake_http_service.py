@@ -8,7 +8,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "conformance"))
+import kit_from_source  # noqa: E402, F401  (the kit's modules, under python -S too)
 
 from retryproof.adapters.implementations.task_store import TaskStore
 from retryproof.spec.digest import request_digest

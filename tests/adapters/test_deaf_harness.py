@@ -21,7 +21,9 @@ DEAF = textwrap.dedent(
 
 
 def test_calls_to_a_harness_that_stopped_reading_end_as_lost(tmp_path):
-    connection = ProcessConnection([sys.executable, "-c", DEAF], str(tmp_path), call_timeout=0.5, start_timeout=10)
+    connection = ProcessConnection(
+        [sys.executable, "-S", "-c", DEAF], str(tmp_path), call_timeout=0.5, start_timeout=10
+    )
     connection.start()
     replies = []
     try:

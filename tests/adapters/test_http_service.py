@@ -25,7 +25,7 @@ class Stand(http_service.HttpServiceRuntime):
 @pytest.fixture
 def runtime(tmp_path):
     environment = {"RETRYPROOF_STATE_DIR": str(tmp_path)}  # the kit sets it for a real harness
-    runtime = Stand(str(tmp_path), {}, [sys.executable, str(FAKE)], str(tmp_path), environment)
+    runtime = Stand(str(tmp_path), {}, [sys.executable, "-S", str(FAKE)], str(tmp_path), environment)
     yield runtime
     runtime.close()
 
@@ -81,7 +81,7 @@ def test_a_service_port_another_program_took_is_picked_again(tmp_path, monkeypat
     real = loopback.free_port
     monkeypatch.setattr(loopback, "free_port", lambda: next(handed, None) or real())
     environment = {"RETRYPROOF_STATE_DIR": str(tmp_path)}
-    runtime = Stand(str(tmp_path), {}, [sys.executable, str(FAKE)], str(tmp_path), environment)
+    runtime = Stand(str(tmp_path), {}, [sys.executable, "-S", str(FAKE)], str(tmp_path), environment)
     try:
         assert runtime.port != taken.getsockname()[1]
         assert runtime.write_task({"subject": "a"}, "order-1")["disposition"] == "created"

@@ -13,7 +13,7 @@ from retryproof.adapters.pipes import ChildPipes, LineTooLong
 
 def child(program: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-S", "-c", program], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
 
 

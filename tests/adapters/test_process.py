@@ -15,7 +15,7 @@ from retryproof.adapters.python_host import host_command
 from retryproof.spec.protocol import Failure, Success
 
 HERE = os.path.dirname(__file__)
-ECHO = [sys.executable, os.path.join(HERE, "echo_harness.py")]
+ECHO = [sys.executable, "-S", os.path.join(HERE, "echo_harness.py")]
 
 
 def connect(tmp_path, command=ECHO, **options):

@@ -64,12 +64,12 @@ def test_a_command_that_answers_and_ends_while_nobody_reads_keeps_its_answer(mon
         return real_select(readers, writers, errors, timeout)
 
     monkeypatch.setattr(process_groups.select, "select", select_that_times_out_once)
-    status, stdout, _ = run_to_end([sys.executable, "-c", "print('answer')"], dict(os.environ), 30.0, 1 << 16)
+    status, stdout, _ = run_to_end([sys.executable, "-S", "-c", "print('answer')"], dict(os.environ), 30.0, 1 << 16)
     assert timed_out_once and (status, stdout) == (0, b"answer\n")
 
 
 def test_wait_exit_meets_a_killed_process_at_its_end_and_bounds_a_running_one():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child = subprocess.Popen([sys.executable, "-S", "-c", "import time; time.sleep(60)"])
     try:
         began = time.monotonic()
         with pytest.raises(subprocess.TimeoutExpired):
@@ -81,7 +81,7 @@ def test_wait_exit_meets_a_killed_process_at_its_end_and_bounds_a_running_one():
     finally:
         child.kill()
         child.wait()
-    ended = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    ended = subprocess.Popen([sys.executable, "-S", "-c", "raise SystemExit(3)"])
     ended.wait()  # reaped by another wait first: its status stands
     assert wait_exit(ended, 1.0) == 3
 

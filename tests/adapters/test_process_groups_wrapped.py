@@ -24,7 +24,7 @@ ZOMBIE = "import os, sys, time\nif os.fork() == 0: os._exit(0)\ntime.sleep(0.2);
 LAUNCHER = (
     "import os, subprocess, sys, time\n"
     "launcher = 'import os, sys, time\\nif os.fork() == 0: time.sleep(float(sys.argv[1]))'\n"
-    "subprocess.run([sys.executable, '-c', launcher, sys.argv[2]])\n"
+    "subprocess.run([sys.executable, '-S', '-c', launcher, sys.argv[2]])\n"
     "open(sys.argv[1], 'w').close(); time.sleep(60)"
 )
 
@@ -33,7 +33,7 @@ def _started(tmp_path, *command: str) -> subprocess.Popen:
     """``command`` started as the kit starts a wrapper, once it has said (a file) that its
     child has ended."""
     mark = tmp_path / "child-ended"
-    popen = start_group([sys.executable, "-c", *command[:1], str(mark), *command[1:]])
+    popen = start_group([sys.executable, "-S", "-c", *command[:1], str(mark), *command[1:]])
     deadline = time.monotonic() + 30
     while not mark.exists():
         assert time.monotonic() < deadline and popen.poll() is None, "the wrapper never ran its child"

@@ -17,7 +17,7 @@ NAMED = "import sys, time; open('/proc/self/comm', 'w').write('a) b'); print(flu
 
 
 def test_a_process_whose_name_holds_a_parenthesis_is_read_by_its_fields_until_it_is_reaped():
-    child = subprocess.Popen([sys.executable, "-c", NAMED], stdout=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-S", "-c", NAMED], stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline()  # named by now
         fields = stat_fields(child.pid)

@@ -151,10 +151,13 @@ def test_a_harness_that_ignores_the_state_directory_fails_isolation(tmp_path):
     assert done.returncode == 1
 
 
-def test_a_harness_runs_in_a_scratch_directory_never_the_users(tmp_path):
+def test_a_harness_runs_in_a_scratch_directory_never_the_users(tmp_path, monkeypatch):
+    """The kit in this process, from the user's working directory (a harness it starts
+    is a process either way)."""
     user = tmp_path / "user"
     user.mkdir()
-    done, scenarios = run_kit_env(tmp_path, "cwd-state", cwd=user)
+    monkeypatch.chdir(user)
+    done, scenarios = run_kit_env(tmp_path, "cwd-state")
     assert os.listdir(user) == []  # it wrote fake.json into its scratch working directory
     assert {s["status"] for s in scenarios.values()} == {"passed"}, done.stdout  # each scenario: a fresh one
     assert done.returncode == 0
@@ -172,9 +175,9 @@ def test_a_huge_implementation_name_still_gives_a_report_and_a_bounded_replay_na
     assert done.returncode == 1
 
 
-def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, extra=(), **env):
-    """``run_kit`` with ``env`` added; in this process unless it needs a working directory
-    of its own or runs FUZZ-MODEL (its Hypothesis settings would be this session's)."""
+def run_kit_env(tmp_path, mode, only=SCENARIOS, extra=(), **env):
+    """``run_kit`` with ``env`` added; in this process unless it runs FUZZ-MODEL (its
+    Hypothesis settings would be this session's)."""
     done, report = certify(
         tmp_path / "out",
         f"{STDLIB_PYTHON} {FAKE} {mode}",
@@ -184,9 +187,8 @@ def run_kit_env(tmp_path, mode, cwd=None, only=SCENARIOS, extra=(), **env):
         "2",
         *extra,
         seed=7,
-        in_process=cwd is None and "FUZZ-MODEL" not in only,
+        in_process="FUZZ-MODEL" not in only,
         env={**os.environ, **env, "PYTHONPATH": REPO},
-        **({"cwd": cwd} if cwd else {}),
     )
     return done, by_id(report)
 

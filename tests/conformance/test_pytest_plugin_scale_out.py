@@ -126,8 +126,12 @@ def test_under_xdist_one_report_set_and_an_alone_part_overlaps_no_other_test(pyt
     part with the test it ran in, and the time every harness process started, with the
     scenario whose scratch folder it was given. The wrapper and the runtime it becomes
     start without ``site``, as the kit starts the reference (each start with it cost half
-    as much again)."""
+    as much again). The controller runs in this process (pytester's own): the claims are
+    about its workers, processes either way, and the reports it writes."""
     calls, parts, starts = pytester.path / "calls.log", pytester.path / "parts.log", pytester.path / "starts.log"
+    # A plugin, whose hooks see every test (a conftest's see only the tests below it),
+    # that the workers import as the controller does, from the session's folder.
+    pytester.makeconftest('pytest_plugins = ["timeline"]')
     pytester.makepyfile(
         timeline=f"""
         import contextlib, json, os, time
@@ -147,13 +151,13 @@ def test_under_xdist_one_report_set_and_an_alone_part_overlaps_no_other_test(pyt
                         test = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
                         log.write(json.dumps([test, began, time.time()]) + "\\n")
 
-        schedule.Turns.alone = logged
-
         def pytest_configure(config):
             # by workerinput, not by PYTEST_XDIST_WORKER: this session's controller inherits
             # that variable when the outer test session runs under xdist too
             global worker
             worker = getattr(config, "workerinput", {{}}).get("workerid")
+            if worker:  # not in the controller, which is the outer test's own process
+                schedule.Turns.alone = logged
 
         def pytest_runtest_logreport(report):
             if report.when == "call" and worker:  # on a worker, where the test ran
@@ -170,8 +174,8 @@ def test_under_xdist_one_report_set_and_an_alone_part_overlaps_no_other_test(pyt
         test_own="def test_own_one(): pass\ndef test_own_two(): pass\n",
     )
     out = pytester.path / "reports"
-    result = pytester.runpytest_subprocess(
-        "-n", "2", "-p", "no:cacheprovider", "-p", "timeline", "--retryproof-harness", f"{sys.executable} -S wrapper.py",
+    result = pytester.runpytest(
+        "-n", "2", "-p", "no:cacheprovider", "--retryproof-harness", f"{sys.executable} -S wrapper.py",
         "--retryproof-only", ",".join(ALONE + ORDINARY), "--retryproof-out", str(out), "-rf",
     )  # fmt: skip
     report = json.loads((out / "report.json").read_text())
@@ -213,10 +217,12 @@ def test_under_xdist_one_report_set_and_an_alone_part_overlaps_no_other_test(pyt
 def test_an_alone_part_that_gets_no_turn_is_an_error_not_a_gap(pytester):
     """A worker's test that holds the machine past the wait: the scenario's races are
     not run beside it, and the report says so as an ``error`` (the wait is cut to half
-    a second here; it is an hour by default)."""
+    a second here; it is an hour by default). The controller runs in this process; the
+    holder, a conftest (a worker's sys.path is this interpreter's, without the session's
+    folder, so ``-p holder`` would not import there), acts only in the worker."""
     seen = pytester.path / "seen"
-    pytester.makepyfile(
-        holder=f"""
+    pytester.makeconftest(
+        f"""
         import fcntl, os, threading, time
         import pytest
         from retryproof.conformance.pytest_plugin import STATE
@@ -253,8 +259,8 @@ def test_an_alone_part_that_gets_no_turn_is_an_error_not_a_gap(pytester):
         """
     )
     out = pytester.path / "reports"
-    result = pytester.runpytest_subprocess(
-        "-n", "1", "-p", "no:cacheprovider", "-p", "holder", "--retryproof", "--retryproof-only", "A4-CONCURRENT",
+    result = pytester.runpytest(
+        "-n", "1", "-p", "no:cacheprovider", "--retryproof", "--retryproof-only", "A4-CONCURRENT",
         "--retryproof-out", str(out), "-rf",
     )  # fmt: skip
     assert seen.read_text().split() == ["queued=True", "queued=False"]
@@ -279,8 +285,8 @@ def test_plugin_shards_merge_into_the_whole_run_also_mixed_with_cli_shards(pytes
     whole run and the CLI's shard are ``shard_runs``, which test_shard_merge reads too.
     One xdist worker is enough here: the controller writes the shard's reports from what
     its workers send either way, and two workers sharing one report set is the test
-    above's. The session without xdist runs in this process (pytester's own), as a team's
-    pytest run is one process."""
+    above's. Both sessions run in this process (pytester's own), the xdist one's worker
+    in a process of its own: a claim about what a shard writes, not about its process."""
     monkeypatch.setenv(ENV_VAR, DEV)
     common = (
         "--retryproof-harness",
@@ -293,9 +299,7 @@ def test_plugin_shards_merge_into_the_whole_run_also_mixed_with_cli_shards(pytes
         "no:cacheprovider",
     )
     plugin = {
-        "one": pytester.runpytest_subprocess(
-            "-n", "1", *common, "--retryproof-shard", "1/2", "--retryproof-out", "one"
-        ),
+        "one": pytester.runpytest("-n", "1", *common, "--retryproof-shard", "1/2", "--retryproof-out", "one"),
         "two": pytester.runpytest(*common, "--retryproof-shard", "2/2", "--retryproof-out", "two"),
     }
     for name, result in plugin.items():
