@@ -4,6 +4,7 @@ for within a bound."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import select
@@ -18,6 +19,7 @@ from kit import until
 
 from retryproof.adapters import process_groups
 from retryproof.adapters.process_groups import Scratch, run_to_end, wait_exit
+from retryproof.adapters.procfs import ENDED, stat_fields
 
 
 def gone(path: str, within_s: float = 30.0) -> bool:
@@ -107,3 +109,38 @@ def test_wait_exit_meets_an_end_another_thread_is_reaping_too():
         for waiter in waiters:
             waiter.join(15)
         assert answers == [-signal.SIGKILL] * 3
+
+
+def test_kill_group_ends_what_the_started_process_started_too():
+    """A harness's own children (a wrapper's runtime, a server's workers) are in its
+    group: ``kill_group`` SIGKILLs the group, not only its leader, or they outlive it."""
+    program = "import os, sys, time\nif os.fork() == 0: time.sleep(60)\nelse: print(os.getpid()); sys.stdout.flush(); time.sleep(60)"
+    leader = process_groups.start_group([sys.executable, "-S", "-c", program])
+    try:
+        assert leader.stdout is not None
+        assert int(leader.stdout.readline()) == leader.pid
+        [child] = until_children(leader.pid)
+        process_groups.kill_group(leader)
+        assert wait_exit(leader, 10) == -signal.SIGKILL
+        assert until(lambda: (stat_fields(child) or ["X"])[0] in ENDED, 10, 0.01), (
+            f"the leader's child {child} outlived kill_group"
+        )
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(leader.pid, signal.SIGKILL)
+        leader.wait(10)
+        process_groups.forget_group(leader)
+        leader.stdout.close()
+        leader.stderr.close()
+
+
+def until_children(pid: int) -> list[int]:
+    """The children ``pid`` has forked, once it has one (the fork may still be under way)."""
+    children: list[int] = []
+
+    def forked() -> bool:
+        children[:] = process_groups.listed_children(pid) or []
+        return bool(children)
+
+    assert until(forked, 10, 0.01), f"{pid} forked no child"
+    return children
