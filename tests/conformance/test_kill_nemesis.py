@@ -534,17 +534,33 @@ def placements(ctx: Context) -> list[list[dict[str, Any]]]:
     return [round_["attempts"] for round_ in ctx.evidence["schedule"]["rounds"]]
 
 
+#: How many runs of one seed a test makes when its claim needs a kill placed soon after
+#: an effect: a loaded machine (the whole suite, 7 workers on 2 CPUs, load 8-15) stalls
+#: the kit's thread for tens of ms, several placements in a row, and a run whose kills
+#: all came too late to judge is an error (or, for a window narrower than the kills'
+#: precision, cannot show the defect). Such a run judged nothing, so the seed is run
+#: again, as a user reruns an error; each run is still checked for what the kit
+#: guarantees under any load.
+RUNS = 3
+
+
 def run_until_round_two_lands(runtime: type[LateAWhile]) -> list[dict[str, Any]]:
-    """Round two's placements, for the tests whose runtime must pass once a placement of
-    that round lands. A run that ended in error instead fails with those placements
-    (their ``effect_age_ms_at_most`` against ``late_after_ms``), so a flake in a loaded
-    suite says whether its kills came late or met no effect."""
-    ctx = context(1, runtime, runtime.CALL_TIMEOUT_S)
-    try:
-        kill_nemesis(ctx)
-    except Unjudgeable as exc:
-        pytest.fail(f"{exc}\nround two's placements: {placements(ctx)[1]}")
-    return placements(ctx)[1]
+    """Round two's placements in the first of ``RUNS`` runs where a placement of that
+    round landed, for the tests whose runtime must pass once one lands. A run that ended
+    in error must have placed round two ``LATE_ATTEMPTS`` times (the claim of both tests:
+    a round with a late kill is placed past ``ATTEMPTS``), else the test fails at once;
+    ``RUNS`` such errors fail with the last run's placements (their
+    ``effect_age_ms_at_most`` against ``late_after_ms``)."""
+    for _ in range(RUNS):
+        ctx = context(1, runtime, runtime.CALL_TIMEOUT_S)
+        try:
+            kill_nemesis(ctx)
+        except Unjudgeable as exc:
+            error, attempts = exc, placements(ctx)[1]
+            assert "missed" not in attempts[-1] or len(attempts) == LATE_ATTEMPTS, f"{exc}\n{attempts}"
+            continue
+        return placements(ctx)[1]
+    pytest.fail(f"{error} ({RUNS} runs)\nround two's placements in the last: {attempts}")
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -667,9 +683,27 @@ def test_a_runtime_recording_its_effect_late_makes_a_second_task_on_every_seed(s
     effect 10 ms after making it is caught on every seed. With 20 ms between the
     listings, as before, a kill came up to about 22 ms after the effect and the verdict
     changed between runs: seed 3 passed in one run of seeds 1-10, none in another
-    (with 50 ms, seed 8 passed)."""
-    with pytest.raises(ScenarioFailed, match="a second task for one id"):
-        run(seed, RecordsAfterEffect)
+    (with 50 ms, seed 8 passed).
+
+    What the kit guarantees under any load: a counted kill within ``RECORD_S`` of the
+    effect (its ``effect_age_ms_at_most``) finds the defect, so a run that passes had
+    every counted effect -> answer kill come later than that. On a loaded machine every
+    kill of a run may (the kit then counts kills within three of the run's own pace, and
+    its pace is slow: kills 25-75 ms after the effect, in 2 of 40 runs at load 9); that
+    run could not see a 10 ms window, nor can a run that ended in error, so the seed is
+    run again, up to ``RUNS``, and must fail in one of them."""
+    for _ in range(RUNS):
+        ctx = context(seed, RecordsAfterEffect)
+        try:
+            kill_nemesis(ctx)
+        except ScenarioFailed as failed:
+            assert "a second task for one id" in str(failed)
+            return
+        except Unjudgeable:
+            continue
+        counted = [round_ for round_ in ctx.evidence["schedule"]["rounds"][1::2] if round_["interrupted_after_effect"]]
+        assert all(round_["effect_age_ms_at_most"] > RecordsAfterEffect.RECORD_S * 1000 for round_ in counted), counted
+    pytest.fail(f"seed {seed}: no second task in {RUNS} runs; the last run's placements: {placements(ctx)}")
 
 
 def test_late_kills_are_placed_again_past_the_attempts_of_other_misses_and_say_so():
