@@ -534,17 +534,45 @@ def placements(ctx: Context) -> list[list[dict[str, Any]]]:
     return [round_["attempts"] for round_ in ctx.evidence["schedule"]["rounds"]]
 
 
+#: How many runs of one seed a test makes when its claim needs a kill placed soon after
+#: an effect: a loaded machine (the whole suite, 7 workers on 2 CPUs, load 8-15) stalls
+#: the kit's thread for tens of ms, several placements in a row, and a run whose kills
+#: all came too late to judge is an error (or, for a window narrower than the kills'
+#: precision, cannot show the defect). Such a run judged nothing, so the seed is run
+#: again, as a user reruns an error; each run is still checked for what the kit
+#: guarantees under any load.
+RUNS = 3
+
+
+def judged(seed: int, runtime: type[InProcess], call_timeout: float = 0.5, check: Any = None) -> Context:
+    """The first of ``RUNS`` runs of ``seed`` that did not end in error; ``check(ctx)``
+    (when given) is called on each run that did, for what its evidence must still show.
+    ``RUNS`` errors fail with the last run's placements."""
+    for _ in range(RUNS):
+        ctx = context(seed, runtime, call_timeout)
+        try:
+            kill_nemesis(ctx)
+        except Unjudgeable as exc:
+            error = exc
+            if check is not None:
+                check(ctx)
+            continue
+        return ctx
+    pytest.fail(f"{error} ({RUNS} runs)\nthe last run's placements: {placements(ctx)}")
+
+
 def run_until_round_two_lands(runtime: type[LateAWhile]) -> list[dict[str, Any]]:
-    """Round two's placements, for the tests whose runtime must pass once a placement of
-    that round lands. A run that ended in error instead fails with those placements
-    (their ``effect_age_ms_at_most`` against ``late_after_ms``), so a flake in a loaded
-    suite says whether its kills came late or met no effect."""
-    ctx = context(1, runtime, runtime.CALL_TIMEOUT_S)
-    try:
-        kill_nemesis(ctx)
-    except Unjudgeable as exc:
-        pytest.fail(f"{exc}\nround two's placements: {placements(ctx)[1]}")
-    return placements(ctx)[1]
+    """Round two's placements in a run where one of them landed, for the tests whose
+    runtime must pass once one lands. A run that ended in error must have placed round
+    two ``LATE_ATTEMPTS`` times (the claim of both tests: a round with a late kill is
+    placed past ``ATTEMPTS``), else the test fails at once with its placements (their
+    ``effect_age_ms_at_most`` against ``late_after_ms``)."""
+
+    def placed_past_the_attempts(ctx: Context) -> None:
+        attempts = placements(ctx)[1]
+        assert "missed" not in attempts[-1] or len(attempts) == LATE_ATTEMPTS, attempts
+
+    return placements(judged(1, runtime, runtime.CALL_TIMEOUT_S, placed_past_the_attempts))[1]
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -648,8 +676,18 @@ def test_a_runtime_answering_a_whole_batch_at_once_is_judged(seed):
     before), and the round is judged; later placements are placed by the listing alone.
     Before, all six placements were triggered by half the answers, came after the last,
     and the scenario ended in error (the Node harness did so in 15 of 24 runs at load
-    12-16)."""
-    for attempts in placements(run(seed, AnswersInBursts))[1::2]:
+    12-16). Its bursts come 20 ms after sending: under the suite's load (15) the kit's
+    thread woke past them in all six placements of a round in 2 of 6 runs of this file,
+    an error, so a seed is run again (``judged``); such a run must still have placed
+    each unplaced round by the clock after its first placement."""
+
+    def placed_by_the_clock(ctx: Context) -> None:
+        for attempts in placements(ctx)[1::2]:
+            assert any(placed["interrupted"] for placed in attempts) or all(
+                "kill_by_ms" in placed for placed in attempts[1:]
+            ), attempts
+
+    for attempts in placements(judged(seed, AnswersInBursts, check=placed_by_the_clock))[1::2]:
         counted = [attempt for attempt in attempts if attempt["interrupted"]]
         assert counted, attempts
         assert all(attempt["killed_at"] == AHEAD_OF_ANSWERS for attempt in counted), attempts
@@ -667,9 +705,27 @@ def test_a_runtime_recording_its_effect_late_makes_a_second_task_on_every_seed(s
     effect 10 ms after making it is caught on every seed. With 20 ms between the
     listings, as before, a kill came up to about 22 ms after the effect and the verdict
     changed between runs: seed 3 passed in one run of seeds 1-10, none in another
-    (with 50 ms, seed 8 passed)."""
-    with pytest.raises(ScenarioFailed, match="a second task for one id"):
-        run(seed, RecordsAfterEffect)
+    (with 50 ms, seed 8 passed).
+
+    What the kit guarantees under any load: a counted kill within ``RECORD_S`` of the
+    effect (its ``effect_age_ms_at_most``) finds the defect, so a run that passes had
+    every counted effect -> answer kill come later than that. On a loaded machine every
+    kill of a run may (the kit then counts kills within three of the run's own pace, and
+    its pace is slow: kills 25-75 ms after the effect, in 2 of 40 runs at load 9); that
+    run could not see a 10 ms window, nor can a run that ended in error, so the seed is
+    run again, up to ``RUNS``, and must fail in one of them."""
+    for _ in range(RUNS):
+        ctx = context(seed, RecordsAfterEffect)
+        try:
+            kill_nemesis(ctx)
+        except ScenarioFailed as failed:
+            assert "a second task for one id" in str(failed)
+            return
+        except Unjudgeable:
+            continue
+        counted = [round_ for round_ in ctx.evidence["schedule"]["rounds"][1::2] if round_["interrupted_after_effect"]]
+        assert all(round_["effect_age_ms_at_most"] > RecordsAfterEffect.RECORD_S * 1000 for round_ in counted), counted
+    pytest.fail(f"seed {seed}: no second task in {RUNS} runs; the last run's placements: {placements(ctx)}")
 
 
 def test_late_kills_are_placed_again_past_the_attempts_of_other_misses_and_say_so():
