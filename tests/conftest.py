@@ -22,7 +22,6 @@ import shutil
 import site
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from fnmatch import fnmatch
@@ -31,6 +30,7 @@ from typing import Any
 
 import pytest
 from kit import UNUSED_PLUGINS
+from session_files import session_path, sweep_orphans
 from suite_order import long_tests_first
 
 pytest_plugins = ["pytester", "phase_limit"]
@@ -115,7 +115,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not workers:
         return
     if sys.dont_write_bytecode and not os.environ.get("PYTHONPYCACHEPREFIX"):
-        prefix = tempfile.mkdtemp(prefix="retryproof-bytecode-", dir=_in_memory())
+        memory = _in_memory()
+        sweep_orphans(BYTECODE, memory)
+        prefix = session_path(BYTECODE, memory, folder=True)
         config.add_cleanup(lambda: shutil.rmtree(prefix, ignore_errors=True))
         _seed_bytecode(prefix)
         os.environ["PYTHONPYCACHEPREFIX"] = prefix
@@ -160,6 +162,10 @@ def _seed_bytecode(prefix: str) -> None:
         sys.pycache_prefix = own
 
 
+#: The names of the session's bytecode prefix and of ``_rewrite_once``'s lock file begin so
+#: (``session_files``: a session killed with SIGKILL leaves them, the next one removes them).
+BYTECODE = "retryproof-bytecode-"
+REWRITING_LOCK = "retryproof-rewriting-"
 #: A file system in memory, where the system has one (Linux).
 MEMORY = "/dev/shm"
 #: The room the bytecode prefix may need there, with some to spare: the venvs the tests
@@ -241,7 +247,9 @@ def _rewrite_once(config: pytest.Config) -> None:
     without_gc = "import gc, os, pytest; gc.disable(); os._exit(pytest.main())"
     collect = ("--collect-only", "-q", "-n0", "-p", "no:cacheprovider", *config.args)
     command = [sys.executable, "-c", without_gc, *collect]
-    lock, path = tempfile.mkstemp(prefix="retryproof-rewriting-")
+    sweep_orphans(REWRITING_LOCK, None)
+    path = session_path(REWRITING_LOCK, None, folder=False)
+    lock = os.open(path, os.O_RDWR)
     fcntl.flock(lock, fcntl.LOCK_EX)
     try:
         process = subprocess.Popen(
