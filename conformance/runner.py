@@ -443,7 +443,7 @@ def run_one(
         return finish("error", "not implemented in this version of the kit")
     missing = missing_needs(item, hello, options.binding)
     if missing:
-        return finish("skipped", "the runtime does not provide " + ", ".join(missing), missing=missing)
+        return finish("skipped", _not_provided(missing), missing=missing)
     if shared is not None and bound.lends(options.binding is not None):
         lease = shared.lend(item.id, bound.cold_server)
         try:
@@ -560,6 +560,18 @@ def missing_needs(item: Entry, hello: Hello, binding: Binding | None) -> list[st
         offered = binding.protocol_parts
         missing += [f"protocol:{part}" for part in item.protocol_parts if part not in offered]
     return missing
+
+
+def _not_provided(missing: list[str]) -> str:
+    """Why a scenario is skipped, blaming each need on whoever lacks it: a program the kit
+    needs (``tool:strace``) is this machine's to install, never the runtime's to provide."""
+    tools = [need.partition(":")[2] for need in missing if need.startswith("tool:")]
+    runtime = [need for need in missing if not need.startswith("tool:")]
+    reasons = ["the runtime does not provide " + ", ".join(runtime)] if runtime else []
+    if tools:
+        names = ", ".join(tools)
+        reasons.append(f"this machine has no {names} on PATH, which the kit needs here (install {names})")
+    return "; ".join(reasons)
 
 
 def _collect_after_failure(context: Context) -> None:
