@@ -156,8 +156,12 @@ def test_each_defect_is_caught_by_the_scenarios_aimed_at_it(tmp_path, wire, defe
     done, report = _run(tmp_path, wire, defect, ",".join(aimed), {"RETRYPROOF_CRASH_POINT": point} if point else None)
     assert statuses(report) == dict.fromkeys(aimed, "failed"), done.stdout + done.stderr
     assert done.returncode == 1
-    reasons = [scenario["reason"] for scenario in report["scenarios"]]
-    assert all(SYMPTOMS[defect] in reason for reason in reasons), reasons
+    reasons = {scenario["id"]: scenario["reason"] for scenario in report["scenarios"]}
+    assert all(SYMPTOMS[defect] in reason for reason in reasons.values()), reasons
+    if defect == "pending-after-kill":
+        # in flight to the last, retried to the recovery bound plus one call timeout (1 s + 2 s)
+        kill_nemesis = reasons["KILL-NEMESIS"]
+        assert "within 3s after the fault" in kill_nemesis and "last: in_flight" in kill_nemesis, kill_nemesis
     if point:  # failed at that point, not because the point is gone from the write
         (reason,) = [s["reason"] for s in report["scenarios"] if s["id"] == "CRASH-POINTS"]
         assert reason.startswith(
