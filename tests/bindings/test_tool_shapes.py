@@ -45,7 +45,7 @@ def test_each_binding_fits_in_30_lines(name):
 #: retried until the key answers, is the claim store's over HTTP (test_binding_faults.py),
 #: and one forever, failed, its pending-after-kill. Each cost six server starts.
 SHAPED = {
-    "three-fields": "WT-CREATE,A2-RESPONSE-LOSS,RESTART-REUSE,CONFLICT-DIGEST,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID,INVALID-KEY,FUZZ-MODEL",
+    "three-fields": "WT-CREATE,A2-RESPONSE-LOSS,CONFLICT-DIGEST,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID,INVALID-KEY,FUZZ-MODEL",
     "never-says-replayed": "WT-CREATE,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,A4-CONCURRENT,RESTART-REUSE,REUSE-EARLIER-ID,CONFLICT-DIGEST",
     "in-flight-409": "WT-CREATE,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,A4-CONCURRENT",
 }
