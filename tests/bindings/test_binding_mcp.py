@@ -34,10 +34,10 @@ def _mcp_sdk() -> None:
 #: (A2-CRASH-BEFORE-RESPONSE over stdio) and over streamable HTTP a cut, and a kill
 #: after a withheld answer whose retry meets the SDK's server started again, under a
 #: new session (A2-CRASH-BEFORE-RESPONSE; KILL-NEMESIS's five kills on that wire are
-#: a standard-library server's). A restart changes nothing of the reference's own (its state
-#: is on disk whichever wire serves it; its RESTART-REUSE runs over plain HTTP), and the
-#: SDK's server is restarted over stdio below, gracefully (a SIGKILL over stdio is the
-#: kit's same code whatever serves: the claim service's).
+#: a standard-library server's). A restart changes nothing of the reference's own (its
+#: state is on disk whichever wire serves it; its RESTART-REUSE runs over plain
+#: HTTP), and the SDK's server is restarted over stdio below, gracefully (a SIGKILL
+#: over stdio is the kit's same code whatever serves: the claim service's).
 SUBSETS = {
     "reference-mcp": "WT-CREATE,INVALID-KEY,CONFLICT-DIGEST,NORMALIZED-EQUAL,LEGACY-NO-ID",
     "reference-mcp-http": "WT-CREATE,A4-CONCURRENT,CONFLICT-DIGEST,A2-RESPONSE-LOSS",
