@@ -1,6 +1,7 @@
 """The claim store (``claim_store.py``) as an MCP server over stdio, on the standard
 library: tool ``create_task(task, idempotency_key)``, tool ``list_effects``, as
-``claim_mcp.py`` serves them over streamable HTTP with the official SDK.
+``claim_mcp.py`` serves them over streamable HTTP with the official SDK (and
+``claim_streamable.py`` with this module's tools, on the standard library).
 
 Why not the SDK here: its import costs 0.5-1 CPU-s at every start, and the fault
 scenarios start this server dozens of times (every kill, every cut over a pipe). The
