@@ -131,10 +131,12 @@ WIRES = ("http", "mcp-stdio", "mcp-http")
 
 
 def claim_binding(wire: str, defect: str = "", waits: bool = True) -> dict[str, Any]:
-    """A binding for the claim store over ``wire``, broken by ``defect`` (claim_store.py's
-    RETRYPROOF_DEFECT; empty: the fixed store); without ``waits``, its calls make their
-    steps at once (RETRYPROOF_CLAIM_WAITS=none: for CRASH-POINTS alone). Its recovery
-    bound is the store's lease."""
+    """A binding for the claim store over ``wire`` (one of ``WIRES``, or
+    ``mcp-http-stdlib``: MCP streamable HTTP served by claim_streamable.py, not the
+    SDK), broken by ``defect`` (claim_store.py's RETRYPROOF_DEFECT; empty: the fixed
+    store); without ``waits``, its calls make their steps at once
+    (RETRYPROOF_CLAIM_WAITS=none: for CRASH-POINTS alone). Its recovery bound is the
+    store's lease."""
     env = {"RETRYPROOF_DEFECT": defect, **({} if waits else {"RETRYPROOF_CLAIM_WAITS": "none"})}
     recovery_s = 1.0 if waits else 0.2
     name = f"claim-{wire}-{defect or 'fixed'}"
@@ -145,6 +147,9 @@ def claim_binding(wire: str, defect: str = "", waits: bool = True) -> dict[str, 
     start: dict[str, Any] = {"command": [*STDLIB, str(HERE / "claim_stdio.py")], "env": env}
     if wire == "mcp-http":
         start = {"command": ["{python}", str(HERE / "claim_mcp.py")], "env": env, "url": "http://127.0.0.1:{port}/mcp"}
+    if wire == "mcp-http-stdlib":
+        start = {"command": [*STDLIB, str(HERE / "claim_streamable.py")], "env": env}
+        start["url"] = "http://127.0.0.1:{port}/mcp"
     return {
         "binding": "retryproof-binding/1",
         "name": name,

@@ -1,6 +1,7 @@
 """The claim store (``claim_store.py``) as an MCP server over stdio, on the standard
 library: tool ``create_task(task, idempotency_key)``, tool ``list_effects``, as
-``claim_mcp.py`` serves them over streamable HTTP with the official SDK.
+``claim_mcp.py`` serves them over streamable HTTP with the official SDK (and
+``claim_streamable.py`` with this module's tools, on the standard library).
 
 Why not the SDK here: its import costs 0.5-1 CPU-s at every start, and the fault
 scenarios start this server dozens of times (every kill, every cut over a pipe). The
@@ -44,12 +45,13 @@ def result(structured: dict[str, Any], error: bool = False) -> dict[str, Any]:
     }
 
 
-def create_task(arguments: dict[str, Any]) -> dict[str, Any] | None:
-    """One task; a retry with the same key answers the first. None: cancelled."""
+def create_task(arguments: dict[str, Any], cancelled: threading.Event) -> dict[str, Any] | None:
+    """One task; a retry with the same key answers the first. None: ``cancelled`` was
+    set while the call waited between claim and effect."""
     key = arguments["idempotency_key"]
     answered = claim_store.begin(key, arguments["task"])
     if answered is None:
-        if LEFT.wait(claim_store.WORK_S):
+        if cancelled.wait(claim_store.WORK_S):
             claim_store.abandon(key)
             return None
         effect = claim_store.make(key, arguments["task"])
@@ -59,17 +61,33 @@ def create_task(arguments: dict[str, Any]) -> dict[str, Any] | None:
     return result({**body, "replayed": status == 200}) if status < 300 else result(body, error=True)
 
 
-def call(request_id: Any, params: dict[str, Any]) -> None:
+def call(request_id: Any, params: dict[str, Any], cancelled: threading.Event) -> dict[str, Any] | None:
+    """The answer to a ``tools/call`` (None: cancelled, nothing to answer)."""
     name = params.get("name")
     if name == "list_effects":
         answer: dict[str, Any] | None = result({"effects": claim_store.effects()})
     elif name == "create_task":
-        answer = create_task(params.get("arguments") or {})
+        answer = create_task(params.get("arguments") or {}, cancelled)
     else:  # as the SDK answers a tool it does not have: at once, never a silent call
-        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"Unknown tool: {name}"}})
-        return
-    if answer is not None:
-        send({"jsonrpc": "2.0", "id": request_id, "result": answer})
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"Unknown tool: {name}"}}
+    return None if answer is None else {"jsonrpc": "2.0", "id": request_id, "result": answer}
+
+
+def reply(message: dict[str, Any]) -> dict[str, Any]:
+    """The answer to a request other than ``tools/call``: ``initialize``, ``ping``."""
+    answer: dict[str, Any] = {"result": {}}  # ping
+    if message["method"] == "initialize":
+        version = (message.get("params") or {}).get("protocolVersion")
+        info = {"name": "claim-store", "version": "1"}
+        answer = {"result": {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}}
+    elif message["method"] != "ping":
+        answer = {"error": {"code": -32601, "message": f"no method {message['method']}"}}
+    return {"jsonrpc": "2.0", "id": message["id"], **answer}
+
+
+def _call_and_send(request_id: Any, params: dict[str, Any]) -> None:
+    if (answer := call(request_id, params, LEFT)) is not None:
+        send(answer)
 
 
 def main() -> None:
@@ -80,20 +98,14 @@ def main() -> None:
         if method is None or request_id is None:  # a notification, or an answer to nothing we asked
             continue
         if method == "tools/call":
-            calls.append(threading.Thread(target=call, args=(request_id, message.get("params") or {})))
+            calls.append(threading.Thread(target=_call_and_send, args=(request_id, message.get("params") or {})))
             calls[-1].start()
             continue
-        answer: dict[str, Any] = {"result": {}}  # ping
-        if method == "initialize":
-            version = (message.get("params") or {}).get("protocolVersion")
-            info = {"name": "claim-store", "version": "1"}
-            answer = {"result": {"protocolVersion": version, "capabilities": {"tools": {}}, "serverInfo": info}}
-        elif method != "ping":
-            answer = {"error": {"code": -32601, "message": f"no method {method}"}}
-        send({"jsonrpc": "2.0", "id": request_id, **answer})
+        send(reply(message))
     LEFT.set()
     for thread in calls:
         thread.join()
 
 
-main()
+if __name__ == "__main__":  # claim_streamable.py serves the same tools over streamable HTTP
+    main()

@@ -39,10 +39,11 @@ class JsonHandler(socketserver.StreamRequestHandler):
             self.close_connection = words[-1] != b"HTTP/1.1" or self.headers.get("connection", "").lower() == "close"
             getattr(self, "do_" + words[0].decode("ascii"))()
 
-    def answer(self, status: int, body: object, replayed: bool = False) -> None:
-        data = json.dumps(body).encode()
+    def answer(self, status: int, body: object, replayed: bool = False, fields: tuple[str, ...] = ()) -> None:
+        """``body`` as JSON (None: no body), with the header ``fields`` given ("Name: value")."""
+        data = b"" if body is None else json.dumps(body).encode()
         head = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "Content-Type: application/json"]
-        head += [f"Content-Length: {len(data)}", *(["Idempotent-Replayed: true"] if replayed else [])]
+        head += [f"Content-Length: {len(data)}", *(["Idempotent-Replayed: true"] if replayed else []), *fields]
         head += ["Connection: close"] if self.close_connection else []
         self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("iso-8859-1") + data)
 

@@ -144,18 +144,6 @@ def test_a_service_that_replays_a_reused_key_with_another_body_fails_the_conflic
     assert "schema" not in invalid["reason"]
 
 
-def test_a_key_left_in_flight_forever_fails_the_kill_nemesis(tmp_path):
-    """Safe, never a second effect, but not live. WT-CREATE is the control: its answers
-    read as they should. That racing duplicates answered 409 pass A4 by their retries is
-    test_tool_shapes.py's (in_flight_409.py, the same 409 rule); here A4-CONCURRENT cost
-    some 200 calls more and proved it again."""
-    binding = write_binding(tmp_path, http_binding("stuck_in_flight.py", "stuck-in-flight", recovery_s=0.5))
-    done, report = run_binding(tmp_path, binding, "WT-CREATE,KILL-NEMESIS", "--call-timeout", "2")
-    assert statuses(report) == {"WT-CREATE": "passed", "KILL-NEMESIS": "failed"}, done.stdout
-    reason = next(s["reason"] for s in report["scenarios"] if s["id"] == "KILL-NEMESIS")
-    assert "did not answer with its effect within 2.5s after the fault" in reason and "last: in_flight" in reason
-
-
 def test_the_pytest_plugin_runs_a_binding(pytester):
     """``--retryproof-binding``: the same catalogue items over the reference's HTTP API;
     a scenario only a harness offers is a skip with its reason, never a pass."""

@@ -31,13 +31,13 @@ def _mcp_sdk() -> None:
 #: code is test_binding_faults.py's, on the claim service: a restart, graceful and by
 #: SIGKILL, passed over stdio (RESTART-REUSE, also the control for the server below
 #: that it fails), a kill after an answer withheld on the pipe
-#: (A2-CRASH-BEFORE-RESPONSE over stdio) and over streamable HTTP a cut, a kill and a
-#: new session on a new server (KILL-NEMESIS kills its SDK server there five times,
-#: starts it again on its state each time, then retries every key it sent until each
-#: answers its one effect). A restart changes nothing of the reference's own (its state
-#: is on disk whichever wire serves it; its RESTART-REUSE runs over plain HTTP), and the
-#: SDK's server is restarted over stdio below, gracefully (a SIGKILL over stdio is the
-#: kit's same code whatever serves: the claim service's).
+#: (A2-CRASH-BEFORE-RESPONSE over stdio) and over streamable HTTP a cut, and a kill
+#: after a withheld answer whose retry meets the SDK's server started again, under a
+#: new session (A2-CRASH-BEFORE-RESPONSE; KILL-NEMESIS's five kills on that wire are
+#: a standard-library server's). A restart changes nothing of the reference's own (its
+#: state is on disk whichever wire serves it; its RESTART-REUSE runs over plain
+#: HTTP), and the SDK's server is restarted over stdio below, gracefully (a SIGKILL
+#: over stdio is the kit's same code whatever serves: the claim service's).
 SUBSETS = {
     "reference-mcp": "WT-CREATE,INVALID-KEY,CONFLICT-DIGEST,NORMALIZED-EQUAL,LEGACY-NO-ID",
     "reference-mcp-http": "WT-CREATE,A4-CONCURRENT,CONFLICT-DIGEST,A2-RESPONSE-LOSS",

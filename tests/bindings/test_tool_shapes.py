@@ -43,9 +43,9 @@ def test_each_binding_fits_in_30_lines(name):
 #: restart). Not KILL-NEMESIS: this service keeps its pending mark in memory, so after
 #: its kills nothing answers 409 (none of its calls did, seed 7); a 409 after a kill,
 #: retried until the key answers, is the claim store's over HTTP (test_binding_faults.py),
-#: and one forever, failed, is test_binding_http.py's. Each cost six server starts.
+#: and one forever, failed, its pending-after-kill. Each cost six server starts.
 SHAPED = {
-    "three-fields": "WT-CREATE,A2-RESPONSE-LOSS,RESTART-REUSE,CONFLICT-DIGEST,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID,INVALID-KEY,FUZZ-MODEL",
+    "three-fields": "WT-CREATE,A2-RESPONSE-LOSS,CONFLICT-DIGEST,DISTINCT-IDS-DISTINCT-TASKS,LEGACY-NO-ID,INVALID-KEY,FUZZ-MODEL",
     "never-says-replayed": "WT-CREATE,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,A4-CONCURRENT,RESTART-REUSE,REUSE-EARLIER-ID,CONFLICT-DIGEST",
     "in-flight-409": "WT-CREATE,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,A4-CONCURRENT",
 }
