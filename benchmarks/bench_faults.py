@@ -22,7 +22,8 @@ where the defect lives), and over each MCP wire only what that wire's own code d
 What runs here only: seeds 2-20; CRASH-POINTS at every point for pending-after-kill
 and lease-reclaims (HTTP), for every defect over MCP, and for the fixed store over MCP;
 cancel-marks-unknown over both MCP wires; pending-after-kill over MCP streamable HTTP;
-lease-reclaims over both MCP wires.
+lease-reclaims over both MCP wires; KILL-NEMESIS on the SDK's streamable HTTP server
+(``claim_mcp.py``: the suite runs it on the standard-library ``claim_streamable.py``).
 """
 
 from __future__ import annotations
