@@ -9,6 +9,7 @@ that make ``retryproof run --only ID --seed N`` take exactly the recorded path.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,3 +39,14 @@ def file_name(document: Mapping[str, Any]) -> str:
     name = file_stem((document.get("implementation") or {}).get("name"), "harness")
     scenario = file_stem(str(document.get("scenario") or "fuzz-model").lower(), "scenario")
     return f"{scenario}-{name}-seed{int(document['seed'])}.json"
+
+
+def is_file_name(name: str) -> bool:
+    """Whether ``file_name`` could have given ``name``: a catalogue scenario's stem, then
+    the implementation's, then the seed. The kit removes such a file from a report
+    folder when a later run there did not write it, and no other."""
+    from retryproof.conformance.catalogue import catalogue
+
+    if not re.fullmatch(r"[A-Za-z0-9._-]+-seed-?[0-9]+\.json", name):
+        return False
+    return any(name.startswith(f"{file_stem(entry.id.lower(), 'scenario')}-") for entry in catalogue())

@@ -1,0 +1,121 @@
+"""A report folder holds one run's files: a run (or a merge) that writes there removes
+the kit's report files it did not write this time, and nothing else; a run that stops
+before its reports, or cannot write them, leaves the earlier ones as they were."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from kit import retryproof_here
+
+from retryproof.conformance.events import ScenarioFinished
+from retryproof.conformance.writers import files
+
+#: Files a user (or another tool) keeps in the folder: never the kit's to remove.
+NOT_THE_KITS = ("notes.txt", "report.html.bak", "replays/my-notes.json", "replays/fuzz-model-seed1.txt")
+
+
+def earlier_files(out: Path, *kits: str) -> dict[str, bytes]:
+    """``out`` as an earlier run (``kits``) and its user (``NOT_THE_KITS``) left it."""
+    for name in (*kits, *NOT_THE_KITS):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(f"earlier {name}\n")
+    return contents(out)
+
+
+def contents(out: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(out)): path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()}
+
+
+def test_a_run_removes_the_kits_files_it_did_not_write_and_nothing_else(tmp_path):
+    """An earlier run's report.html and badges (its verdict), and the replays of an
+    earlier failing run, once stayed beside the new report.md."""
+    out = tmp_path / "out"
+    stale = ("report.html", "badge.json", "badge.svg", "replays/fuzz-model-reference-seed4.json")
+    stale += ("replays/crash-points-other-runtime-seed-7.json",)
+    earlier_files(out, "report.md", "junit.xml", *stale)
+    done = retryproof_here("run", "--only", "WT-CREATE", "--seed", "5", "--format", "md,junit", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    after = contents(out)
+    assert sorted(after) == sorted(["report.md", "junit.xml", *NOT_THE_KITS]), sorted(after)
+    assert not after["report.md"].startswith(b"earlier")
+    assert all(after[name] == f"earlier {name}\n".encode() for name in NOT_THE_KITS)
+
+
+def test_a_run_that_stops_before_its_reports_leaves_the_earlier_ones(tmp_path):
+    out = tmp_path / "out"
+    before = earlier_files(out, "report.md", "report.html", "badge.json", "replays/fuzz-model-reference-seed4.json")
+    done = retryproof_here("run", "--harness", "false", "--only", "WT-CREATE", "--out", str(out))
+    assert done.returncode == 2, done.stderr  # no handshake: no run, no results
+    assert contents(out) == before
+
+
+@pytest.fixture(scope="module")
+def shard(tmp_path_factory) -> Path:
+    """A run's report.json, for ``merge``."""
+    shard = tmp_path_factory.mktemp("shard")
+    done = retryproof_here(
+        "run", "--only", "WT-CREATE", "--seed", "5", "--shard", "1/1", "--format", "json", "--out", str(shard)
+    )
+    assert done.returncode == 0, done.stderr
+    return shard
+
+
+def test_a_merge_removes_them_too_and_keeps_the_replays_it_writes(tmp_path, shard):
+    """``retryproof merge --out`` writes through the same writers; a replay file this run
+    writes (here: named as an earlier one was) stays, the others go."""
+    from retryproof.conformance.commands.merge import merged_run
+
+    out = tmp_path / "out"
+    earlier_files(
+        out,
+        "report.md",
+        "report.html",
+        "badge.svg",
+        "replays/kill-nemesis-x-seed5.json",
+        "replays/fuzz-model-x-seed5.json",
+    )
+    done = retryproof_here("merge", str(shard / "report.json"), "--format", "md", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert sorted(contents(out)) == sorted(["report.md", *NOT_THE_KITS])
+
+    earlier_files(out, "replays/kill-nemesis-x-seed5.json", "replays/fuzz-model-x-seed5.json")
+    writer = files.ReplayFileWriter(str(out), ("md",))
+    document = {"scenario": "KILL-NEMESIS", "seed": 5, "implementation": {"name": "x"}}
+    writer.handle(ScenarioFinished(SimpleNamespace(evidence={"replay": document}), 1, 1))  # type: ignore[arg-type]
+    writer.handle(merged_run([str(shard / "report.json")])[0])
+    assert json.loads((out / "replays/kill-nemesis-x-seed5.json").read_text()) == document
+    assert not (out / "replays/fuzz-model-x-seed5.json").exists()
+
+
+def test_the_emptied_replays_folder_goes_unless_something_else_is_there(tmp_path, shard):
+    from retryproof.conformance.commands.merge import merged_run
+
+    finished = merged_run([str(shard / "report.json")])[0]
+    (tmp_path / "replays").mkdir()
+    (tmp_path / "replays/fuzz-model-x-seed5.json").write_text("{}")
+    files.ReplayFileWriter(str(tmp_path), ("json",)).handle(finished)
+    assert not (tmp_path / "replays").exists()
+    earlier_files(tmp_path, "replays/fuzz-model-x-seed5.json")
+    files.ReplayFileWriter(str(tmp_path), ("json",)).handle(finished)
+    assert sorted(os.listdir(tmp_path / "replays")) == ["fuzz-model-seed1.txt", "my-notes.json"]
+
+
+@pytest.mark.parametrize("scenario", [None, "CRASH-POINTS", "KILL-NEMESIS"])  # None: FUZZ-MODEL's
+@pytest.mark.parametrize("seed", [0, -3, 2**40])
+def test_replay_names_the_kit_gives_are_its_own(scenario, seed):
+    from retryproof.conformance import replay_file
+
+    document = {"scenario": scenario, "seed": seed, "implementation": {"name": "a runtime/1.0"}}
+    assert replay_file.is_file_name(replay_file.file_name(document))
+
+
+@pytest.mark.parametrize("name", ["fuzz-model-seed1.txt", "my-notes.json", "fuzz-model-x.json", "other-x-seed1.json"])
+def test_other_names_are_not(name):
+    from retryproof.conformance import replay_file
+
+    assert not replay_file.is_file_name(name)
