@@ -40,7 +40,7 @@ def main(args) -> int:
             out = args.out or os.path.join("reports", file_stem(hello.implementation.get("name"), "unnamed"))
             claim = claim or prepare_directory(out)
             writers = [ReportFileWriter(out, fmt) for fmt in formats]
-            replays = ReplayFileWriter(out)
+            replays = ReplayFileWriter(out, formats)  # and removes the kit's files this run does not write
             finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays, *summaries], kept)
         finally:
             if thaw:
