@@ -186,19 +186,23 @@ def prepare_directory(path: str) -> DirectoryClaim:
 
 
 def write_atomically(path: str, text: str) -> None:
-    """A reader never sees half a file, and two writers never share a temporary name."""
+    """A reader never sees half a file, and two writers never share a temporary name.
+    A file that cannot be written (a full disk) is a ``KitError`` naming it; the
+    earlier file of that name stays as it was, and no temporary file is left."""
     folder, name = os.path.split(path)
-    os.makedirs(folder or ".", exist_ok=True)
     temporary = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
     try:
+        os.makedirs(folder or ".", exist_ok=True)
         with open(temporary, "x", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(temporary)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise _cannot("write", path, exc) from None
         raise
 
 

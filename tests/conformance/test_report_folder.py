@@ -4,6 +4,7 @@ before its reports, or cannot write them, leaves the earlier ones as they were."
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -119,3 +120,42 @@ def test_other_names_are_not(name):
     from retryproof.conformance import replay_file
 
     assert not replay_file.is_file_name(name)
+
+
+class FullDisk:
+    """``open`` in writers/files.py as on a full disk: the file is made, its writes fail."""
+
+    def __init__(self, path: str, mode: str, **options: object):
+        self.handle = open(path, mode, **options)  # closed by __exit__
+
+    def __enter__(self) -> FullDisk:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.handle.close()
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_full_disk_is_the_machines_problem_named_with_the_file(tmp_path, monkeypatch):
+    """It was reported as a bug in the kit (exit 3, "retryproof crashed: OSError"), named
+    no file, and lost the verdict. An injected error: the file system's own (ENOSPC on
+    a small tmpfs) gives the same, but mounting one needs privileges a test cannot assume."""
+    out = tmp_path / "out"
+    before = earlier_files(out, "report.md", "report.json", "junit.xml", "report.html")
+    monkeypatch.setattr(files, "open", FullDisk, raising=False)
+    done = retryproof_here("run", "--only", "WT-CREATE", "--seed", "5", "--out", str(out))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[0] == f"error: cannot write {out / 'report.md'}: No space left on device"
+    assert done.stderr.splitlines()[1].startswith("hint: make room on that file system")
+    assert "PARTIAL (partial run: 1 of" in done.stdout  # the verdict, printed before the files
+    assert contents(out) == before  # the earlier reports kept whole, no temporary file left
+
+
+def test_a_full_disk_elsewhere_is_the_machines_problem_too(tmp_path):
+    """A write the kit does not name (here the step summary's, on /dev/full: a real ENOSPC)."""
+    env = {**os.environ, "GITHUB_STEP_SUMMARY": "/dev/full"}
+    done = retryproof_here("run", "--only", "WT-CREATE", "--seed", "5", "--out", str(tmp_path), env=env)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[0] == "error: a write failed: No space left on device", done.stderr
