@@ -174,7 +174,9 @@ def _rerun_scenario(args, document: Mapping[str, Any]) -> int:
     try:
         with Scratch("retryproof-replay-") as scratch:
             argv = ["run", "--only", scenario, "--seed", str(seed), *target, *flags, "--out", scratch.work]
-            code = run.main(build_parser("run").parse_args([*argv, "--format", "json"]))
+            # The console says what the run found; its report goes with the scratch folder,
+            # so no "wrote" line points at it (the file replayed is the run's record).
+            code = run.main(build_parser("run").parse_args([*argv, "--format", "json"]), name_files=False)
     finally:  # a caller going on in this process (a test, the pytest plugin) gets its environment back
         for name, value in before.items():
             if value is None:
