@@ -17,6 +17,11 @@ from retryproof.conformance.file_names import file_stem
 
 FORMAT = "retryproof-fuzz-replay/1"
 SCENARIO_FORMAT = "retryproof-scenario-replay/1"
+#: The key of a replay file's ``true`` when its run's target was the bundled reference
+#: (no --harness, --python or --binding), so that ``replay`` without ``--harness`` replays
+#: only such a file: a harness may forward the reference's hello, name and all. A file
+#: from an older kit has none (``replay`` then compares the names).
+BUNDLED_REFERENCE = "bundled_reference"
 
 
 def scenario_replay(

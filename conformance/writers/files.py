@@ -83,14 +83,19 @@ class ReplayFileWriter:
         self.folder = os.path.join(out, "replays")
         self.formats = formats
         self.paths: list[str] = []
+        self._bundled_reference = False
 
     def handle(self, event: Event) -> None:
-        if isinstance(event, RunFinished):
+        if isinstance(event, RunStarted):
+            # No --harness, --python or --binding: the run's target was the bundled reference.
+            self._bundled_reference = event.info.target == ""
+        elif isinstance(event, RunFinished):
             self._remove_unwritten()
         if not isinstance(event, ScenarioFinished):
             return
         document = event.result.evidence.get("replay")
         if isinstance(document, dict):
+            document = {**document, replay_file.BUNDLED_REFERENCE: self._bundled_reference}
             path = os.path.join(self.folder, replay_file.file_name(document))
             write_atomically(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
             self.paths.append(path)

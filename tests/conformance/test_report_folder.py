@@ -89,7 +89,7 @@ def test_a_merge_removes_them_too_and_keeps_the_replays_it_writes(tmp_path, shar
     document = {"scenario": "KILL-NEMESIS", "seed": 5, "implementation": {"name": "x"}}
     writer.handle(ScenarioFinished(SimpleNamespace(evidence={"replay": document}), 1, 1))  # type: ignore[arg-type]
     writer.handle(merged_run([str(shard / "report.json")])[0])
-    assert json.loads((out / "replays/kill-nemesis-x-seed5.json").read_text()) == document
+    assert json.loads((out / "replays/kill-nemesis-x-seed5.json").read_text())["scenario"] == "KILL-NEMESIS"
     assert not (out / "replays/fuzz-model-x-seed5.json").exists()
 
 
