@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from kit import retryproof_here
 
-from retryproof.conformance.events import ScenarioFinished
+from retryproof.conformance.events import RunStarted, ScenarioFinished
 from retryproof.conformance.writers import files
 
 #: Files a user (or another tool) keeps in the folder: never the kit's to remove.
@@ -104,6 +104,20 @@ def test_the_emptied_replays_folder_goes_unless_something_else_is_there(tmp_path
     earlier_files(tmp_path, "replays/fuzz-model-x-seed5.json")
     files.ReplayFileWriter(str(tmp_path), ("json",)).handle(finished)
     assert sorted(os.listdir(tmp_path / "replays")) == ["fuzz-model-seed1.txt", "my-notes.json"]
+
+
+def test_nothing_goes_before_the_run_finishes(tmp_path, shard):
+    """A run interrupted mid-way (no RunFinished) keeps the earlier reports."""
+    from retryproof.conformance.commands.merge import merged_run
+
+    finished = merged_run([str(shard / "report.json")])[0]
+    before = earlier_files(tmp_path, "report.html", "replays/fuzz-model-x-seed5.json")
+    writer = files.ReplayFileWriter(str(tmp_path), ("json",))
+    writer.handle(RunStarted(finished.info, 1))
+    writer.handle(ScenarioFinished(finished.results[0], 1, 1))
+    assert contents(tmp_path) == before
+    writer.handle(finished)
+    assert sorted(contents(tmp_path)) == sorted(NOT_THE_KITS)
 
 
 @pytest.mark.parametrize("scenario", [None, "CRASH-POINTS", "KILL-NEMESIS"])  # None: FUZZ-MODEL's
