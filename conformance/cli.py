@@ -252,6 +252,12 @@ def main(argv: list[str] | None = None) -> int:
         return 141
     except Exception as exc:  # a crash (RecursionError, MemoryError too): the one place it is reported
         # What it started is ended at exit, by the process adapter's atexit hook.
+        import errno  # built in: nothing to load
+
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):  # the machine's, not the kit's
+            where = f"cannot write {exc.filename}" if exc.filename else "a write failed"
+            _complain(args.command, f"{where}: {exc.strerror}", "make room on that file system, then run again", 2)
+            return 2
         _complain(
             args.command,
             f"retryproof crashed: {type(exc).__name__}: {exc}"[:2000],

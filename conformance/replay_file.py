@@ -9,6 +9,7 @@ that make ``retryproof run --only ID --seed N`` take exactly the recorded path.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,11 @@ from retryproof.conformance.file_names import file_stem
 
 FORMAT = "retryproof-fuzz-replay/1"
 SCENARIO_FORMAT = "retryproof-scenario-replay/1"
+#: The key of a replay file's ``true`` when its run's target was the bundled reference
+#: (no --harness, --python or --binding), so that ``replay`` without ``--harness`` replays
+#: only such a file: a harness may forward the reference's hello, name and all. A file
+#: from an older kit has none (``replay`` then compares the names).
+BUNDLED_REFERENCE = "bundled_reference"
 
 
 def scenario_replay(
@@ -38,3 +44,14 @@ def file_name(document: Mapping[str, Any]) -> str:
     name = file_stem((document.get("implementation") or {}).get("name"), "harness")
     scenario = file_stem(str(document.get("scenario") or "fuzz-model").lower(), "scenario")
     return f"{scenario}-{name}-seed{int(document['seed'])}.json"
+
+
+def is_file_name(name: str) -> bool:
+    """Whether ``file_name`` could have given ``name``: a catalogue scenario's stem, then
+    the implementation's, then the seed. The kit removes such a file from a report
+    folder when a later run there did not write it, and no other."""
+    from retryproof.conformance.catalogue import catalogue
+
+    if not re.fullmatch(r"[A-Za-z0-9._-]+-seed-?[0-9]+\.json", name):
+        return False
+    return any(name.startswith(f"{file_stem(entry.id.lower(), 'scenario')}-") for entry in catalogue())

@@ -53,18 +53,20 @@ def digest_one(raw: bytes, canonical: bool, where: str = "input") -> str:
 
 
 def digest_lines(lines: Iterable[bytes], canonical: bool) -> Iterable[str]:
-    """One output line per non-blank input line: the digest or ``error <code> <detail>``.
+    """One output line per input line, so that the output lines up with the input line
+    for line (``paste tasks.jsonl answers`` pairs them): the digest, ``error <code> line
+    <N> <field>: <detail>``, or an empty line for a blank one (no task there, nothing wrong).
 
-    A bad line never stops the stream: later lines still get their answers, so the
-    output lines up with the input line for line.
+    A bad line never stops the stream: later lines still get their answers.
     """
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
+            yield ""
             continue
         try:
-            yield digest_one(raw, canonical, where=f"line {number}")
+            yield digest_one(raw, canonical, where="task")
         except ContractError as exc:
-            yield f"error {exc.code} {exc.field}: {exc.detail}"
+            yield f"error {exc.code} line {number} {exc.field}: {exc.detail}"
 
 
 def main(args) -> int:

@@ -218,7 +218,7 @@ def main(args) -> int:
     with prepare_directory(args.out):
         summaries = step_summary()  # the sharded recipe's verdict job reads it
         writers = [ReportFileWriter(args.out, fmt) for fmt in args.format]  # checked by options.report_formats
-        replays = ReplayFileWriter(args.out)
+        replays = ReplayFileWriter(args.out, args.format)
         print(f"merged {count} shard(s) of one run:")
         replay(finished, [ConsoleWriter(), *writers, replays, *summaries])
     for path in [writer.path for writer in writers] + replays.paths:

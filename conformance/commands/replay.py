@@ -2,10 +2,11 @@
 or a CRASH-POINTS or KILL-NEMESIS failure (a scenario replay: seed and environment).
 
 The replay file holds the steps of a shrunk failing history. They run against the
-harness (default: the bundled reference runtime, and only for a file recorded from it:
-replaying another implementation's history against the reference would quietly answer
-a different question) on a fresh state directory, through
-the same driver and invariants as the fuzz run, one line per step. Exit 1 when the
+harness (default: the bundled reference runtime, and only for a file whose run's target
+was the bundled reference: replaying another runtime's history against the reference,
+even one that forwarded the reference's hello, would quietly answer a different
+question) on a fresh state directory, through the same driver and invariants as the
+fuzz run, one line per step. Exit 1 when the
 history still breaks an invariant (reproduced), 0 when it no longer does, 2 when the
 file or the harness is unusable. A scenario replay re-runs its scenario with the
 recorded seed and environment against the target it names (``--harness`` or
@@ -51,6 +52,8 @@ def load_replay(path: str) -> dict[str, Any]:
         validate_steps(steps)
     except StepError as exc:
         raise KitError(f"replay file {path}: {exc}", _STEP_HINT) from None
+    if not isinstance(document.get(replay_file.BUNDLED_REFERENCE, False), bool):
+        raise KitError(f"replay file {path}: {replay_file.BUNDLED_REFERENCE} is not true or false", _FILE_HINT)
     return document
 
 
@@ -63,6 +66,8 @@ def main(args) -> int:
     from retryproof.conformance.options import harness_target, load_binding, reference_shown
 
     binding = load_binding(args.binding) if getattr(args, "binding", None) else None
+    if args.harness is None and binding is None and document.get(replay_file.BUNDLED_REFERENCE) is False:
+        _refuse_on_reference(args.file, document)
     command, _ = harness_target(args.harness, None)
     print(
         f"replaying {len(document['steps'])} step(s) from {args.file} (seed {document.get('seed')}); recorded violation: {document.get('violation')}"
@@ -79,7 +84,7 @@ def main(args) -> int:
                 exc.stderr.strip()[-1000:] or "check the --harness command line",
             ) from None
         try:
-            if args.harness is None:
+            if args.harness is None:  # the name too: all that a file from an older kit says
                 _recorded_from_reference(args.file, document, Hello.read(hello))
             violation, log = run_steps(connection, document["steps"], call_timeout=behaviour["call_timeout"])
         except StepError as exc:  # raised before any step: one this harness cannot take
@@ -110,11 +115,16 @@ def _recorded_from_reference(path: str, document: Mapping[str, Any], hello: Hell
     recorded = document.get("implementation") or {}
     reference = hello.implementation
     if isinstance(recorded, Mapping) and recorded.get("name") and recorded.get("name") != reference.get("name"):
-        name = json.dumps(recorded.get("name"), ensure_ascii=False)[:200]
-        raise KitError(
-            f"{path} records a run of implementation {name}, not of the bundled reference runtime",
-            "replay it against that implementation's harness: retryproof replay FILE --harness CMD",
-        )
+        _refuse_on_reference(path, document)
+
+
+def _refuse_on_reference(path: str, document: Mapping[str, Any]) -> None:
+    recorded = document.get("implementation") or {}
+    name = json.dumps(recorded.get("name") if isinstance(recorded, Mapping) else None, ensure_ascii=False)[:200]
+    raise KitError(
+        f"{path} records a run of implementation {name} through another target than the bundled reference runtime",
+        "replay it against that target: retryproof replay FILE --harness CMD (or --binding FILE)",
+    )
 
 
 def _behaviour(args, document: Mapping[str, Any]) -> dict[str, Any]:
@@ -174,7 +184,9 @@ def _rerun_scenario(args, document: Mapping[str, Any]) -> int:
     try:
         with Scratch("retryproof-replay-") as scratch:
             argv = ["run", "--only", scenario, "--seed", str(seed), *target, *flags, "--out", scratch.work]
-            code = run.main(build_parser("run").parse_args([*argv, "--format", "json"]))
+            # The console says what the run found; its report goes with the scratch folder,
+            # so no "wrote" line points at it (the file replayed is the run's record).
+            code = run.main(build_parser("run").parse_args([*argv, "--format", "json"]), name_files=False)
     finally:  # a caller going on in this process (a test, the pytest plugin) gets its environment back
         for name, value in before.items():
             if value is None:

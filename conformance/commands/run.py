@@ -18,7 +18,9 @@ from retryproof.conformance.writers.files import (
 from retryproof.conformance.writers.step_summary import from_environment as step_summary
 
 
-def main(args) -> int:
+def main(args, name_files: bool = True) -> int:
+    """``name_files``: print a ``wrote PATH`` line for each file written (``replay``
+    runs into a scratch folder it removes: nothing there to point at)."""
     formats = args.format  # checked and deduplicated by options.report_formats
     options = from_arguments(args)
     select(options.only, options.skip)  # a selection that cannot run is known before the harness starts
@@ -40,7 +42,7 @@ def main(args) -> int:
             out = args.out or os.path.join("reports", file_stem(hello.implementation.get("name"), "unnamed"))
             claim = claim or prepare_directory(out)
             writers = [ReportFileWriter(out, fmt) for fmt in formats]
-            replays = ReplayFileWriter(out)
+            replays = ReplayFileWriter(out, formats)  # and removes the kit's files this run does not write
             finished = run_catalogue(options, hello, [ConsoleWriter(), *writers, replays, *summaries], kept)
         finally:
             if thaw:
@@ -52,6 +54,7 @@ def main(args) -> int:
             claim.abandon()
         raise
     for path in [writer.path for writer in writers] + replays.paths:
-        print(f"wrote {path}")
+        if name_files:
+            print(f"wrote {path}")
     claim.release()
     return finished.verdict.exit_code

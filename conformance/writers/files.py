@@ -14,7 +14,7 @@ import json
 import os
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from retryproof.conformance import replay_file
 from retryproof.conformance.errors import KitError
@@ -71,20 +71,55 @@ class ReportFileWriter:
 
 class ReplayFileWriter:
     """Writes ``<out>/replays/<file>`` for every scenario whose evidence holds a
-    minimal failing history (FUZZ-MODEL), for ``retryproof replay``."""
+    replay (FUZZ-MODEL's failing history, CRASH-POINTS', KILL-NEMESIS'), for
+    ``retryproof replay``; then, once the run's reports are written (this sink comes
+    after the ``ReportFileWriter``s: a run stopped before that keeps the earlier
+    reports), removes the kit's files in ``out`` this run did not write, the report
+    files of the formats not in ``formats`` and replay files of earlier runs, so that
+    no earlier verdict or badge stands beside this one. Other files stay."""
 
-    def __init__(self, out: str):
+    def __init__(self, out: str, formats: Collection[str] = tuple(FORMATS)):
+        self.out = out
         self.folder = os.path.join(out, "replays")
+        self.formats = formats
         self.paths: list[str] = []
+        self._bundled_reference = False
 
     def handle(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            # No --harness, --python or --binding: the run's target was the bundled reference.
+            self._bundled_reference = event.info.target == ""
+        elif isinstance(event, RunFinished):
+            self._remove_unwritten()
         if not isinstance(event, ScenarioFinished):
             return
         document = event.result.evidence.get("replay")
         if isinstance(document, dict):
+            document = {**document, replay_file.BUNDLED_REFERENCE: self._bundled_reference}
             path = os.path.join(self.folder, replay_file.file_name(document))
             write_atomically(path, json.dumps(document, indent=2, ensure_ascii=False) + "\n")
             self.paths.append(path)
+
+    def _remove_unwritten(self) -> None:
+        unwritten = [os.path.join(self.out, name) for fmt, (name, _) in FORMATS.items() if fmt not in self.formats]
+        try:
+            names = os.listdir(self.folder)
+        except OSError:  # no replays folder: no earlier replays
+            names = []
+        replays = [os.path.join(self.folder, name) for name in names if replay_file.is_file_name(name)]
+        unwritten += [path for path in replays if path not in self.paths]
+        for path in unwritten:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise _cannot("remove", path, exc) from None
+        if replays:
+            try:
+                os.rmdir(self.folder)  # the kit's folder, emptied: gone too, unless something else is there
+            except OSError:
+                pass
 
 
 class DirectoryClaim:
@@ -156,17 +191,32 @@ def prepare_directory(path: str) -> DirectoryClaim:
 
 
 def write_atomically(path: str, text: str) -> None:
-    """A reader never sees half a file, and two writers never share a temporary name."""
+    """A reader never sees half a file, and two writers never share a temporary name.
+    A file that cannot be written (a full disk) is a ``KitError`` naming it; the
+    earlier file of that name stays as it was, and no temporary file is left."""
     folder, name = os.path.split(path)
-    os.makedirs(folder or ".", exist_ok=True)
     temporary = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
     try:
+        os.makedirs(folder or ".", exist_ok=True)
         with open(temporary, "x", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(temporary)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise _cannot("write", path, exc) from None
         raise
+
+
+def _cannot(what: str, path: str, exc: OSError) -> KitError:
+    """A report file the machine would not let the kit write or remove (a full disk,
+    a read-only or vanished folder): the machine's problem, not the runtime's nor the
+    kit's, named with the file. What the run found was printed before its files."""
+    return KitError(
+        f"cannot {what} {path}: {exc.strerror or exc}",
+        "make room on that file system or fix its permissions (or choose another --out directory), "
+        "then run again with the same seed",
+    )

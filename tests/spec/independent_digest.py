@@ -102,9 +102,9 @@ def parse_task_text(text: str) -> Any:
     return task
 
 
-def answer_line(text: str) -> str:
-    """What ``retryproof digest --jsonl`` must print for one line, up to the error detail."""
+def answer_line(text: str, number: int) -> str:
+    """What ``retryproof digest --jsonl`` must print for line ``number``, up to the error detail."""
     try:
         return digest(parse_task_text(text))
     except Rejected as exc:
-        return f"error invalid_request {exc.field}:"
+        return f"error invalid_request line {number} {exc.field}:"

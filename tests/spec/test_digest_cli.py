@@ -60,8 +60,8 @@ def test_jsonl_answers_every_line_even_after_a_bad_one(tmp_path):
     assert done.returncode == 0
     lines = done.stdout.decode().splitlines()
     assert lines[0] == request_digest({"subject": "a"})
-    assert lines[1].startswith("error invalid_request task.subject: ")
-    assert lines[2] == request_digest({"body": "b"})
+    assert lines[1].startswith("error invalid_request line 2 task.subject: ")
+    assert lines[2:] == ["", request_digest({"body": "b"})]  # a blank line's answer is blank
 
 
 def test_missing_file_is_a_typed_error_not_a_traceback(tmp_path):
@@ -110,8 +110,8 @@ def test_jsonl_agrees_with_the_independent_implementation_on_unseen_tasks(tmp_pa
     assert done.returncode == 0, done.stderr
     answers = done.stdout.decode("utf-8").splitlines()
     assert len(answers) == len(lines)
-    for line, answer in zip(lines, answers, strict=True):
-        expected = independent.answer_line(line)
+    for number, (line, answer) in enumerate(zip(lines, answers, strict=True), start=1):
+        expected = independent.answer_line(line, number)
         assert answer.startswith(expected) if expected.startswith("error ") else answer == expected, (line, answer)
     assert sum(answer.startswith("sha256:") for answer in answers) > 50, "enough valid tasks to mean something"
     assert sum(answer.startswith("error ") for answer in answers) > 50, "enough invalid ones too"
