@@ -29,7 +29,7 @@ print(sys.executable)' 2>/dev/null)"; then
 # The kit as a folder's harness, service and listing import it: retryproof.spec and
 # retryproof.adapters, linked from this checkout into the venv (live, as `pip install -e`
 # made them). They import only the standard library (tests/adapters/test_bundled_implementations.py
-# checks it). `pip install -e` of the kit cost 4-5 CPU-s a venv: a build environment with
+# checks it). `pip install -e` of the kit cost 2-5 CPU-s a venv: a build environment with
 # setuptools from the index, four build-hook processes, and the resolution of the kit's own
 # dependencies (hypothesis, jsonschema, ...), which only its command line imports.
 kit_link() {
