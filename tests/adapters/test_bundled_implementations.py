@@ -170,9 +170,9 @@ def _step(command: list[str], cwd: Path, timeout: float, what: str, **env: str) 
 def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_ways_in(tmp_path, monkeypatch):
     """The matrix's plumbing on the smallest real target, as ``retryproof matrix`` does
     it: the folder's own ``setup install`` (the pinned django-idempotency-key, Django and
-    waitress from the package index, the kit's harness side linked), ``setup start``, one scenario through
-    each target of its matrix.json (the harness, and the binding with its listing run
-    in the folder's environment), ``setup stop``. In a copy of the sources, so the
+    waitress from the package index, the kit's harness side linked), ``setup start``,
+    one scenario through each target of its matrix.json (the harness, and the binding
+    with its listing run in the folder's environment), ``setup stop``. In a copy of the sources, so the
     checkout is left as it was. The setup steps, the harness and the server are
     processes; each ``retryproof run`` runs in this process, from the copy, as
     ``kit.matrix_runs_here`` runs the matrix's (what a run's own process does on SIGTERM
