@@ -1,10 +1,12 @@
 # Sourced by the Python folders' setup scripts (bash): how a folder's .venv/ is made and filled.
-#   venv_install VENV PIP_INSTALL_ARGS...   create VENV once, then pip install the arguments into it
+#   venv_install VENV [PIP_INSTALL_ARGS...]   create VENV once, pip install the arguments into it
+#                                             (none: no pip run), and link the kit's harness side
 # The venv gets no pip of its own: the pip of the python3 running setup installs into it
 # (pip >= 22.3, `pip --python`). ensurepip installing pip and setuptools into each new venv
-# cost 3-5 CPU-s (4 s of wall time, 13 s on a loaded machine) and nothing there uses them: an editable
-# install of the kit builds with the setuptools pip puts in its own isolated build env.
+# cost 3-5 CPU-s (4 s of wall time, 13 s on a loaded machine) and nothing there uses them.
 # A python3 without pip, or with an older one, makes the venv with its own pip, as before.
+kit_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+
 venv_install() {
     local venv="$1" python
     shift
@@ -14,11 +16,27 @@ venv_install() {
 if tuple(map(int, pip.__version__.split(".")[:2])) < (22, 3): sys.exit(1)
 print(sys.executable)' 2>/dev/null)"; then
         [ -x "$venv/bin/python" ] || "$python" -m venv --without-pip "$venv"
-        "$python" -m pip --python "$venv/bin/python" install "$@"
+        [ $# -eq 0 ] || "$python" -m pip --python "$venv/bin/python" install "$@"
     else
         [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
         # A venv an earlier setup made without pip, when python3 had one.
         [ -x "$venv/bin/pip" ] || "$venv/bin/python" -m ensurepip --default-pip >/dev/null
-        "$venv/bin/pip" install "$@"
+        [ $# -eq 0 ] || "$venv/bin/pip" install "$@"
     fi
+    kit_link "$venv"
+}
+
+# The kit as a folder's harness, service and listing import it: retryproof.spec and
+# retryproof.adapters, linked from this checkout into the venv (live, as `pip install -e`
+# made them). They import only the standard library (tests/adapters/test_bundled_implementations.py
+# checks it). `pip install -e` of the kit cost 2-5 CPU-s a venv: a build environment with
+# setuptools from the index, four build-hook processes, and the resolution of the kit's own
+# dependencies (hypothesis, jsonschema, ...), which only its command line imports.
+kit_link() {
+    local site package
+    site="$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+    mkdir -p "$site/retryproof"
+    for package in spec adapters; do
+        ln -sfn "$kit_root/$package" "$site/retryproof/$package"
+    done
 }

@@ -9,6 +9,7 @@ test installs its target itself and never skips: see its docstring.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shlex
@@ -60,6 +61,49 @@ def test_every_implementation_has_its_parts_and_targets_inside_its_folder():
                 continue
             words = shlex.split(argument)
             assert words[0].startswith(prefix) and words[1].startswith(prefix), argument
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names} | {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+    }
+
+
+def test_the_kit_a_folder_imports_needs_only_the_standard_library_in_its_venv(tmp_path):
+    """``setup install`` links only retryproof.spec and retryproof.adapters into a folder's
+    venv, none of the kit's own dependencies (python-venv.sh's ``kit_link``): every kit
+    module a folder's Python imports must import there, in a venv of that shape. A module
+    may be missing only where each folder importing it imports that module itself (its
+    library, which its ``setup install`` installs: dbos for dbos_startup)."""
+    libraries: dict[str, set[str]] = {}  # kit module -> what every folder importing it imports itself
+    for folder in discover(ROOT):
+        names = set().union(*map(_imports, folder.folder.glob("*.py")))
+        own = {name.split(".")[0] for name in names if not name.startswith("retryproof.")}
+        for module in (name for name in names if name.startswith("retryproof.")):
+            libraries[module] = libraries.get(module, own) & own
+    assert {"retryproof.spec.protocol", "retryproof.adapters.python_host"} <= libraries.keys(), libraries
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    script = ROOT / "adapters" / "implementations" / "python-venv.sh"
+    subprocess.run(["bash", "-c", '. "$0" && kit_link "$1"', script, venv], check=True, timeout=60)
+    program = (
+        "import importlib, json, sys\n"
+        "missing = {}\n"
+        "for module, libraries in json.loads(sys.argv[1]).items():\n"
+        "    try:\n"
+        "        importlib.import_module(module)\n"
+        "    except ModuleNotFoundError as error:\n"
+        "        if error.name.split('.')[0] not in libraries:\n"
+        "            missing[module] = error.name\n"
+        "print(json.dumps(missing))\n"
+    )
+    wanted = json.dumps({module: sorted(own) for module, own in libraries.items()})
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-I", "-c", program, wanted], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {}, "kit modules a folder imports that need more than its venv holds"
 
 
 def _dbos_python() -> Path:
@@ -125,10 +169,10 @@ def _step(command: list[str], cwd: Path, timeout: float, what: str, **env: str) 
 @pytest.mark.phase_limit(INSTALL_S + 2 * STEP_S + 2 * RUN_S)  # its steps' own bounds (tests/phase_limit.py)
 def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_ways_in(tmp_path, monkeypatch):
     """The matrix's plumbing on the smallest real target, as ``retryproof matrix`` does
-    it: the folder's own ``setup install`` (the pinned django-idempotency-key, Django,
-    waitress and the kit, from the package index), ``setup start``, one scenario through
-    each target of its matrix.json (the harness, and the binding with its listing run
-    in the folder's environment), ``setup stop``. In a copy of the sources, so the
+    it: the folder's own ``setup install`` (the pinned django-idempotency-key, Django and
+    waitress from the package index, the kit's harness side linked), ``setup start``,
+    one scenario through each target of its matrix.json (the harness, and the binding
+    with its listing run in the folder's environment), ``setup stop``. In a copy of the sources, so the
     checkout is left as it was. The setup steps, the harness and the server are
     processes; each ``retryproof run`` runs in this process, from the copy, as
     ``kit.matrix_runs_here`` runs the matrix's (what a run's own process does on SIGTERM
@@ -139,7 +183,7 @@ def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_wa
     own words rather than passing unseen. Offline, deselect it by name."""
     root = tmp_path / "checkout"
     root.mkdir()
-    copy_of_the_sources(root)  # what ``setup install`` installs the kit from (pip install -e)
+    copy_of_the_sources(root)  # the kit ``setup install`` links into the folder's venv
     [django] = [i for i in discover(root) if i.name == "django_idempotency_key"]
     setup = str(django.folder / "setup")
     what = "django_idempotency_key/setup install (pinned packages from PyPI: unreachable fails, never skips)"

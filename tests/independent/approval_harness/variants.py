@@ -8,13 +8,9 @@ repository but its sibling file.
 """
 
 import errno
-import importlib.util
 import sys
-from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location("independent_approval_harness", Path(__file__).with_name("harness.py"))
-harness = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(harness)
+import harness  # the sibling file: a script's folder is the first place its imports look
 
 
 class OneShotFail(harness.Runtime):
