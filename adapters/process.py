@@ -7,7 +7,10 @@ bounded tail of stderr; every wait has a timeout; an overlong line, a closed pip
 killed process turns the calls in flight into ``Lost`` instead of a hang. The pipe
 threads wait in ``poll`` beside a wake-up pipe (``pipes.ChildPipes``), so a stop never depends on the harness
 closing its end: a process that escaped the group (``setsid``) and still holds a pipe
-is named in ``survivors()``, never waited on. A connection that missed a deadline gets
+is named in ``survivors()``, never waited on. The harness is the process the kit
+started: when it exits, the harness has ended, whatever its children hold (a shell
+wrapper's ``sleep 38 &``, node's stdio 'inherit'): its group is ended and the calls in
+flight are lost to its end (``watch_leader``). A connection that missed a deadline gets
 nothing more (``missed_deadline``): a silent harness costs one timeout, not one per call.
 The groups and scratch directories are ``process_groups``'s, shared with the binding's
 servers, so an interrupted run ends them all.
@@ -15,6 +18,7 @@ servers, so an interrupted run ends them all.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -39,6 +43,7 @@ from retryproof.adapters.process_groups import (
     kill_group,
     start_group,
     wait_exit,
+    watch_leader,
 )
 from retryproof.spec.protocol import (
     PROTOCOL,
@@ -103,6 +108,7 @@ class _Process:
         self.queued = 0
         self.reap_lock = threading.Lock()
         self.reaped = False
+        self.closed_event = threading.Event()  # set once ``_close`` has judged the calls in flight
 
     def in_flight(self) -> list[Future]:
         return [*self.pending.values(), *self.raw_waiters]
@@ -190,6 +196,7 @@ class ProcessConnection(Connection):
         popen = start_group(self.command, stdin=subprocess.PIPE, env=env, cwd=self.work_dir)
         process = _Process(popen)
         self._processes.append(process)
+        watch_leader(popen, functools.partial(self._leader_ended, process))
         for target in (self._read_stdout, self._write_stdin):
             process.pipes.spawn(target, process, name=f"harness-{target.__name__}")
         process.pipes.spawn(self._stderr.follow, process.pipes, process.stderr, name="harness-stderr")
@@ -425,6 +432,20 @@ class ProcessConnection(Connection):
         for future in flight:
             if not future.done():
                 future.set_result(Lost(reason))
+        process.closed_event.set()
+
+    def _leader_ended(self, process: _Process) -> None:
+        """The process the kit started is the harness: once it has ended, the harness
+        has, whatever its children still hold. Its group is ended, so the pipes those
+        children inherited close and the reader judges the calls in flight as at any end
+        of output (``_close``: "the harness died of signal SIGKILL"); should a process
+        that escaped the group still hold stdout after ``PIPE_GRACE_S``, the calls are
+        judged without waiting for it."""
+        if process.closed:
+            return
+        kill_group(process.popen)
+        if not process.closed_event.wait(PIPE_GRACE_S):
+            self._close(process, None)
 
 
 def _exited_before_hello(process: _Process, reply: Reply) -> str | None:
