@@ -26,7 +26,7 @@ CALL_TIMEOUT_S = 15
 def wait_until(condition, bound_s=10.0):
     deadline = time.monotonic() + bound_s
     while not condition():
-        assert time.monotonic() < deadline, "not within the bound"
+        assert time.monotonic() < deadline, f"not within {bound_s:g}s"
         time.sleep(0.01)
 
 
@@ -56,7 +56,9 @@ def test_a_harness_whose_child_holds_its_output_has_ended_when_it_dies(tmp_path,
             connection.kill()
             assert [survivor["pid"] for survivor in connection.survivors()] == [held]
         else:
-            assert not running(held), "the harness's group outlived it"
+            # Its pipes close before it is a zombie: on a loaded machine /proc may show it
+            # running a moment after the reader saw their end. Unkilled, it runs 38 s.
+            wait_until(lambda: not running(held))
     finally:
         connection.kill()
         with contextlib.suppress(ProcessLookupError):
