@@ -7,7 +7,10 @@ bounded tail of stderr; every wait has a timeout; an overlong line, a closed pip
 killed process turns the calls in flight into ``Lost`` instead of a hang. The pipe
 threads wait in ``poll`` beside a wake-up pipe (``pipes.ChildPipes``), so a stop never depends on the harness
 closing its end: a process that escaped the group (``setsid``) and still holds a pipe
-is named in ``survivors()``, never waited on. A connection that missed a deadline gets
+is named in ``survivors()``, never waited on. The harness is the process the kit
+started: when it exits, the harness has ended, whatever its children hold (a shell
+wrapper's ``sleep 38 &``, node's stdio 'inherit'): its group is ended and the calls in
+flight are lost to its end (``watch_leader``). A connection that missed a deadline gets
 nothing more (``missed_deadline``): a silent harness costs one timeout, not one per call.
 The groups and scratch directories are ``process_groups``'s, shared with the binding's
 servers, so an interrupted run ends them all.
@@ -15,6 +18,7 @@ servers, so an interrupted run ends them all.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -23,7 +27,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
@@ -39,6 +43,7 @@ from retryproof.adapters.process_groups import (
     kill_group,
     start_group,
     wait_exit,
+    watch_leader,
 )
 from retryproof.spec.protocol import (
     PROTOCOL,
@@ -103,6 +108,7 @@ class _Process:
         self.queued = 0
         self.reap_lock = threading.Lock()
         self.reaped = False
+        self.closed_event = threading.Event()  # set once ``_close`` has judged the calls in flight
 
     def in_flight(self) -> list[Future]:
         return [*self.pending.values(), *self.raw_waiters]
@@ -190,6 +196,7 @@ class ProcessConnection(Connection):
         popen = start_group(self.command, stdin=subprocess.PIPE, env=env, cwd=self.work_dir)
         process = _Process(popen)
         self._processes.append(process)
+        watch_leader(popen, functools.partial(self._leader_ended, process))
         for target in (self._read_stdout, self._write_stdin):
             process.pipes.spawn(target, process, name=f"harness-{target.__name__}")
         process.pipes.spawn(self._stderr.follow, process.pipes, process.stderr, name="harness-stderr")
@@ -284,14 +291,14 @@ class ProcessConnection(Connection):
     def _send(self, future: Future, line: bytes, request_id: int | None) -> Future:
         process = self._current
         if process is None:
-            future.set_result(Lost("the harness was never started"))
+            _settle(future, Lost("the harness was never started"))
             return future
         if self.missed_deadline:
-            future.set_result(Lost(f"not sent: the harness missed an earlier deadline ({self.missed_deadline})"))
+            _settle(future, Lost(f"not sent: the harness missed an earlier deadline ({self.missed_deadline})"))
             return future
         with process.lock:
             if process.closed:
-                future.set_result(Lost("the harness is not running"))
+                _settle(future, Lost("the harness is not running"))
                 return future
             if request_id is None:
                 process.raw_waiters.append(future)
@@ -322,10 +329,9 @@ class ProcessConnection(Connection):
 
     @staticmethod
     def _unwritten(process: _Process, future: Future) -> None:
-        if not future.done():
-            # A line not yet written when the kit killed the harness is lost to the kill.
-            why = "the kit killed the harness" if process.killed_by_kit else "the harness closed its input"
-            future.set_result(Lost(why))
+        # A line not yet written when the kit killed the harness is lost to the kill.
+        why = "the kit killed the harness" if process.killed_by_kit else "the harness closed its input"
+        _settle(future, Lost(why))
 
     def wait(self, pending: Future, timeout: float | None = None, *, allowed_s: float | None = None) -> Reply:
         limit = self.call_timeout if timeout is None else timeout
@@ -336,8 +342,7 @@ class ProcessConnection(Connection):
             if process is not None:
                 with process.lock:
                     self._forget(process, pending)
-            if not pending.done():
-                pending.set_result(Lost(f"no response within {limit:g}s"))
+            if _settle(pending, Lost(f"no response within {limit:g}s")):
                 allowed = limit if allowed_s is None else allowed_s
                 self.missed_deadline = (
                     self.missed_deadline or f"{getattr(pending, 'op', 'a call')}: no response within {allowed:g}s"
@@ -380,7 +385,7 @@ class ProcessConnection(Connection):
                 # the oldest raw line; a success there is judged, not lost.
                 target = process.raw_waiters.pop(0)
         if target is not None:
-            target.set_result(reply)
+            _settle(target, reply)
         elif isinstance(reply, Failure) and reply.id is None:
             self._unattributable(process, f"answer with id null: {reply.code}: {reply.message[:200]}", reply)
         else:
@@ -399,7 +404,7 @@ class ProcessConnection(Connection):
                 return
             self._forget(process, flight[0])
         raw = getattr(flight[0], "request_id", None) is None  # a send_line call: a null-id answer is its own
-        flight[0].set_result(reply if reply is not None and raw else Lost(what))
+        _settle(flight[0], reply if reply is not None and raw else Lost(what))
 
     def protocol_noise(self) -> list[str]:
         return list(self.noise)
@@ -423,8 +428,34 @@ class ProcessConnection(Connection):
             process.raw_waiters.clear()
             process.outbox.put(None)  # the writer thread ends after what is queued
         for future in flight:
-            if not future.done():
-                future.set_result(Lost(reason))
+            _settle(future, Lost(reason))
+        process.closed_event.set()
+
+    def _leader_ended(self, process: _Process) -> None:
+        """The process the kit started is the harness: once it has ended, the harness
+        has, whatever its children still hold. Its group is ended, so the pipes those
+        children inherited close and the reader judges the calls in flight as at any end
+        of output (``_close``: "the harness died of signal SIGKILL"); should a process
+        that escaped the group still hold stdout after ``PIPE_GRACE_S``, the calls are
+        judged without waiting for it."""
+        if process.closed:
+            return
+        kill_group(process.popen)
+        if not process.closed_event.wait(PIPE_GRACE_S):
+            self._close(process, None)
+
+
+def _settle(future: Future, reply: Reply) -> bool:
+    """Give ``future`` ``reply`` unless another thread gave it one first; whether this
+    one did. The reader (an answer, the harness's end), the writer (a line left
+    unwritten) and a caller (its timeout) may end one call at once: a look whether it
+    was done, then a set, raced (``InvalidStateError`` in a thread, seen when SIGTERM
+    met 30000 pipelined calls). The future's own lock makes set-if-not-done one step."""
+    try:
+        future.set_result(reply)
+    except InvalidStateError:
+        return False
+    return True
 
 
 def _exited_before_hello(process: _Process, reply: Reply) -> str | None:

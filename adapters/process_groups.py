@@ -197,6 +197,26 @@ def forget_group(popen: subprocess.Popen) -> None:
         _live_groups.pop(popen.pid, None)
 
 
+def watch_leader(popen: subprocess.Popen, ended: Callable[[], None]) -> None:
+    """Call ``ended`` from a thread of its own once the process the kit started, its
+    group's leader, has ended, whatever its own children still hold: a shell's
+    ``sleep 38 &`` before ``exec``, or node's spawn with stdio 'inherit', keeps the
+    pipes open long after the leader died, so their end of file says nothing. The thread
+    waits in ``waitid`` with ``WNOWAIT``: blocked in the kernel, it costs no CPU, and it
+    leaves the leader unreaped for whoever wants its status. The wait lasts as long as
+    the leader, which the kit always ends (``kill_group``: a session leader cannot leave
+    its group). Where there is no ``waitid``, nothing is watched: the pipes' end is the
+    leader's end, as it was."""
+    if hasattr(os, "waitid"):
+        threading.Thread(target=_await_leader, args=(popen.pid, ended), daemon=True, name="group-leader").start()
+
+
+def _await_leader(pid: int, ended: Callable[[], None]) -> None:
+    with contextlib.suppress(ChildProcessError):  # reaped already by another thread: it has ended
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    ended()
+
+
 def kill_group(popen: subprocess.Popen) -> None:
     try:
         os.killpg(popen.pid, signal.SIGKILL)

@@ -90,6 +90,16 @@ def load_factory(reference: str) -> Callable[..., Any]:
     return factory
 
 
+def built(factory: Callable[..., Any], reference: str, state_dir: str, armed: Mapping[str, str]) -> Any:
+    """``factory(state_dir, armed)``; whatever it raises (a factory of another
+    signature, ``os:getcwd``; a vendor's own error) becomes a ``ValueError`` naming the
+    call, as an import error does: the host's traceback would say nothing to its reader."""
+    try:
+        return factory(state_dir, armed)
+    except Exception as exc:
+        raise ValueError(f"{reference}(state_dir, failpoints) failed: {type(exc).__name__}: {exc}") from None
+
+
 def handlers_for(runtime: Any) -> dict[str, Callable[[Mapping[str, Any]], Mapping[str, Any]]]:
     """The ``serve`` handler table: ``hello`` from the runtime's declarations, and
     one handler per public method, which binds the request args as keyword
@@ -167,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         factory = load_factory(argv[0])
         armed = parse_failpoints(os.environ.get("RETRYPROOF_FAILPOINTS"))
-        runtime = factory(os.environ["RETRYPROOF_STATE_DIR"], armed)
+        runtime = built(factory, argv[0], os.environ["RETRYPROOF_STATE_DIR"], armed)
         check_armed(armed, runtime.failpoints)
     except (ValueError, KeyError) as exc:
         print(f"retryproof python host: {exc}", file=sys.stderr)

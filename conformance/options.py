@@ -31,6 +31,11 @@ CALL_TIMEOUT_S = 10.0
 START_TIMEOUT_S = 10.0
 #: Callers racing on one submission id in the A4 scenarios.
 CONCURRENCY = 8
+#: The most ``--concurrency`` takes. A4-MULTIPROCESS starts that many harnesses at once,
+#: and A4-CONCURRENT pipelines eight times that many calls into one under one call
+#: timeout: 256 reference harnesses took 18 s at load 55; 30000 callers never finished,
+#: and a SIGTERM took a minute to act. Races show at the default.
+MAX_CONCURRENCY = 256
 #: The bundled reference runtime: the target when none is named. Its launcher starts it
 #: without the ``site`` module (reference_impl/launch.py says why); it sits in
 #: ``reference_impl``, beside this package's folder in both an editable and a wheel install.
@@ -115,8 +120,15 @@ def _at_least(text: str, least: int) -> int:
 
 
 def racing_callers(text: str) -> int:
-    """``--concurrency``: one caller cannot race, so A4 would pass by construction."""
-    return _at_least(text, 2)
+    """``--concurrency``: one caller cannot race, so A4 would pass by construction; more
+    than ``MAX_CONCURRENCY`` is a run that does not end."""
+    value = _at_least(text, 2)
+    if value > MAX_CONCURRENCY:
+        raise argparse.ArgumentTypeError(
+            f"{value} must be at most {MAX_CONCURRENCY}: each caller of A4-MULTIPROCESS is a harness process"
+            f" (races show at the default, {CONCURRENCY})"
+        )
+    return value
 
 
 def job_count(text: str) -> int:
@@ -279,7 +291,7 @@ RUN_OPTIONS = (
     Option(
         "concurrency",
         "N",
-        f"callers in the A4 scenarios, at least 2: one caller cannot race (default {CONCURRENCY})",
+        f"callers in the A4 scenarios, 2 to {MAX_CONCURRENCY}: one caller cannot race (default {CONCURRENCY})",
         racing_callers,
         default=CONCURRENCY,
     ),

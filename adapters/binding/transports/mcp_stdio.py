@@ -1,6 +1,8 @@
 """MCP over stdio: JSON-RPC lines on the server's stdin and stdout, calls pipelined
-by id. Lines that answer nothing (notifications, logs) are ignored; a server's own
-request (a ping) is answered empty, so the server never waits on the kit."""
+by id. Lines that answer nothing (notifications) are ignored; a server's own request (a
+ping) is answered empty, so the server never waits on the kit. Lines that are no
+JSON-RPC message (a log line on stdout, where an MCP client reads only messages) are
+counted, and a missed deadline or the server's end quotes the first."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
 
 #: Answers under unknown ids named in a missed deadline's message.
 MAX_STRAYS_KEPT = 3
+#: Bytes of the first line that is no JSON-RPC message quoted in such a message.
+GARBAGE_QUOTED_BYTES = 120
 
 
 class McpStdio(Mcp):
@@ -46,15 +50,21 @@ class McpStdio(Mcp):
         # missed deadline says what came instead of only "no answer".
         self._strays: list[Any] = []
         self._stray_count = 0
+        self._garbage_first: bytes | None = None
+        self._garbage_count = 0
 
     def ready(self, deadline: float) -> None:
         self.server.pipes.spawn(self._read, name="mcp-stdio-reader")
-        answer = self.request("initialize", initialize_params(), max(0.1, deadline - time.monotonic()))
+        # The bound is the caller's (the start timeout), which a deadline does not say:
+        # the time left of it, printed, looked like a bound of 9.99591 s.
+        answer = self.request("initialize", initialize_params(), max(0.1, deadline - time.monotonic()), "in time")
         if "result" not in answer:
             raise Gone(f"initialize answered {str(answer)[:200]}")
         self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def request(self, method: str, params: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+    def request(self, method: str, params: Mapping[str, Any], timeout: float, bound: str = "") -> dict[str, Any]:
+        """``method``'s answer within ``timeout`` seconds; ``Gone`` if none, naming the
+        bound as ``bound`` says (default: the timeout) and what the server wrote instead."""
         future: Future = Future()
         with self._lock:
             if self._closed:
@@ -65,7 +75,7 @@ class McpStdio(Mcp):
         try:
             return future.result(timeout)
         except FutureTimeout:
-            raise Gone(f"no answer within {timeout:g}s{self._stray_note()}") from None
+            raise Gone(f"{method}: no answer {bound or f'within {timeout:g}s'}{self._stray_note()}") from None
         finally:
             with self._lock:
                 self._pending.pop(request_id, None)
@@ -85,7 +95,7 @@ class McpStdio(Mcp):
                 self._answer(line)
         except (LineTooLong, Gone):
             pass
-        reason = self.server.ending()
+        reason = self.server.ending() + self._stray_note()
         with self._lock:
             self._closed = reason
             pending, self._pending = list(self._pending.values()), {}
@@ -97,6 +107,11 @@ class McpStdio(Mcp):
         ping) at once. ``Gone`` when that answer cannot be sent."""
         message = parse_json(line)
         if not isinstance(message, dict):
+            if line.strip():
+                with self._lock:
+                    self._garbage_count += 1
+                    if self._garbage_first is None:
+                        self._garbage_first = line.rstrip(b"\r\n")
             return
         if "method" in message and "id" in message:
             self._write({"jsonrpc": "2.0", "id": message["id"], "result": {}})
@@ -113,9 +128,20 @@ class McpStdio(Mcp):
                     self._strays.append(answered)
 
     def _stray_note(self) -> str:
+        """What the server wrote that answered no call: answers under ids never asked
+        for, and lines that are no JSON-RPC message (the first quoted, escaped)."""
+        notes = []
         with self._lock:
-            if not self._stray_count:
-                return ""
-            ids = ", ".join(json.dumps(item)[:40] for item in self._strays)
-            more = f" and {self._stray_count - len(self._strays)} more" if self._stray_count > len(self._strays) else ""
-        return f"; the server sent {self._stray_count} answer(s) under ids never asked for ({ids}{more})"
+            if self._stray_count:
+                ids = ", ".join(json.dumps(item)[:40] for item in self._strays)
+                unnamed = self._stray_count - len(self._strays)
+                more = f" and {unnamed} more" if unnamed else ""
+                notes.append(f"; the server sent {self._stray_count} answer(s) under ids never asked for ({ids}{more})")
+            if self._garbage_first is not None:
+                first = self._garbage_first
+                cut = "..." if len(first) > GARBAGE_QUOTED_BYTES else ""
+                notes.append(
+                    f"; the server wrote {self._garbage_count} line(s) on stdout that are no JSON-RPC message,"
+                    f" the first: {first[:GARBAGE_QUOTED_BYTES]!r}{cut}"
+                )
+        return "".join(notes)
