@@ -326,10 +326,13 @@ def test_a_task_path_that_leaves_the_state_directory_fails(tmp_path):
     assert done.returncode == 1
 
 
-def test_a_process_that_outlives_its_harness_is_named_never_waited_on(tmp_path):
+def test_a_process_that_outlives_its_harness_is_named_never_waited_on(tmp_path, monkeypatch):
     """Each start leaves a setsid grandchild holding the harness's stdout and stderr:
     stopping the harness used to hang the kit forever."""
     left = tmp_path / "survivors"
+    # A stop waits this long for the pipes that the grandchild holds for 60 s: a second
+    # (the kit's grace) showed no more than a fifth of one.
+    monkeypatch.setattr("retryproof.adapters.process.PIPE_GRACE_S", 0.2)
     try:
         done, scenarios = run_kit_env(
             tmp_path, "leaves-survivor", only="WT-CREATE", FAKE_SURVIVOR_S="60", FAKE_SURVIVOR_PIDS=str(left)
