@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 import pytest
 from kit import certify, once_per_session
 from sharded import whole_and_shards
+
+from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 
 
 @pytest.fixture(scope="session")
@@ -25,10 +28,13 @@ def raw_request_compare(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, 
     per session: test_judging_holes reads its verdict, test_messages its FUZZ-MODEL reason.
     Seed 2's minimal history is one burst of eight (the race a Q4 answer could come from)
     of a Unicode variant (the hint test_messages must not give), found at the fifth
-    history: 1.0-1.3 CPU-s where seed 3's took 2.6-3.1 (its shrinking, 2 CPUs, load 5-10)."""
+    history: 1.0-1.3 CPU-s where seed 3's took 2.6-3.1 (its shrinking, 2 CPUs, load 5-10).
+    In this process, at the dev budget named here (not the session's)."""
     harness = f"{sys.executable} -S {Path(__file__).with_name('broken_runtimes.py')} raw-request-compare"
+    only = ("--only", "A4-CONCURRENT,FUZZ-MODEL")
+    env = {**os.environ, ENV_VAR: DEV}
     return once_per_session(
         tmp_path_factory,
         "raw-request-compare",
-        lambda out: certify(out, harness, "--only", "A4-CONCURRENT,FUZZ-MODEL", seed=2),
+        lambda out: certify(out, harness, *only, seed=2, in_process=True, env=env),
     )

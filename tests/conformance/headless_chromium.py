@@ -4,8 +4,8 @@ judged the way a reader's browser shows it. No Python dependency.
 
 One Chromium per test process, driven over the DevTools protocol on a pipe
 (``--remote-debugging-pipe``: NUL-ended JSON on its descriptors 3 and 4), each page
-in a tab of its own: a launch costs about 0.65 CPU-s, rendering a report a tenth of
-that, and the suite rendered 13 pages, each in a Chromium of its own. What a page
+in a tab of its own: a launch costs about 0.7 CPU-s (``FLAGS``), rendering a report a
+tenth of that, and the suite rendered 13 pages, each in a Chromium of its own. What a page
 gets is what ``--dump-dom`` and ``--screenshot --window-size`` gave: the document's
 ``outerHTML`` once it has loaded, and the viewport of that size."""
 
@@ -44,6 +44,10 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--hide-scrollbars",
+    # Chromium 156 preloads its omnibox popup's WebUI in a renderer of its own, and its
+    # first tab is the new-tab page (``about:blank`` below): with both, a launch cost
+    # 1.5-2.0 CPU-s by 12 s after it, without them 0.7-0.9.
+    "--disable-features=WebUIOmniboxPopup,WebUIOmniboxAimPopup",
 )
 
 
@@ -67,7 +71,7 @@ class _Browser:
         # test process may have), from 10 and above, where neither can be 3 or 4.
         commands, answers = (_above_ten(commands), _above_ten(answers))
         move = f'exec "$@" 3<&{commands} 4>&{answers} {commands}<&- {answers}>&-'
-        command = [binary(), *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe"]
+        command = [binary(), *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe", "about:blank"]
         self.process = subprocess.Popen(
             ["bash", "-c", move, "bash", *command],
             stdin=subprocess.DEVNULL,

@@ -168,9 +168,10 @@ def test_merge_appends_the_verdict_to_the_step_summary(tmp_path):
         (["merge", "missing.json", "--out", "out"], "cannot read report missing.json"),
     ],
 )
-def test_a_run_or_merge_that_reaches_no_verdict_says_why_in_the_step_summary(tmp_path, args, says):
+def test_a_run_or_merge_that_reaches_no_verdict_says_why_in_the_step_summary(tmp_path, args, says, monkeypatch):
     summary = tmp_path / "summary.md"
-    done = retryproof(*args, cwd=tmp_path, env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
+    monkeypatch.chdir(tmp_path)
+    done = retryproof_here(*args, env={**os.environ, "GITHUB_STEP_SUMMARY": str(summary)})
     assert_typed_error(done)
     text = summary.read_text()
     assert text.startswith(f"## retryproof {args[0]}: no verdict (exit 2)\n") and says in text, text

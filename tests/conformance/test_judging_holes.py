@@ -27,6 +27,7 @@ import sys
 import pytest
 from kit import by_id, certify, retryproof_here
 
+from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.conformance.scenarios.retries import A4_IDS_PER_ROUND, A4_ROUNDS
 
 BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
@@ -34,10 +35,13 @@ BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
 
 def run_kit(tmp_path, defect, only, *extra):
     # In this process (kit.certify), a hanging harness too (the kit's timeouts bound it, and
-    # the test's phase limit bounds the kit), but FUZZ-MODEL in a process of its own.
-    here = "FUZZ-MODEL" not in only
+    # the test's phase limit bounds the kit); FUZZ-MODEL too, at the budget named here, not
+    # at the session's (each fails it at its first calls, whatever the budget).
     harness = f"{sys.executable} -S {BROKEN} {defect}"
-    done, report = certify(tmp_path, harness, "--only", only, *extra, seed=3, formats="json,junit", in_process=here)
+    env = {**os.environ, ENV_VAR: DEV}
+    done, report = certify(
+        tmp_path, harness, "--only", only, *extra, seed=3, formats="json,junit", in_process=True, env=env
+    )
     assert report is not None, done.stderr
     return done, report, by_id(report)
 

@@ -68,10 +68,12 @@ def test_a_root_of_slash_or_relative_is_not_stripped():
     assert without_machine_paths("/srv/co/a", "/", "relative") == "/srv/co/a"
 
 
-def test_every_report_format_quotes_the_stderr_without_machine_paths(tmp_path):
+def test_every_report_format_quotes_the_stderr_without_machine_paths(tmp_path, monkeypatch):
+    """The kit runs in this process, from the checkout, with the home set as it reads it."""
     checkout, home = tmp_path / "checkout", tmp_path / "home"
     checkout.mkdir()
     home.mkdir()
+    monkeypatch.chdir(checkout)
     # A library's traceback: its own files under the checkout (where the run starts; the
     # harness itself runs in a scratch directory), the interpreter's under the home.
     harness = (
@@ -86,7 +88,7 @@ def test_every_report_format_quotes_the_stderr_without_machine_paths(tmp_path):
         "--only",
         "WT-CREATE",
         formats="md,json,junit,html",
-        cwd=checkout,
+        in_process=True,
         env=dict(os.environ, HOME=str(home), LIBRARY=str(checkout / ".venv" / "lib")),
     )
     assert report is not None and report["scenarios"][0]["status"] == "failed", done.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -124,9 +125,9 @@ def test_under_xdist_one_report_set_and_an_alone_part_overlaps_no_other_test(pyt
     starts, while an alone part runs, failing or not: pytest's own start and stop times of
     every test's call (logged by a plugin of the session's own), the span of every alone
     part with the test it ran in, and the time every harness process started, with the
-    scenario whose scratch folder it was given. The wrapper and the runtime it becomes
-    start without ``site``, as the kit starts the reference (each start with it cost half
-    as much again). The controller runs in this process (pytester's own): the claims are
+    scenario whose scratch folder it was given. The wrapper is a shell (a Python one cost
+    each of the run's 18 starts about 10 ms of CPU more), and the runtime it becomes starts
+    without ``site``, as the kit starts the reference. The controller runs in this process (pytester's own): the claims are
     about its workers, processes either way, and the reports it writes."""
     calls, parts, starts = pytester.path / "calls.log", pytester.path / "parts.log", pytester.path / "starts.log"
     # A plugin, whose hooks see every test (a conftest's see only the tests below it),
@@ -164,18 +165,18 @@ def test_under_xdist_one_report_set_and_an_alone_part_overlaps_no_other_test(pyt
                 with open({str(calls)!r}, "a") as log:
                     log.write(json.dumps([report.nodeid, report.start, report.stop, worker]) + "\\n")
         """,
-        wrapper=f"""
-        import os, sys, time
-        with open({str(starts)!r}, "a") as log:
-            # the state directory is state/ in the scenario's (or the probe's) scratch folder
-            log.write(f"{{time.time()}} {{os.path.basename(os.path.dirname(os.environ['RETRYPROOF_STATE_DIR']))}}\\n")
-        os.execv(sys.executable, {[*REFERENCE, "--fault", "no-idempotency"]!r})
-        """,
         test_own="def test_own_one(): pass\ndef test_own_two(): pass\n",
+    )
+    wrapper = pytester.path / "wrapper.sh"
+    # The state directory is state/ in the scenario's (or the probe's) scratch folder.
+    wrapper.write_text(
+        f"scratch=${{RETRYPROOF_STATE_DIR%/*}}\n"
+        f'printf \'%s %s\\n\' "$EPOCHREALTIME" "${{scratch##*/}}" >> {shlex.quote(str(starts))}\n'
+        f"exec {shlex.join([*REFERENCE, '--fault', 'no-idempotency'])}\n"
     )
     out = pytester.path / "reports"
     result = pytester.runpytest(
-        "-n", "2", "-p", "no:cacheprovider", "--retryproof-harness", f"{sys.executable} -S wrapper.py",
+        "-n", "2", "-p", "no:cacheprovider", "--retryproof-harness", f"bash {wrapper}",
         "--retryproof-only", ",".join(ALONE + ORDINARY), "--retryproof-out", str(out), "-rf",
     )  # fmt: skip
     report = json.loads((out / "report.json").read_text())
@@ -200,6 +201,9 @@ def test_under_xdist_one_report_set_and_an_alone_part_overlaps_no_other_test(pyt
     harness_starts = [
         (float(when), folder) for when, folder in (line.split() for line in starts.read_text().splitlines())
     ]
+    # each start named its scratch folder (the check below would pass on empty names)
+    assert len(harness_starts) > len(ALONE + ORDINARY), harness_starts
+    assert all(folder.startswith("retryproof-") for _, folder in harness_starts), harness_starts
     alone_parts = [json.loads(line) for line in parts.read_text().splitlines()]
     assert sorted(test for test, _, _ in alone_parts) == sorted(f"retryproof::{scenario}" for scenario in ALONE)
     for test, start, stop in alone_parts:

@@ -41,6 +41,8 @@ def test_a_narrow_check_then_set_window_fails_every_race_probe(tmp_path, seed):
         RACES,
         seed=seed,
         formats="json",
+        # In this process: the named profile keeps FUZZ-MODEL's settings off the session's.
+        in_process=True,
         env={**os.environ, ENV_VAR: DEV},
     )
     assert report is not None, done.stderr
