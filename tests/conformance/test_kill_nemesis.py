@@ -624,9 +624,12 @@ def test_an_in_flight_answer_read_past_the_bound_still_gets_its_retry(released):
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_a_runtime_recovering_its_interrupted_calls_passes_and_every_round_interrupted_one(seed):
     """The control: the same slow runtime without the defect passes, and the evidence
-    shows each round's kill interrupting calls (the round's last placement)."""
+    shows each round's kill interrupting calls (the round's last placement) and its
+    resolution: the widest age at the kill among the effects its counted effect -> answer
+    kills followed (not the narrowest: what every counted round met)."""
     ctx = run(seed)
     rounds = placements(ctx)
+    assert ctx.evidence["resolution_ms"] == max(attempts[-1]["effect_age_ms_at_most"] for attempts in rounds[1::2])
     assert len(rounds) == ROUNDS
     for number, attempts in enumerate(rounds):
         assert attempts[-1]["interrupted"] >= 1, attempts
@@ -644,9 +647,11 @@ def test_a_runtime_recovering_its_interrupted_calls_passes_and_every_round_inter
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_a_runtime_stranding_a_key_killed_between_effect_and_answer_fails_on_every_seed(seed):
     """Only a kill between a call's effect and its answer finds the defect, and every
-    seed lands one."""
+    seed lands one. A failure states its resolution too."""
+    ctx = context(seed, LockedAfterEffect)
     with pytest.raises(ScenarioFailed, match=STRANDED):
-        run(seed, LockedAfterEffect)
+        kill_nemesis(ctx)
+    assert "resolution_ms" in ctx.evidence
 
 
 def test_the_runtime_working_on_one_call_at_a_time_passes_without_its_defect():
@@ -660,8 +665,11 @@ def test_the_runtime_working_on_one_call_at_a_time_passes_without_its_defect():
 def test_a_runtime_without_an_effect_to_answer_window_is_still_judged():
     """No kill can land between an effect and its answer that do not exist apart: such a
     round is placed ``ATTEMPTS`` times, then counted by its last placement that
-    interrupted a call, and the runtime passes, not an error."""
-    rounds = placements(run(1, AnswersWithItsEffect))
+    interrupted a call, and the runtime passes, not an error; its resolution says that
+    no counted kill was shown after an effect (null), so the pass vouches for no window."""
+    ctx = run(1, AnswersWithItsEffect)
+    assert ctx.evidence["resolution_ms"] is None, placements(ctx)
+    rounds = placements(ctx)
     for attempts in rounds[1::2]:
         assert len(attempts) == ATTEMPTS, attempts
         assert not any(attempt["interrupted_after_effect"] for attempt in attempts), attempts
@@ -777,13 +785,15 @@ def test_a_runtime_answering_the_listing_after_a_batch_once_it_has_read_the_batc
 def test_a_runtime_recording_its_effect_late_is_never_passed_when_every_kill_after_an_effect_is_late():
     """Every effect -> answer kill came after the runtime's record: no placement counts,
     each says why, each such round is placed ``LATE_ATTEMPTS`` times, and the scenario
-    ends in error (or fails, if another kill found the defect), never a pass. Seed 2:
-    judged by those late kills, the runtime passed."""
+    ends in error (or fails, if another kill found the defect), never a pass, and its
+    resolution is none: a late kill landed nowhere the kit vouches for. Seed 2: judged by
+    those late kills, the runtime passed."""
     ctx = context(2, LateAlwaysRecordsAfterEffect, LateAlwaysRecordsAfterEffect.CALL_TIMEOUT_S)
     with pytest.raises((Unjudgeable, ScenarioFailed)) as ended:
         kill_nemesis(ctx)
     if ended.type is Unjudgeable:
         assert "came too long after the effect it followed in every placement" in str(ended.value)
+    assert ctx.evidence["resolution_ms"] is None, placements(ctx)
     for attempts in placements(ctx)[1::2]:
         late = [attempt for attempt in attempts if attempt["interrupted_after_effect"]]
         assert late and all(LATE in attempt["missed"] for attempt in late), attempts
