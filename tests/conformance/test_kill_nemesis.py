@@ -25,6 +25,7 @@ import pytest
 from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance.catalogue import entry
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
+from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
 from retryproof.conformance.scenarios.common import converge
 from retryproof.conformance.scenarios.kill_nemesis import (
     AHEAD_OF_ANSWERS,
@@ -34,6 +35,9 @@ from retryproof.conformance.scenarios.kill_nemesis import (
     ROUNDS,
     kill_nemesis,
 )
+from retryproof.conformance.verdict import judge
+from retryproof.conformance.writers.html import render_html
+from retryproof.conformance.writers.markdown import render_markdown
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, request_digest
 from retryproof.spec.protocol import Failure, Hello, Success
 
@@ -798,3 +802,33 @@ def test_a_runtime_recording_its_effect_late_is_never_passed_when_every_kill_aft
         late = [attempt for attempt in attempts if attempt["interrupted_after_effect"]]
         assert late and all(LATE in attempt["missed"] for attempt in late), attempts
         assert len(attempts) == LATE_ATTEMPTS, attempts
+
+
+@pytest.mark.parametrize(
+    "resolution, short, said",
+    [
+        (
+            12.3,
+            "resolution 12.3 ms",
+            "Resolution: 12.3 ms. Each counted effect -&gt; answer kill came at most 12.3 ms after an effect",
+        ),
+        (None, "resolution none", "Resolution: none. No counted kill was shown to follow an effect"),
+        ("12.3", None, None),  # a crafted report's value: not a figure, left to the evidence's facts
+    ],
+)
+def test_report_md_and_html_say_the_resolution_under_the_status(resolution, short, said):
+    """A reviewer reads what a result's kills could see beside its status, pass or not
+    (report.html's summary line too: it folds a pass's evidence away)."""
+    for status in ("passed", "failed"):
+        result = ScenarioResult(entry("KILL-NEMESIS"), status, None, 0.1, "r", {"resolution_ms": resolution}, ())
+        info = RunInfo("0.1.0", "4.0.0", "retryproof-harness/1", {"name": "n", "version": "1"}, "", (), (), 7, 8, "now")
+        run = RunFinished(info, (result,), judge((result,)), 1.0)
+        page, text = render_html(run), render_markdown(run)
+        if said is None:
+            assert "· resolution" not in page and "Resolution:" not in page and "Resolution:" not in text
+            continue
+        summary = page.split('<details id="s-KILL-NEMESIS"', 1)[1].split("</summary>", 1)[0]
+        assert summary.endswith(f"</span> · {short}"), summary
+        assert f"<p>{said}" in page, page
+        shown = text.split(f"Status: **{status}**", 1)[1].split("\n\n")
+        assert shown[1].startswith(said), shown[:3]
