@@ -167,6 +167,10 @@ class ByListing:
     by_ms: float | None = None
 
 
+# Not takes_server: a whole binding run saves no start by it (RESTART-REUSE, before it
+# in turn, ends the shared server), and a failure on a server other scenarios used is
+# run again alone, a second KILL-NEMESIS (the faulty reference over HTTP, --only
+# WT-CREATE,KILL-NEMESIS: 7-10 starts became 15-23).
 @scenario("KILL-NEMESIS", long=6)
 def kill_nemesis(ctx: Context) -> None:
     ctx.start()
