@@ -8,10 +8,12 @@ seed, ``--jobs`` at once, against the reference or the independent Node.js runti
 (``tests/independent/node_harness``) or the reference as an MCP server over stdio, or
 the kit's tests' in-process runtime with or without its late record (``IN_PROCESS``), and
 prints the statuses, the load before and after, the runtime's starts per run (each
-placement is a kill and a start: the scenario's cost) and what counted each effect ->
-answer round (the trigger of its counted placement and whether it landed after an
-effect); ``--evidence`` appends each run's status and placements to a file, a JSON
-line a run, for what the summary does not say (why a kill came late). Everything runs
+placement is a kill and a start: the scenario's cost), the runs' resolution
+(``resolution_ms``: what a pass vouches for) beside the ``late_after_ms`` their counted
+kills were allowed, and what counted each effect -> answer round (the trigger of its
+counted placement and whether it landed after an effect); ``--evidence`` appends each
+run's status, resolution and placements to a file, a JSON line a run, for what the
+summary does not say (why a kill came late). Everything runs
 at nice 19 in the benchmark's session, so the busy loops compete with the runs (as
 CI's parallel runs do) and other work on the machine keeps its share. The busy loops
 are ended however the benchmark ends.
@@ -85,6 +87,15 @@ def one_run(harness: list[str] | str, seed: int, scratch: Path) -> dict:
     return scenario
 
 
+def spread(figures: list[float]) -> str:
+    """Least, median, 90th percentile and most of ``figures``, in ms."""
+    if not figures:
+        return "none"
+    ranked = sorted(figures)
+    tenth = ranked[min(len(ranked) - 1, int(0.9 * len(ranked)))]
+    return f"least {ranked[0]:g}, median {statistics.median(ranked):g}, 90% {tenth:g}, most {ranked[-1]:g} (of {len(ranked)})"
+
+
 def load() -> str:
     return " ".join(Path("/proc/loadavg").read_text(encoding="utf-8").split()[:3])
 
@@ -121,6 +132,7 @@ def main() -> int:
         with args.evidence.open("a", encoding="utf-8") as out:
             for (seed, scenario), rounds in zip(runs, schedules, strict=True):
                 line = {"seed": seed, "status": scenario["status"], "reason": scenario.get("reason", "")}
+                line["resolution_ms"] = scenario["evidence"].get("resolution_ms")
                 out.write(json.dumps({**line, "rounds": [round_["attempts"] for round_ in rounds]}) + "\n")
     counted: Counter[str] = Counter()
     for (seed, scenario), rounds in zip(runs, schedules, strict=True):
@@ -135,6 +147,16 @@ def main() -> int:
     # Each placement is a kill and a start, after the run's first start: the scenario's cost.
     starts = [1 + sum(len(round_["attempts"]) for round_ in rounds) for rounds in schedules]
     print(f"starts per run: {statistics.mean(starts):.2f} (most {max(starts)})")
+    resolutions = [scenario["evidence"].get("resolution_ms") for _, scenario in runs]
+    print(f"resolution_ms: {spread([ms for ms in resolutions if ms is not None])}, none in {resolutions.count(None)}")
+    # What the kit allowed the kills that set the resolution (the run's pace, times three).
+    allowed = [
+        round_["late_after_ms"]
+        for rounds in schedules
+        for round_ in rounds
+        if round_.get("interrupted_after_effect") and "missed" not in round_
+    ]
+    print(f"late_after_ms of the counted kills: {spread(allowed)}")
     print("effect -> answer rounds counted by:")
     for what, count in counted.most_common():
         print(f"  {count:3d}  {what}")

@@ -201,6 +201,26 @@ def status_text(result: ScenarioResult) -> str:
     return result.status + (f" ({result.baseline})" if result.baseline else "")
 
 
+def resolution(result: ScenarioResult) -> tuple[str, str] | None:
+    """What a KILL-NEMESIS result's kills could see (``resolution_ms`` in its evidence):
+    a few words for report.html's summary line (a pass's evidence is folded away there)
+    and the sentence under its status. None without a figure there (another scenario, or
+    a crafted report's value: left to the facts)."""
+    ms = result.evidence.get("resolution_ms", False)
+    if ms is None:
+        return (
+            "resolution none",
+            "Resolution: none. No counted kill was shown to follow an effect, so no effect -> answer window is ruled out.",
+        )
+    if isinstance(ms, bool) or not isinstance(ms, int | float):
+        return None
+    return (
+        f"resolution {ms:g} ms",
+        f"Resolution: {ms:g} ms. Each counted effect -> answer kill came at most {ms:g} ms after an effect; "
+        f"a pass rules out only windows wider than {ms:g} ms.",
+    )
+
+
 def short_digest(value: Any) -> Any:
     """``sha256:`` and the first hex digits: enough to tell two requests apart in a table."""
     if isinstance(value, str) and value.startswith("sha256:") and len(value) > 7 + DIGEST_HEX_SHOWN:

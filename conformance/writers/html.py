@@ -272,10 +272,12 @@ def _pictures(result: ScenarioResult) -> list[str]:
 def _evidence(result: ScenarioResult, black_box: bool) -> list[str]:
     item = result.entry
     broken = content.broken(result)
+    resolution = content.resolution(result)
     out = [
         f'<details id="{anchor(item.id)}"{" class=broken open" if broken else ""}>',
         f"<summary><strong>{html.escape(item.id)}</strong>: {_text(item.title)} · "
-        f"<span class='st st-{result.status}'>{_text(content.status_text(result))}</span></summary>",
+        f"<span class='st st-{result.status}'>{_text(content.status_text(result))}</span>"
+        f"{f' · {_text(resolution[0])}' if resolution else ''}</summary>",
     ]
     if item.description:
         out.append(f"<p><strong>What it does:</strong> {_text(item.description)}</p>")
@@ -286,6 +288,8 @@ def _evidence(result: ScenarioResult, black_box: bool) -> list[str]:
     )
     if result.reason:
         out.append(f"<p><strong>Reason:</strong> {_text(result.reason)}{_failing_link(result)}</p>")
+    if resolution:
+        out.append(f"<p>{_text(resolution[1])}</p>")
     if broken:
         out.append('<ul class="reqs">')
         out += [f"<li>{html.escape(req)}: {_text(text)}</li>" for req, text in content.requirements(result)]

@@ -143,6 +143,9 @@ def _evidence(result: ScenarioResult, black_box: bool) -> list[str]:
         + (f": {md_inline(result.reason, 500)}" if result.reason else ""),
         "",
     ]
+    resolution = content.resolution(result)
+    if resolution:
+        out += [md_inline(resolution[1]), ""]
     facts = False
     for block in content.evidence_blocks(result, black_box):
         if isinstance(block, Fact):

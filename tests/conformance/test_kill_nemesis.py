@@ -25,6 +25,7 @@ import pytest
 from retryproof.adapters.connection import Connection, Lost
 from retryproof.conformance.catalogue import entry
 from retryproof.conformance.context import Context, ScenarioFailed, Unjudgeable
+from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
 from retryproof.conformance.scenarios.common import converge
 from retryproof.conformance.scenarios.kill_nemesis import (
     AHEAD_OF_ANSWERS,
@@ -34,6 +35,9 @@ from retryproof.conformance.scenarios.kill_nemesis import (
     ROUNDS,
     kill_nemesis,
 )
+from retryproof.conformance.verdict import judge
+from retryproof.conformance.writers.html import render_html
+from retryproof.conformance.writers.markdown import render_markdown
 from retryproof.spec.digest import DIGEST_SCHEMA_VERSION, request_digest
 from retryproof.spec.protocol import Failure, Hello, Success
 
@@ -624,9 +628,12 @@ def test_an_in_flight_answer_read_past_the_bound_still_gets_its_retry(released):
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_a_runtime_recovering_its_interrupted_calls_passes_and_every_round_interrupted_one(seed):
     """The control: the same slow runtime without the defect passes, and the evidence
-    shows each round's kill interrupting calls (the round's last placement)."""
+    shows each round's kill interrupting calls (the round's last placement) and its
+    resolution: the widest age at the kill among the effects its counted effect -> answer
+    kills followed (not the narrowest: what every counted round met)."""
     ctx = run(seed)
     rounds = placements(ctx)
+    assert ctx.evidence["resolution_ms"] == max(attempts[-1]["effect_age_ms_at_most"] for attempts in rounds[1::2])
     assert len(rounds) == ROUNDS
     for number, attempts in enumerate(rounds):
         assert attempts[-1]["interrupted"] >= 1, attempts
@@ -644,9 +651,11 @@ def test_a_runtime_recovering_its_interrupted_calls_passes_and_every_round_inter
 @pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
 def test_a_runtime_stranding_a_key_killed_between_effect_and_answer_fails_on_every_seed(seed):
     """Only a kill between a call's effect and its answer finds the defect, and every
-    seed lands one."""
+    seed lands one. A failure states its resolution too."""
+    ctx = context(seed, LockedAfterEffect)
     with pytest.raises(ScenarioFailed, match=STRANDED):
-        run(seed, LockedAfterEffect)
+        kill_nemesis(ctx)
+    assert "resolution_ms" in ctx.evidence
 
 
 def test_the_runtime_working_on_one_call_at_a_time_passes_without_its_defect():
@@ -660,8 +669,11 @@ def test_the_runtime_working_on_one_call_at_a_time_passes_without_its_defect():
 def test_a_runtime_without_an_effect_to_answer_window_is_still_judged():
     """No kill can land between an effect and its answer that do not exist apart: such a
     round is placed ``ATTEMPTS`` times, then counted by its last placement that
-    interrupted a call, and the runtime passes, not an error."""
-    rounds = placements(run(1, AnswersWithItsEffect))
+    interrupted a call, and the runtime passes, not an error; its resolution says that
+    no counted kill was shown after an effect (null), so the pass vouches for no window."""
+    ctx = run(1, AnswersWithItsEffect)
+    assert ctx.evidence["resolution_ms"] is None, placements(ctx)
+    rounds = placements(ctx)
     for attempts in rounds[1::2]:
         assert len(attempts) == ATTEMPTS, attempts
         assert not any(attempt["interrupted_after_effect"] for attempt in attempts), attempts
@@ -777,14 +789,46 @@ def test_a_runtime_answering_the_listing_after_a_batch_once_it_has_read_the_batc
 def test_a_runtime_recording_its_effect_late_is_never_passed_when_every_kill_after_an_effect_is_late():
     """Every effect -> answer kill came after the runtime's record: no placement counts,
     each says why, each such round is placed ``LATE_ATTEMPTS`` times, and the scenario
-    ends in error (or fails, if another kill found the defect), never a pass. Seed 2:
-    judged by those late kills, the runtime passed."""
+    ends in error (or fails, if another kill found the defect), never a pass, and its
+    resolution is none: a late kill landed nowhere the kit vouches for. Seed 2: judged by
+    those late kills, the runtime passed."""
     ctx = context(2, LateAlwaysRecordsAfterEffect, LateAlwaysRecordsAfterEffect.CALL_TIMEOUT_S)
     with pytest.raises((Unjudgeable, ScenarioFailed)) as ended:
         kill_nemesis(ctx)
     if ended.type is Unjudgeable:
         assert "came too long after the effect it followed in every placement" in str(ended.value)
+    assert ctx.evidence["resolution_ms"] is None, placements(ctx)
     for attempts in placements(ctx)[1::2]:
         late = [attempt for attempt in attempts if attempt["interrupted_after_effect"]]
         assert late and all(LATE in attempt["missed"] for attempt in late), attempts
         assert len(attempts) == LATE_ATTEMPTS, attempts
+
+
+@pytest.mark.parametrize(
+    "resolution, short, said",
+    [
+        (
+            12.3,
+            "resolution 12.3 ms",
+            "Resolution: 12.3 ms. Each counted effect -&gt; answer kill came at most 12.3 ms after an effect",
+        ),
+        (None, "resolution none", "Resolution: none. No counted kill was shown to follow an effect"),
+        ("12.3", None, None),  # a crafted report's value: not a figure, left to the evidence's facts
+    ],
+)
+def test_report_md_and_html_say_the_resolution_under_the_status(resolution, short, said):
+    """A reviewer reads what a result's kills could see beside its status, pass or not
+    (report.html's summary line too: it folds a pass's evidence away)."""
+    for status in ("passed", "failed"):
+        result = ScenarioResult(entry("KILL-NEMESIS"), status, None, 0.1, "r", {"resolution_ms": resolution}, ())
+        info = RunInfo("0.1.0", "4.0.0", "retryproof-harness/1", {"name": "n", "version": "1"}, "", (), (), 7, 8, "now")
+        run = RunFinished(info, (result,), judge((result,)), 1.0)
+        page, text = render_html(run), render_markdown(run)
+        if said is None:
+            assert "· resolution" not in page and "Resolution:" not in page and "Resolution:" not in text
+            continue
+        summary = page.split('<details id="s-KILL-NEMESIS"', 1)[1].split("</summary>", 1)[0]
+        assert summary.endswith(f"</span> · {short}"), summary
+        assert f"<p>{said}" in page, page
+        shown = text.split(f"Status: **{status}**", 1)[1].split("\n\n")
+        assert shown[1].startswith(said), shown[:3]
