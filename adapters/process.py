@@ -437,8 +437,9 @@ class ProcessConnection(Connection):
         children inherited close and the reader judges the calls in flight as at any end
         of output (``_close``: "the harness died of signal SIGKILL"); should a process
         that escaped the group still hold stdout after ``PIPE_GRACE_S``, the calls are
-        judged without waiting for it."""
-        if process.closed:
+        judged without waiting for it. A leader the kit has reaped meanwhile (its stop or
+        kill) is left to that: its pid may name another process by now."""
+        if process.closed or process.popen.returncode is not None:
             return
         kill_group(process.popen)
         if not process.closed_event.wait(PIPE_GRACE_S):
