@@ -1,0 +1,35 @@
+"""What a new user's review found misleading, each kept fixed: a garbled success
+recorded as a success, a baselined failure printed as blocking, usage errors that point
+to the wrong help or guess nothing."""
+
+import os
+import sys
+
+import pytest
+from kit import by_id, certify, retryproof_here
+
+BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
+
+
+@pytest.fixture(scope="module")
+def baselined_schema_violation(tmp_path_factory):
+    """A2-RESPONSE-LOSS against a runtime whose reuse answer lacks ``idempotent``
+    (its result schema's), with that failure in the baseline: one run, in this process."""
+    out = tmp_path_factory.mktemp("baselined")
+    baseline = out / "baseline.yaml"
+    baseline.write_text("expected_failures: [A2-RESPONSE-LOSS]\n")
+    harness = f"{sys.executable} -S {BROKEN} reuse-without-idempotent"
+    done, report = certify(out, harness, "--only", "A2-RESPONSE-LOSS", "--baseline", str(baseline), in_process=True)
+    return done, by_id(report)["A2-RESPONSE-LOSS"]
+
+
+def test_a_success_that_violates_its_schema_is_indeterminate_not_ok(baselined_schema_violation):
+    """The brief's outcome model: a garbled answer is ``info``, never ``ok``; the
+    scenario still fails on it, and the call keeps what it answered as evidence."""
+    _, scenario = baselined_schema_violation
+    reason = 'write_task result violates its schema at (result) (rule required): "idempotent" is missing'
+    assert scenario["status"] == "failed" and scenario["reason"] == reason
+    (garbled,) = [call for call in scenario["calls"] if call.get("failure") == "about"]
+    assert garbled["op"] == "write_task" and garbled["disposition"] == "reused"
+    assert garbled["kind"] == "info" and garbled["message"] == reason
+    assert all(call["kind"] == "ok" for call in scenario["calls"] if call is not garbled)
