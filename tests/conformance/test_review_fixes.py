@@ -6,7 +6,7 @@ import os
 import sys
 
 import pytest
-from kit import by_id, certify, retryproof_here
+from kit import by_id, certify
 
 BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
 
@@ -33,3 +33,11 @@ def test_a_success_that_violates_its_schema_is_indeterminate_not_ok(baselined_sc
     assert garbled["op"] == "write_task" and garbled["disposition"] == "reused"
     assert garbled["kind"] == "info" and garbled["message"] == reason
     assert all(call["kind"] == "ok" for call in scenario["calls"] if call is not garbled)
+
+
+def test_a_baselined_failure_is_printed_as_expected_not_as_blocking(baselined_schema_violation):
+    """The run exits 0 within its baseline: the console must not call the failure blocking."""
+    done, _ = baselined_schema_violation
+    assert done.returncode == 0, done.stderr
+    assert "\n  expected (baseline) A2-RESPONSE-LOSS: failed: write_task result violates its schema" in done.stdout
+    assert "\n  blocking " not in done.stdout
