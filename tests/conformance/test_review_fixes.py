@@ -6,7 +6,7 @@ import os
 import sys
 
 import pytest
-from kit import by_id, certify
+from kit import by_id, certify, retryproof_here
 
 BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
 
@@ -41,3 +41,9 @@ def test_a_baselined_failure_is_printed_as_expected_not_as_blocking(baselined_sc
     assert done.returncode == 0, done.stderr
     assert "\n  expected (baseline) A2-RESPONSE-LOSS: failed: write_task result violates its schema" in done.stdout
     assert "\n  blocking " not in done.stdout
+
+
+def test_an_unrecognized_argument_of_a_subcommand_points_to_its_help():
+    done = retryproof_here("run", "--bogus")
+    assert done.returncode == 2
+    assert done.stderr == "error: unrecognized arguments: --bogus\nhint: see 'retryproof run --help'\n"
