@@ -47,3 +47,11 @@ def test_an_unrecognized_argument_of_a_subcommand_points_to_its_help():
     done = retryproof_here("run", "--bogus")
     assert done.returncode == 2
     assert done.stderr == "error: unrecognized arguments: --bogus\nhint: see 'retryproof run --help'\n"
+
+
+def test_a_baseline_id_in_the_wrong_case_gets_the_right_one_suggested(tmp_path):
+    baseline = tmp_path / "baseline.yaml"
+    baseline.write_text("expected_failures: [restart-reuse]\n")
+    done = retryproof_here("run", "--baseline", str(baseline), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[1] == "hint: did you mean RESTART-REUSE? see 'retryproof list'"
