@@ -49,6 +49,21 @@ def test_an_unrecognized_argument_of_a_subcommand_points_to_its_help():
     assert done.stderr == "error: unrecognized arguments: --bogus\nhint: see 'retryproof run --help'\n"
 
 
+@pytest.mark.parametrize(
+    "option, given, guess",
+    [
+        ("--only", "wt-create", "did you mean WT-CREATE? "),  # the wrong case is refused, with the right one
+        ("--skip", "A4-CONCURENT", "did you mean A4-CONCURRENT? "),
+        ("--only", "WT-CREAT,nothing-like-it", "did you mean WT-CREATE for WT-CREAT? "),
+        ("--only", "nothing-like-it", ""),
+    ],
+)
+def test_an_unknown_scenario_id_gets_the_closest_known_one_suggested(tmp_path, option, given, guess):
+    done = retryproof_here("run", option, given, "--out", str(tmp_path))
+    assert done.returncode == 2 and not (tmp_path / "report.json").exists()
+    assert done.stderr.splitlines()[1] == f"hint: {guess}see 'retryproof list' for the catalogue"
+
+
 def test_a_baseline_id_in_the_wrong_case_gets_the_right_one_suggested(tmp_path):
     baseline = tmp_path / "baseline.yaml"
     baseline.write_text("expected_failures: [restart-reuse]\n")
