@@ -74,7 +74,13 @@ def _selftest_arguments(selftest: argparse.ArgumentParser) -> None:
     selftest.add_argument(
         "--out", type=given, metavar="DIR", default="reports/selftest", help="where the kill matrix is written"
     )
-    selftest.add_argument("--seed", type=int, default=0, metavar="N")
+    selftest.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of every runtime's run, for every random choice (default 0)",
+    )
     selftest.add_argument(
         "--jobs", type=job_count, default=default_jobs(), metavar="N", help="scenarios run at once (default: CPUs + 1)"
     )

@@ -70,3 +70,11 @@ def test_a_baseline_id_in_the_wrong_case_gets_the_right_one_suggested(tmp_path):
     done = retryproof_here("run", "--baseline", str(baseline), "--out", str(tmp_path / "out"))
     assert done.returncode == 2
     assert done.stderr.splitlines()[1] == "hint: did you mean RESTART-REUSE? see 'retryproof list'"
+
+
+def test_every_selftest_option_says_what_it_does(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # each option's help on its own line
+    done = retryproof_here("selftest", "--help")
+    options = [line.split() for line in done.stdout.splitlines() if line.startswith("  --")]
+    assert [words[0] for words in options] == ["--out", "--seed", "--jobs"]
+    assert all(len(words) > 2 for words in options), done.stdout
