@@ -26,8 +26,13 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a bad argument like every other user error: an
     ``error:`` line, a ``hint:`` line, exit 2 (not a usage dump)."""
 
+    #: The subcommand's prog, for the top parser: argparse reports a subcommand's
+    #: unrecognized argument from there, and its help is the subcommand's.
+    helped: str | None = None
+
     def error(self, message: str):
-        _complain(self.prog.split()[-1], message, f"see '{self.prog} --help'", 2)
+        prog = self.helped or self.prog
+        _complain(prog.split()[-1], message, f"see '{prog} --help'", 2)
         self.exit(2)
 
 
@@ -69,7 +74,13 @@ def _selftest_arguments(selftest: argparse.ArgumentParser) -> None:
     selftest.add_argument(
         "--out", type=given, metavar="DIR", default="reports/selftest", help="where the kill matrix is written"
     )
-    selftest.add_argument("--seed", type=int, default=0, metavar="N")
+    selftest.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of every runtime's run, for every random choice (default 0)",
+    )
     selftest.add_argument(
         "--jobs", type=job_count, default=default_jobs(), metavar="N", help="scenarios run at once (default: CPUs + 1)"
     )
@@ -167,6 +178,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Conformance test kit for retry-safe side effects in agent runtimes.",
     )
     parser.add_argument("--version", action="version", version=f"retryproof {__version__}")
+    if command is not None:
+        parser.helped = f"{parser.prog} {command}"
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (help_line, add_arguments) in _SUBCOMMANDS.items():

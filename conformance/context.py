@@ -547,12 +547,14 @@ class Context:
             lane=lane,
             connection=self._connection_number(connection),
         )
+        problem = result_problem(op, call.result) if call.result is not None and schema_checked else None
+        if problem:
+            # A garbled answer vouches for nothing, not even a rejection: indeterminate.
+            call = replace(call, kind="info", message=problem)
         with self._calls_lock:
             self.history.append(call)
-        if call.result is not None and schema_checked:
-            problem = result_problem(op, call.result)
-            if problem:
-                self._blame(call, ScenarioFailed(problem))
+        if problem:
+            self._blame(call, ScenarioFailed(problem))
         return call
 
     # -- authoritative state ------------------------------------------------------

@@ -15,7 +15,7 @@ import math
 import os
 import shlex
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -397,6 +397,24 @@ def load_binding(path: str) -> Binding:
         raise KitError(f"binding {path}: {exc.key}: {exc.problem}", exc.hint or hint) from None
 
 
+def unknown_names_hint(unknown: Sequence[str], known: Iterable[str], then: str) -> str:
+    """``then``, after a guess at each of ``unknown`` that is close to a ``known`` name:
+    a name in the wrong case gets its right spelling suggested, never silently taken."""
+    import difflib  # only on this error path
+
+    by_folded = {name.casefold(): name for name in known}
+    guesses = {
+        name: by_folded[close[0]]
+        for name in unknown
+        if (close := difflib.get_close_matches(name.casefold(), by_folded, n=1))
+    }
+    if not guesses:
+        return then
+    if len(unknown) == 1:
+        return f"did you mean {guesses[unknown[0]]}? {then}"
+    return f"did you mean {', '.join(f'{guess} for {name}' for name, guess in guesses.items())}? {then}"
+
+
 def load_baseline(path: str) -> frozenset[str]:
     """The expected-failure ids of a baseline file (``spec verdict.baseline.format``)."""
     import yaml
@@ -416,9 +434,13 @@ def load_baseline(path: str) -> frozenset[str]:
         raise KitError(
             f"baseline {path} has no list of expected_failures", "expected {expected_failures: [SCENARIO-ID, ...]}"
         )
-    unknown = sorted(set(entries) - {item.id for item in catalogue()})
+    known = [item.id for item in catalogue()]
+    unknown = sorted(set(entries) - set(known))
     if unknown:
-        raise KitError(f"baseline {path} names unknown scenario id(s): {', '.join(unknown)}", "see 'retryproof list'")
+        raise KitError(
+            f"baseline {path} names unknown scenario id(s): {', '.join(unknown)}",
+            unknown_names_hint(unknown, known, "see 'retryproof list'"),
+        )
     return frozenset(entries)
 
 

@@ -44,7 +44,7 @@ from retryproof.conformance.events import (
     Sink,
 )
 from retryproof.conformance.machine_paths import without_machine_paths
-from retryproof.conformance.options import REPLAYED_OPTIONS, Options, replayed_flags
+from retryproof.conformance.options import REPLAYED_OPTIONS, Options, replayed_flags, unknown_names_hint
 from retryproof.conformance.records import Shard, Status
 from retryproof.conformance.scenarios import Scenario, registry
 from retryproof.conformance.schedule import SOLO, NoTurn, Turn, in_order
@@ -80,7 +80,10 @@ def select(only: Sequence[str], skip: Sequence[str], shard: Shard | None = None)
     known = {item.id for item in catalogue()}
     unknown = sorted((set(only) | set(skip)) - known)
     if unknown:
-        raise KitError(f"unknown scenario id(s): {', '.join(unknown)}", "see 'retryproof list' for the catalogue")
+        raise KitError(
+            f"unknown scenario id(s): {', '.join(unknown)}",
+            unknown_names_hint(unknown, known, "see 'retryproof list' for the catalogue"),
+        )
     selected = [item for item in catalogue() if (not only or item.id in only) and item.id not in skip]
     if not selected:
         raise KitError("--only and --skip leave no scenario to run", "a scenario named in both is skipped")

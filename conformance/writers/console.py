@@ -58,7 +58,9 @@ class ConsoleWriter:
             self._print(f"{verdict.headline}: {tally(event.results).line()} in {event.duration_s:.1f}s")
             self._print(f"  {tool_paths_line(event)}")
             for scenario_id, why in verdict.blocking:
-                self._print(f"  blocking {scenario_id}: {one_line(why, 200)}")
+                # A baselined failure leaves the exit code 0: "blocking" would tell a CI reader the opposite.
+                what = "expected (baseline)" if scenario_id in verdict.expected_failures else "blocking"
+                self._print(f"  {what} {scenario_id}: {one_line(why, 200)}")
             for scenario_id, why in verdict.warnings:
                 self._print(f"  warning {scenario_id} (SHOULD): {one_line(why, 200)}")
             for scenario_id in verdict.stale_baseline:

@@ -52,7 +52,7 @@ def test_a_bad_argument_gets_the_same_error_line(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["digest", "--bogus"])
     assert exited.value.code == 2
-    assert capsys.readouterr().err == "error: unrecognized arguments: --bogus\nhint: see 'retryproof --help'\n"
+    assert capsys.readouterr().err == "error: unrecognized arguments: --bogus\nhint: see 'retryproof digest --help'\n"
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
