@@ -106,11 +106,36 @@ def _run(tmp_path, wire: str, defect: str, only: str, env: dict[str, str] | None
     return run_binding(tmp_path, binding, only, "--call-timeout", CALL_TIMEOUT[waits], seed=1, env=env)
 
 
+#: How many times the fixed store's KILL-NEMESIS runs when a loaded machine left it unable
+#: to judge: an error whose kills of a round all came too long after the effect they
+#: followed (the kit's limit, in the scenario's spec text). Over MCP stdio at load 7 one
+#: suite run in seven ended so (12 placements, all late); a failure is never run again.
+KILL_NEMESIS_RUNS = 3
+UNJUDGED = "came too long after the effect it followed"
+
+
+def _judged(tmp_path, wire: str, report: dict) -> dict:
+    """``report`` with its KILL-NEMESIS, when it could not judge, replaced by the first of
+    up to ``KILL_NEMESIS_RUNS`` - 1 runs of it alone (same seed, a server of its own, as
+    in the whole run) that could; by the last one when none could."""
+    for attempt in range(1, KILL_NEMESIS_RUNS):
+        nemesis = {scenario["id"]: scenario for scenario in report["scenarios"]}.get("KILL-NEMESIS")
+        if nemesis is None or nemesis["status"] != "error" or UNJUDGED not in nemesis["reason"]:
+            break
+        again = tmp_path / f"again-{attempt}"
+        again.mkdir()
+        _, alone = _run(again, wire, "", "KILL-NEMESIS")
+        others = [scenario for scenario in report["scenarios"] if scenario["id"] != "KILL-NEMESIS"]
+        report = {**report, "scenarios": [*others, *alone["scenarios"]]}
+    return report
+
+
 @pytest.mark.parametrize("run", sorted(FIXED_RUNS))
 def test_the_fixed_claim_service_passes_every_fault_scenario(tmp_path, run):
     wire, only = FIXED_RUNS[run]
     _needs_mcp(wire)
     done, report = _run(tmp_path, wire, "", only)
+    report = _judged(tmp_path, wire, report)
     assert statuses(report) == dict.fromkeys(only.split(","), "passed"), done.stdout + done.stderr
     by_id = {scenario["id"]: scenario for scenario in report["scenarios"]}
     if "CRASH-POINTS" in by_id:
