@@ -39,6 +39,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from retryproof.conformance.scenarios.kill_nemesis import landed_rounds
+
 REPO = Path(__file__).resolve().parents[1]
 NODE = REPO / "tests" / "independent" / "node_harness" / "harness.js"
 HARNESSES = {
@@ -150,12 +152,7 @@ def main() -> int:
     resolutions = [scenario["evidence"].get("resolution_ms") for _, scenario in runs]
     print(f"resolution_ms: {spread([ms for ms in resolutions if ms is not None])}, none in {resolutions.count(None)}")
     # What the kit allowed the kills that set the resolution (the run's pace, times three).
-    allowed = [
-        round_["late_after_ms"]
-        for rounds in schedules
-        for round_ in rounds
-        if round_.get("interrupted_after_effect") and "missed" not in round_
-    ]
+    allowed = [round_["late_after_ms"] for rounds in schedules for round_ in landed_rounds(rounds)]
     print(f"late_after_ms of the counted kills: {spread(allowed)}")
     print("effect -> answer rounds counted by:")
     for what, count in counted.most_common():

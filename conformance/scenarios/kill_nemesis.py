@@ -359,16 +359,20 @@ def _kill_once(
 LATE = "too long after the effect"
 
 
-def _resolution(schedule: list[dict[str, Any]]) -> float | None:
-    """The run's ``resolution_ms``: the widest ``effect_age_ms_at_most`` among the
-    effect -> answer rounds whose counted kill landed (interrupted a call after its listed
-    effect, soon enough to count); None when none did."""
-    landed = [
-        round_["effect_age_ms_at_most"]
+def landed_rounds(schedule: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The effect -> answer rounds of ``schedule`` (the evidence's ``rounds``) whose
+    counted kill landed: it interrupted a call after its listed effect, soon enough to count."""
+    return [
+        round_
         for round_ in schedule
         if round_["window"] == "effect -> answer" and round_["interrupted_after_effect"] and "missed" not in round_
     ]
-    return max(landed, default=None)
+
+
+def _resolution(schedule: list[dict[str, Any]]) -> float | None:
+    """The run's ``resolution_ms``: the widest ``effect_age_ms_at_most`` among
+    ``landed_rounds``; None when none landed."""
+    return max((round_["effect_age_ms_at_most"] for round_ in landed_rounds(schedule)), default=None)
 
 
 def _missed(placed: dict[str, Any], before_effect: bool) -> str | None:
