@@ -9,9 +9,9 @@ import os
 import shlex
 import signal
 import sys
-import time
 
 import pytest
+from kit import until
 
 from retryproof.adapters.connection import Lost
 from retryproof.adapters.process import ProcessConnection
@@ -21,13 +21,6 @@ ECHO = [sys.executable, "-S", os.path.join(os.path.dirname(__file__), "echo_harn
 #: Far above what the harness's end takes to be noticed (a pipe grace of 1 s at most):
 #: a reply that waited for it says "no response within", never the signal.
 CALL_TIMEOUT_S = 15
-
-
-def wait_until(condition, bound_s=10.0):
-    deadline = time.monotonic() + bound_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {bound_s:g}s"
-        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("child", ["sleep 38", "setsid sleep 38"], ids=["in-its-group", "escaped"])
@@ -45,7 +38,7 @@ def test_a_harness_whose_child_holds_its_output_has_ended_when_it_dies(tmp_path,
     leader, held = (int(pid) for pid in pids.read_text().split())
     try:
         if child.startswith("setsid"):
-            wait_until(lambda: (stat_fields(held) or ["", "", ""])[2] == str(held))  # out of the group
+            assert until(lambda: (stat_fields(held) or ["", "", ""])[2] == str(held), 10, 0.01), "not out of the group"
         pending = connection.submit("echo", {"value": "never", "delay": 60})
         os.kill(leader, signal.SIGKILL)
         reply = connection.wait(pending)
@@ -58,7 +51,7 @@ def test_a_harness_whose_child_holds_its_output_has_ended_when_it_dies(tmp_path,
         else:
             # Its pipes close before it is a zombie: on a loaded machine /proc may show it
             # running a moment after the reader saw their end. Unkilled, it runs 38 s.
-            wait_until(lambda: not running(held))
+            assert until(lambda: not running(held), 10, 0.01), f"{held} outlived the harness's group"
     finally:
         connection.kill()
         with contextlib.suppress(ProcessLookupError):
