@@ -124,4 +124,4 @@ def test_the_policy_and_the_line_rule_leave_nothing_to_guess():
     assert "U+0020" in text and "U+0009" in text and "U+000D" in text
     assert "vertical tab (U+000B)" in text and "form feed (U+000C)" in text and "bad_message" in text
     nemesis = next(item for item in spec.load_spec()["scenarios"] if item["id"] == "KILL-NEMESIS")
-    assert "a harness declares none, so its bound is 0" in nemesis["description"]
+    assert "a harness declares none, so its bound is 0" in nemesis["method"]
