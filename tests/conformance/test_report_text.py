@@ -3,6 +3,7 @@ lists every scenario behind a checklist answer and every item of an evidence lis
 and the kill matrix states each defect in full."""
 
 import io
+import json
 
 from retryproof.conformance.catalogue import catalogue, entry
 from retryproof.conformance.events import (
@@ -113,3 +114,19 @@ def test_every_defect_in_the_kill_matrix_is_a_whole_sentence():
     assert faulty
     for runtime in faulty:
         assert runtime.defect.endswith("."), runtime
+
+
+def test_the_badges_say_partial_for_a_partial_run_that_blocks_nothing():
+    """review13: the headline said PARTIAL while both badges said "not conformant"."""
+    from retryproof.conformance.writers.badge import render_badge
+    from retryproof.conformance.writers.svg import render_checklist_badge
+
+    partial = a_run([result("WT-CREATE")])
+    assert partial.verdict.headline.startswith("PARTIAL (")
+    assert json.loads(render_badge(partial))["message"] == "partial run"
+    svg = render_checklist_badge(partial)
+    assert 'aria-label="retryproof: partial run; ' in svg and "not conformant" not in svg
+    blocked = a_run([result("WT-CREATE", "failed", "a second task")])
+    assert blocked.verdict.headline.startswith("NOT CONFORMANT (")
+    assert json.loads(render_badge(blocked))["message"] == "not conformant"
+    assert 'aria-label="retryproof: not conformant; ' in render_checklist_badge(blocked)
