@@ -35,6 +35,25 @@ def test_a_success_that_violates_its_schema_is_indeterminate_not_ok(baselined_sc
     assert all(call["kind"] == "ok" for call in scenario["calls"] if call is not garbled)
 
 
+def test_the_timeline_draws_a_garbled_answer_as_indeterminate_not_as_its_disposition(baselined_schema_violation):
+    """review13: the garbled call was drawn as the reuse it claimed. Its bar now reads
+    as indeterminate (drawn like a lost call), and says what it claimed."""
+    from retryproof.conformance.writers.document import scenario_result
+    from retryproof.conformance.writers.svg import render_timeline
+    from retryproof.conformance.writers.timeline import INDETERMINATE, timeline
+
+    _, scenario = baselined_schema_violation
+    picture = timeline(scenario_result(scenario))
+    assert picture is not None and picture.highlighted is not None
+    garbled = picture.highlighted  # the call the failure is about
+    assert garbled.outcome == "garbled" and garbled.outcome in INDETERMINATE
+    assert garbled.label == "write_task: garbled answer (claimed reused)"
+    assert {bar.outcome for bar in picture.bars if bar is not garbled} == {"created", "ok"}
+    svg = render_timeline(picture, "t", "#calls")
+    assert 'fill="url(#t-garbled)" stroke="#1b1f24" stroke-width="0.6" stroke-dasharray="3 2"' in svg
+    assert "garbled answer (it broke its schema: indeterminate)" in svg  # its legend entry
+
+
 def test_a_baselined_failure_is_printed_as_expected_not_as_blocking(baselined_schema_violation):
     """The run exits 0 within its baseline: the console must not call the failure blocking."""
     done, _ = baselined_schema_violation
