@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
+import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: A path in a longer one is not this one's ("/mnt/work/a"); the root itself ends where
@@ -63,3 +66,28 @@ def _replaced(value: Any, rules: list[tuple[re.Pattern[str], str]], roots: tuple
     if isinstance(value, tuple):
         return tuple(_replaced(item, rules, roots) for item in value)
     return value
+
+
+def typed_interpreter(directory: str, home: str) -> str:
+    """This interpreter as a user types it to run it again from ``directory``: its bare
+    name when PATH finds this very file by it (an active virtual environment), else its
+    path shown as reports show paths (relative to ``directory``, under ``home`` from
+    ``~``). Never a bare ``python`` that PATH resolves to another interpreter, one
+    without the kit."""
+    executable = os.path.abspath(sys.executable)
+    name = os.path.basename(executable)
+    found = shutil.which(name)
+    if found is not None and os.path.abspath(found) == executable:
+        return name
+    shown = str(without_machine_paths(executable, directory, home))
+    return shown if "/" in shown else f"./{shown}"  # a bare name would be looked up on PATH
+
+
+def typed_line(command: Sequence[str], one_word: bool = False) -> str:
+    """``command`` as shell text, a first word under ``~/`` keeping ``~/`` outside the
+    quotes, where the shell expands it (the kit does not); with ``one_word``, one shell
+    word whose value is that line, the way ``--harness`` takes a command line."""
+    first, *rest = command
+    home = "~/" if first.startswith("~/") else ""
+    line = shlex.join([first[len(home) :], *rest])
+    return home + (shlex.quote(line) if one_word else line)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 import sys
 import threading
@@ -39,6 +38,7 @@ from retryproof.conformance.catalogue import Entry, catalogue
 from retryproof.conformance.errors import KitError
 from retryproof.conformance.events import RunFinished, ScenarioResult
 from retryproof.conformance.file_names import file_stem
+from retryproof.conformance.machine_paths import typed_interpreter, typed_line
 from retryproof.conformance.options import REFERENCE_COMMAND, Options, default_jobs
 from retryproof.conformance.schedule import Turn, in_order
 from retryproof.conformance.writers.content import STATUS_CELLS
@@ -60,6 +60,12 @@ class Runtime:
         return REFERENCE_COMMAND if self.name == REFERENCE else (*REFERENCE_COMMAND, "--fault", self.name)
 
 
+def _python() -> str:
+    """The kit's interpreter as typed here: a bare ``python`` has the kit only with its
+    environment active."""
+    return typed_interpreter(os.getcwd(), os.path.expanduser("~"))
+
+
 def bundled_runtimes() -> list[Runtime]:
     """The reference and the variants ``python -m retryproof.reference_impl.faulty`` lists."""
     try:
@@ -67,9 +73,8 @@ def bundled_runtimes() -> list[Runtime]:
             [sys.executable, "-m", "retryproof.reference_impl.faulty"], capture_output=True, text=True, timeout=60
         )
     except subprocess.TimeoutExpired:
-        raise KitError(
-            "listing the faulty runtimes timed out", "run 'python -m retryproof.reference_impl.faulty' to see why"
-        ) from None
+        listing = typed_line((_python(), "-m", "retryproof.reference_impl.faulty"))
+        raise KitError("listing the faulty runtimes timed out", f"run {listing} to see why") from None
     if done.returncode != 0:
         raise KitError(
             "cannot list the bundled faulty runtimes", done.stderr.strip()[-500:] or "is reference_impl installed?"
@@ -89,12 +94,11 @@ def bundled_runtimes() -> list[Runtime]:
 
 
 def runtime_options(runtime: Runtime, seed: int, only: tuple[str, ...] = ()) -> Options:
-    target = (
-        ""
-        if runtime.name == REFERENCE
-        else "--harness " + shlex.quote(f"python -m retryproof.reference_impl --fault {runtime.name}")
-    )
-    return Options(command=runtime.command, target=target, seed=seed, only=only)
+    """A runtime's run; a faulty one's reproduce lines name the kit's interpreter (``_python``)."""
+    if runtime.name == REFERENCE:
+        return Options(command=runtime.command, target="", seed=seed, only=only)
+    harness = typed_line((_python(), "-m", "retryproof.reference_impl", "--fault", runtime.name), one_word=True)
+    return Options(command=runtime.command, target=f"--harness {harness}", seed=seed, only=only)
 
 
 def judge(runtime: Runtime, outcome: dict[str, Any]) -> list[str]:

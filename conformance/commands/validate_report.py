@@ -23,6 +23,8 @@ from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers.document import scenario_result
 from retryproof.spec.schema_messages import schema_message
 
+#: The scenario whose pass lists no calls (``_judged_on_problems``).
+FUZZ_MODEL = "FUZZ-MODEL"
 #: Problems printed at most; a report broken everywhere needs no thousand lines.
 MAX_PROBLEMS = 20
 
@@ -47,6 +49,7 @@ def report_problems(document: Any) -> list[str]:
         return [
             *_fingerprint_problems(document),
             *_need_problems(document, results, own_needs=True),
+            *_judged_on_problems(results),
             *_reproduce_problems(document),
             *_count_problems(document["counts"], results),
         ]
@@ -54,6 +57,7 @@ def report_problems(document: Any) -> list[str]:
         *_fingerprint_problems(document),
         *_catalogue_problems(document["scenarios"], results),
         *_need_problems(document, results),
+        *_judged_on_problems(results),
         *_reproduce_problems(document),
         *_count_problems(document["counts"], results),
         *_verdict_problems(document, results),
@@ -153,6 +157,41 @@ def _need_problems(document: dict[str, Any], results: list[ScenarioResult], own_
             problems.append(
                 f"scenarios/{index}: {result.entry.id} is {result.status}, but it needs {', '.join(lacking)}, "
                 "which the runtime's hello (capabilities, failpoints) does not declare"
+            )
+    return problems
+
+
+#: Statuses the verdict counts as met (VERDICT-R1): a scenario ends so only by judging
+#: the runtime, so its result carries what it was judged on. A failure stands on its
+#: reason (a harness that died before any call leaves none to list), and error and
+#: skipped end without a judgement.
+MET = ("passed", "not_applicable")
+#: Calls of the runtime, not faults the kit caused.
+CALL_KINDS = ("ok", "fail", "info")
+
+
+def _judged_on_problems(results: list[ScenarioResult]) -> list[str]:
+    """A scenario whose status counts as met carries the evidence and the calls it
+    was judged on: a report whose passes were emptied of both vouches for nothing,
+    however well its counts and verdict agree. FUZZ-MODEL lists none of the thousands
+    of calls its exploration made (scenarios/fuzz_model.py); its evidence's ``fuzz``
+    record names the examples it ran instead."""
+    problems = []
+    for index, result in enumerate(results):
+        if result.status not in MET:
+            continue
+        lacking = [] if result.evidence else ["its evidence is empty"]
+        if result.entry.id == FUZZ_MODEL and result.status == "passed":
+            fuzz = result.evidence.get("fuzz")
+            examples = fuzz.get("examples") if isinstance(fuzz, dict) else None
+            if type(examples) is not int or examples < 1:
+                lacking.append("its evidence names no example it explored (fuzz.examples)")
+        elif not any(call.get("kind") in CALL_KINDS for call in result.calls):
+            lacking.append("it lists no call of the runtime (calls of kind ok, fail or info)")
+        if lacking:
+            problems.append(
+                f"scenarios/{index}: {result.entry.id} is {result.status}, but {' and '.join(lacking)}: "
+                "a result that counts as met carries the evidence and the calls it was judged on"
             )
     return problems
 

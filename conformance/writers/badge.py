@@ -19,11 +19,12 @@ def tone(run: RunFinished) -> str:
 
 
 def message(run: RunFinished) -> str:
-    """The badges' message; a certificate that lacks a tool path says which it covers
-    (VERDICT-R17)."""
+    """The badges' message, in the headline's words (VERDICT-R10: a partial run that
+    blocks nothing is PARTIAL, not NOT CONFORMANT); a certificate that lacks a tool
+    path says which it covers (VERDICT-R17)."""
     verdict = run.verdict
     if not verdict.conformant:
-        return "not conformant"
+        return "partial run" if tone(run) == "partial" else "not conformant"
     return f"conformant ({', '.join(verdict.certified)} only)" if verdict.scope else "conformant"
 
 

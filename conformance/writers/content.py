@@ -16,6 +16,7 @@ from typing import Any
 from retryproof.conformance.catalogue import requirement_questions, requirement_texts
 from retryproof.conformance.events import RunFinished, RunInfo, ScenarioResult
 from retryproof.conformance.verdict import applies, questions
+from retryproof.conformance.writers.badge import tone
 
 #: The columns of a call table, in order; ``request_digest`` shows which calls carried
 #: the same request (CONFLICT-DIGEST's second call differs there and only there).
@@ -120,8 +121,10 @@ def tally(results: Sequence[ScenarioResult]) -> Tally:
 
 def tool_paths_line(run: RunFinished) -> str:
     """Which tool paths the verdict certifies (VERDICT-R17), so that a certificate for
-    approval flows is never read as one for task creation."""
-    return "Tool paths: " + " · ".join(f"{path} {state}" for path, state in run.verdict.tool_paths)
+    approval flows is never read as one for task creation; a partial run that blocks
+    nothing says why it certifies none, so "not certified" is not read as a failure."""
+    line = "Tool paths: " + " · ".join(f"{path} {state}" for path, state in run.verdict.tool_paths)
+    return f"{line} (a partial run certifies none)" if tone(run) == "partial" else line
 
 
 def failures(run: RunFinished) -> list[ScenarioResult]:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from retryproof.conformance.events import RunFinished
 from retryproof.conformance.writers.badge import message, tone
 from retryproof.conformance.writers.escape import html_text, one_line, visible_lines
-from retryproof.conformance.writers.timeline import OUTCOMES, Bar, Outcome, Strip, Timeline
+from retryproof.conformance.writers.timeline import INDETERMINATE, OUTCOMES, Bar, Outcome, Strip, Timeline
 
 WIDTH = 1100
 LABEL_W = 150
@@ -35,6 +35,10 @@ STYLES: dict[Outcome, tuple[str, str]] = {
     "conflict": ("#bc4c00", '<path d="M0,0 L6,6 M6,0 L0,6" stroke="#fff" stroke-width="1.2"/>'),
     "in_flight": ("#8250df", '<circle cx="3" cy="3" r="1.3" fill="#fff"/>'),
     "lost": ("#ffffff", '<path d="M0,3 h6" stroke="#cf222e" stroke-width="1"/>'),
+    "garbled": (
+        "#ffffff",
+        '<path d="M0,4.5 l1.5,-3 l1.5,3 l1.5,-3 l1.5,3" stroke="#cf222e" stroke-width="0.9" fill="none"/>',
+    ),
     "error": ("#cf222e", '<path d="M0,1.5 h6 M0,4.5 h6" stroke="#fff" stroke-width="1"/>'),
     "ok": ("#afb8c1", ""),
 }
@@ -65,7 +69,7 @@ def _defs(prefix: str) -> str:
 
 
 def _swatch(prefix: str, outcome: Outcome, x: float, y: float, width: float, height: float, extra: str = "") -> str:
-    dash = ' stroke-dasharray="3 2"' if outcome == "lost" else ""
+    dash = ' stroke-dasharray="3 2"' if outcome in INDETERMINATE else ""
     return (
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}" fill="url(#{prefix}-{outcome})" '
         f'stroke="#1b1f24" stroke-width="0.6"{dash}{extra}/>'

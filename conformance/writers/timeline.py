@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from retryproof.conformance.events import ScenarioResult
 
-Outcome = Literal["created", "reused", "conflict", "in_flight", "lost", "error", "ok"]
+Outcome = Literal["created", "reused", "conflict", "in_flight", "lost", "garbled", "error", "ok"]
 
 #: Every outcome a bar can have, in legend order, with its legend text.
 OUTCOMES: dict[Outcome, str] = {
@@ -25,6 +25,7 @@ OUTCOMES: dict[Outcome, str] = {
     "conflict": "conflict",
     "in_flight": "in flight or in progress (busy: retry)",
     "lost": "no answer (killed, timed out, lost)",
+    "garbled": "garbled answer (it broke its schema: indeterminate)",
     "error": "error",
     "ok": "other success (listing, diagnostics)",
 }
@@ -34,6 +35,21 @@ NOTES = {"about": "the call the failure is about", "before": "the last call befo
 
 #: Error codes that mean "another call holds this key right now".
 BUSY_CODES = frozenset({"in_flight", "in_progress"})
+#: The outcomes of ``info`` calls without an error code, drawn alike: nothing is known
+#: of their effect (the outcome model's indeterminate).
+INDETERMINATE = frozenset({"lost", "garbled"})
+#: What a call's record copies from its answer (``outcome.Call.summary``): an ``info``
+#: call holding one of them was answered, but with a result that broke its schema.
+ANSWER_FIELDS = (
+    "disposition",
+    "action_taken",
+    "task_id",
+    "idempotent",
+    "deduplicated",
+    "state",
+    "conflict_reason",
+    "listed",
+)
 
 
 @dataclass(frozen=True)
@@ -88,7 +104,11 @@ class Timeline:
 
 
 def outcome(call: Mapping[str, Any]) -> Outcome:
-    """The colour of a call's bar: its disposition, or how it failed to have one."""
+    """The colour of a call's bar: its disposition, or how it failed to have one. An
+    ``info`` call's disposition is not its outcome: a garbled answer vouches for
+    nothing, so it is drawn as indeterminate, not as what it claimed."""
+    if call["kind"] == "info" and call.get("error") is None:
+        return "garbled" if any(field in call for field in ANSWER_FIELDS) else "lost"
     disposition = call.get("disposition")
     if disposition in ("created", "reused", "conflict"):
         return disposition
@@ -96,8 +116,6 @@ def outcome(call: Mapping[str, Any]) -> Outcome:
         return "in_flight"
     if call.get("error") is not None:
         return "error"
-    if call["kind"] == "info":
-        return "lost"
     return "ok"
 
 
@@ -121,6 +139,9 @@ def _answer(call: Mapping[str, Any]) -> str:
         return f"error {call.get('error')}"
     if kind == "lost":
         return "no answer"
+    if kind == "garbled":
+        claimed = call.get("disposition")
+        return "garbled answer" + (f" (claimed {claimed})" if isinstance(claimed, str) else "")
     if "listed" in call:
         return f"{call['listed']} task(s)"
     return "ok" + (f" ({call['state']})" if isinstance(call.get("state"), str) else "")

@@ -19,6 +19,7 @@ import pytest
 from kit import retryproof, retryproof_here
 
 from retryproof.conformance import __version__
+from retryproof.conformance.commands.validate_report import report_problems
 from retryproof.conformance.events import RunFinished, RunInfo
 from retryproof.conformance.verdict import judge
 from retryproof.conformance.writers.document import report_document, scenario_result
@@ -405,3 +406,67 @@ def test_merge_refuses_a_shard_judged_under_another_spec_text(tmp_path):
     )
     assert_typed_error(done)
     assert "was judged under another spec text (spec 2.0.0)" in done.stderr
+
+
+# --- review13: a result that counts as met carries what it was judged on -------------------
+
+
+def test_a_report_whose_passes_were_emptied_of_evidence_and_calls_is_invalid(tmp_path):
+    """Counts, verdict and checklist still agree, and every part has a valid shape: only
+    the passes' missing evidence and calls give the forgery away, each named."""
+    document = sample("reference")
+    for scenario in document["scenarios"]:
+        scenario.update(evidence={}, calls=[])
+    done = retryproof_here("validate-report", written(tmp_path, "report.json", document))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (
+        "scenarios/0: WT-CREATE is passed, but its evidence is empty and it lists no call of the runtime "
+        "(calls of kind ok, fail or info): a result that counts as met carries the evidence and the calls "
+        "it was judged on"
+    ) in done.stderr
+    assert f"INVALID ({len(document['scenarios'])} problem(s))" in done.stderr
+    problems = report_problems(document)  # the CLI prints the first 20
+    assert [problem.split(" is passed, but ")[0] for problem in problems] == [
+        f"scenarios/{index}: {scenario['id']}" for index, scenario in enumerate(document["scenarios"])
+    ]
+    fuzz = next(problem for problem in problems if ": FUZZ-MODEL is" in problem)
+    assert "FUZZ-MODEL is passed, but its evidence is empty and its evidence names no example it explored" in fuzz
+
+
+@pytest.mark.parametrize(
+    "scenario_id, emptied, says",
+    [
+        ("WT-CREATE", {"evidence": {}}, "its evidence is empty:"),
+        ("WT-CREATE", {"calls": []}, "it lists no call of the runtime"),
+        # Faults are the kit's own doing: they judge nothing of the runtime.
+        ("RESTART-REUSE", "faults only", "it lists no call of the runtime"),
+        ("FUZZ-MODEL", {"evidence": {"fuzz": {"seed": 1, "examples": 0}}}, "its evidence names no example"),
+    ],
+)
+def test_each_thing_a_pass_must_carry_is_checked_alone(tmp_path, scenario_id, emptied, says):
+    document = sample("reference")
+    scenario = next(s for s in document["scenarios"] if s["id"] == scenario_id)
+    if emptied == "faults only":
+        emptied = {"calls": [call for call in scenario["calls"] if call["kind"] == "fault"]}
+        assert emptied["calls"]
+    scenario.update(emptied)
+    done = retryproof_here("validate-report", written(tmp_path, "report.json", document))
+    assert done.returncode == 1, done.stdout + done.stderr
+    (problem,) = done.stderr.splitlines()[:-1]
+    assert f": {scenario_id} is passed, but {says}" in problem, problem
+
+
+def test_a_not_applicable_result_carries_what_it_was_judged_on_and_a_failure_its_reason(tmp_path):
+    """not_applicable counts as met (VERDICT-R1), so it owes the same; a failure, an
+    error and a skip stand on their reasons (a harness may die before any call)."""
+    document = sample("reference")
+    scenario = next(s for s in document["scenarios"] if s["id"] == "CRASH-AFTER-RESERVE")
+    scenario.update(status="not_applicable", reason="the runtime finished the creation at start-up")
+    done = retryproof_here("validate-report", written(tmp_path, "kept.json", rejudged(document)))
+    assert done.returncode == 0, done.stderr
+    scenario.update(evidence={}, calls=[])
+    done = retryproof_here("validate-report", written(tmp_path, "emptied.json", rejudged(document)))
+    assert done.returncode == 1 and "CRASH-AFTER-RESERVE is not_applicable, but its evidence is empty" in done.stderr
+    scenario.update(status="failed", reason="the retry made a second task")
+    done = retryproof_here("validate-report", written(tmp_path, "failed.json", rejudged(document)))
+    assert done.returncode == 0, done.stderr

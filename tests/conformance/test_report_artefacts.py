@@ -280,4 +280,4 @@ def test_long_id_lists_are_wrapped_not_cut_and_a_partial_run_is_grey():
     html_cell = render_html(run).split("<td>after</td><td>79</td><td>")[1].split("</td>")[0]
     assert html_cell.count("<br>") == 13 and "TASK-000079" in html_cell
     badge = json.loads(render_badge(run))
-    assert (badge["message"], badge["color"]) == ("not conformant", "lightgrey")
+    assert (badge["message"], badge["color"]) == ("partial run", "lightgrey")

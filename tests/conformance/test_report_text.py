@@ -3,6 +3,7 @@ lists every scenario behind a checklist answer and every item of an evidence lis
 and the kill matrix states each defect in full."""
 
 import io
+import json
 
 from retryproof.conformance.catalogue import catalogue, entry
 from retryproof.conformance.events import (
@@ -113,3 +114,28 @@ def test_every_defect_in_the_kill_matrix_is_a_whole_sentence():
     assert faulty
     for runtime in faulty:
         assert runtime.defect.endswith("."), runtime
+
+
+def test_the_badges_and_the_console_say_partial_for_a_partial_run_that_blocks_nothing():
+    """review13: the headline said PARTIAL while both badges said "not conformant", and
+    the console's tool paths "not certified" without saying why."""
+    from retryproof.conformance.writers.badge import render_badge
+    from retryproof.conformance.writers.svg import render_checklist_badge
+
+    partial = a_run([result("WT-CREATE")])
+    assert partial.verdict.headline.startswith("PARTIAL (")
+    assert json.loads(render_badge(partial))["message"] == "partial run"
+    svg = render_checklist_badge(partial)
+    assert 'aria-label="retryproof: partial run; ' in svg and "not conformant" not in svg
+    console = io.StringIO()
+    ConsoleWriter(console).handle(partial)
+    assert console.getvalue().splitlines()[1] == (
+        "  Tool paths: write_task not certified · approval not certified (a partial run certifies none)"
+    )
+    blocked = a_run([result("WT-CREATE", "failed", "a second task")])
+    assert blocked.verdict.headline.startswith("NOT CONFORMANT (")
+    console = io.StringIO()
+    ConsoleWriter(console).handle(blocked)
+    assert console.getvalue().splitlines()[1] == "  Tool paths: write_task not certified · approval not certified"
+    assert json.loads(render_badge(blocked))["message"] == "not conformant"
+    assert 'aria-label="retryproof: not conformant; ' in render_checklist_badge(blocked)

@@ -44,7 +44,14 @@ def hostile_run():
             HOSTILE + "\n```\nstill inside?",
         ),
         ScenarioResult(
-            entry("A2-RESPONSE-LOSS"), "passed", None, 0.2, "retryproof run --only A2-RESPONSE-LOSS --seed 7"
+            entry("A2-RESPONSE-LOSS"),
+            "passed",
+            None,
+            0.2,
+            "retryproof run --only A2-RESPONSE-LOSS --seed 7",
+            # A pass carries what it was judged on, or validate-report refuses it.
+            {"tasks": {"after": {"count": 1, "task_ids": ["t1"]}}},
+            ({"op": "write_task", "kind": "ok", "disposition": "created", "task_id": "t1"},),
         ),
     )
     return RunFinished(info, results, judge(results, capabilities=info.capabilities), 0.7)

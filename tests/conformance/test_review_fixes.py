@@ -2,7 +2,11 @@
 recorded as a success, a baselined failure printed as blocking, usage errors that point
 to the wrong help or guess nothing."""
 
+import json
 import os
+import shlex
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -33,6 +37,25 @@ def test_a_success_that_violates_its_schema_is_indeterminate_not_ok(baselined_sc
     assert garbled["op"] == "write_task" and garbled["disposition"] == "reused"
     assert garbled["kind"] == "info" and garbled["message"] == reason
     assert all(call["kind"] == "ok" for call in scenario["calls"] if call is not garbled)
+
+
+def test_the_timeline_draws_a_garbled_answer_as_indeterminate_not_as_its_disposition(baselined_schema_violation):
+    """review13: the garbled call was drawn as the reuse it claimed. Its bar now reads
+    as indeterminate (drawn like a lost call), and says what it claimed."""
+    from retryproof.conformance.writers.document import scenario_result
+    from retryproof.conformance.writers.svg import render_timeline
+    from retryproof.conformance.writers.timeline import INDETERMINATE, timeline
+
+    _, scenario = baselined_schema_violation
+    picture = timeline(scenario_result(scenario))
+    assert picture is not None and picture.highlighted is not None
+    garbled = picture.highlighted  # the call the failure is about
+    assert garbled.outcome == "garbled" and garbled.outcome in INDETERMINATE
+    assert garbled.label == "write_task: garbled answer (claimed reused)"
+    assert {bar.outcome for bar in picture.bars if bar is not garbled} == {"created", "ok"}
+    svg = render_timeline(picture, "t", "#calls")
+    assert 'fill="url(#t-garbled)" stroke="#1b1f24" stroke-width="0.6" stroke-dasharray="3 2"' in svg
+    assert "garbled answer (it broke its schema: indeterminate)" in svg  # its legend entry
 
 
 def test_a_baselined_failure_is_printed_as_expected_not_as_blocking(baselined_schema_violation):
@@ -78,3 +101,108 @@ def test_every_selftest_option_says_what_it_does(monkeypatch):
     options = [line.split() for line in done.stdout.splitlines() if line.startswith("  --")]
     assert [words[0] for words in options] == ["--out", "--seed", "--jobs"]
     assert all(len(words) > 2 for words in options), done.stdout
+
+
+# --- review13: a faulty runtime's reproduce line names the interpreter that has the kit ---
+
+HELLO_THEN_SHUTDOWN = (
+    '{"id": 1, "op": "hello", "args": {"protocol": "retryproof-harness/1"}}\n{"id": 2, "op": "shutdown", "args": {}}\n'
+)
+
+
+def faulty_reproduce_line(name: str = "no-idempotency") -> str:
+    from retryproof.conformance.commands.selftest import Runtime, runtime_options
+    from retryproof.conformance.runner import reproduce_line
+
+    return reproduce_line(runtime_options(Runtime(name, "", ("A2-RESPONSE-LOSS",)), 0), "A2-RESPONSE-LOSS")
+
+
+def shell_words(line: str, home: str) -> list[str]:
+    """The words a shell gives the command ``line`` runs (quotes removed, ``~`` expanded)."""
+    done = subprocess.run(
+        ["bash", "-c", "printf '%s\\0' " + line],
+        env={"PATH": os.defpath, "HOME": home},
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("\0")[:-1]
+
+
+def harness_words(line: str, home: str) -> list[str]:
+    words = shell_words(line, home)
+    return shlex.split(words[words.index("--harness") + 1])  # as the kit splits --harness
+
+
+def test_a_faulty_runtimes_reproduce_line_starts_it_without_the_kits_environment_active(monkeypatch, tmp_path):
+    """review13: it said bare ``python``, which outside the kit's active virtual
+    environment (README command 1 never activates it) is an interpreter without the kit.
+    The harness it names answers hello with PATH holding no virtual environment."""
+    monkeypatch.setenv("PATH", os.defpath)
+    line = faulty_reproduce_line()
+    assert os.getcwd() not in line and os.path.expanduser("~/") not in line  # no machine path
+    harness = harness_words(line, os.path.expanduser("~"))
+    assert harness[1:] == ["-m", "retryproof.reference_impl", "--fault", "no-idempotency"]
+    python = shutil.which(harness[0], path=os.defpath)
+    assert python is not None, f"{line}: {harness[0]} is no interpreter here"
+    done = subprocess.run(
+        [python, *harness[1:]],
+        input=HELLO_THEN_SHUTDOWN,
+        env={"PATH": os.defpath, "RETRYPROOF_STATE_DIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    hello = json.loads(done.stdout.splitlines()[0]) if done.stdout else {}
+    assert hello.get("result", {}).get("implementation", {}).get("name") == "reference-fault-no-idempotency", (
+        done.stderr
+    )
+
+
+@pytest.mark.parametrize(
+    "executable, active, typed, first",
+    [
+        ("work/.venv/bin/python", False, "--harness '.venv/bin/python -m ", ".venv/bin/python"),
+        ("work/.venv/bin/python", True, "--harness 'python -m ", "python"),
+        # Under the home directory, outside the one the run started in: ~ is left to the shell.
+        ("envs/the kit/bin/python3", False, "--harness ~/", "{home}/envs/the kit/bin/python3"),
+    ],
+    ids=["venv-here", "venv-active", "under-home"],
+)
+def test_the_interpreter_is_named_as_a_user_types_it_here(monkeypatch, tmp_path, executable, active, typed, first):
+    """Its bare name only when PATH finds this very interpreter by it; else its path
+    relative to the directory the run started in, or under ``~``: a line that works
+    where it was printed, and no machine path in a committed sample."""
+    home = tmp_path / "home"
+    (home / "work").mkdir(parents=True)
+    python = home / executable
+    python.parent.mkdir(parents=True, exist_ok=True)
+    python.write_text("")
+    python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(python))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(python.parent)] * active + [os.defpath]))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(home / "work")
+    line = faulty_reproduce_line("f")
+    assert typed in line and str(tmp_path) not in line, line
+    harness = harness_words(line, str(home))
+    assert harness == [first.format(home=home), "-m", "retryproof.reference_impl", "--fault", "f"]
+
+
+def test_the_selftest_hint_names_the_interpreter_that_has_the_kit(monkeypatch):
+    from retryproof.conformance.commands import selftest
+    from retryproof.conformance.errors import KitError
+
+    def timed_out(command, **options):
+        raise subprocess.TimeoutExpired(command, 60)
+
+    monkeypatch.setattr(selftest.subprocess, "run", timed_out)
+    monkeypatch.setenv("PATH", os.defpath)
+    with pytest.raises(KitError) as raised:
+        selftest.bundled_runtimes()
+    hint = raised.value.hint
+    assert hint.startswith("run ") and hint.endswith(" to see why"), hint
+    python, *rest = shlex.split(hint.removeprefix("run ").removesuffix(" to see why"))
+    assert rest == ["-m", "retryproof.reference_impl.faulty"]
+    assert os.path.abspath(os.path.expanduser(python)) == os.path.abspath(sys.executable), hint
