@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 from binding_helpers import STDLIB, claim_binding
+from kit import failed_start
 
 from retryproof.adapters.binding import parse
 from retryproof.adapters.binding.connection import BindingConnection
-from retryproof.adapters.connection import HarnessStartError
 
 #: Reads its input until the kit ends it, and never answers.
 SILENT_STDIO = "import sys\nsys.stdin.buffer.read()\n"
@@ -35,10 +35,5 @@ def test_a_handshake_without_an_answer_names_the_start_timeout(tmp_path, wire, s
     document["start"]["command"] = [*STDLIB, str(server)]
     state = tmp_path / "state"
     state.mkdir()
-    connection = BindingConnection(parse(document, "silent.yaml"), str(state), start_timeout=0.75)
-    try:
-        with pytest.raises(HarnessStartError) as raised:
-            connection.start()
-    finally:
-        connection.kill()
-    assert raised.value.message == "the server was not ready: initialize: no answer within 0.75s"
+    failure, _ = failed_start(BindingConnection(parse(document, "silent.yaml"), str(state), start_timeout=0.75))
+    assert failure.message == "the server was not ready: initialize: no answer within 0.75s"
