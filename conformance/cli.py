@@ -168,6 +168,24 @@ _SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None] | N
 COMMANDS = tuple(_SUBCOMMANDS)
 
 
+def _usage() -> str:
+    """What ``retryproof`` with no command prints: every command, and the one to start with."""
+    width = max(map(len, COMMANDS))
+    return "\n".join(
+        [
+            "usage: retryproof COMMAND [OPTIONS]",
+            "",
+            "Start with 'retryproof run', which certifies the bundled reference runtime;",
+            "add --harness CMD (or --python, or --binding FILE) to certify yours.",
+            "",
+            "commands:",
+            *(f"  {name:<{width}}  {help_line}" for name, (help_line, _) in _SUBCOMMANDS.items()),
+            "",
+            "A command's options: retryproof COMMAND --help",
+        ]
+    )
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; given ``command``, the other subcommands are
     listed without their arguments, which that command line never parses: their types
@@ -180,8 +198,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"retryproof {__version__}")
     if command is not None:
         parser.helped = f"{parser.prog} {command}"
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")  # none given: main prints _usage()
     for name, (help_line, add_arguments) in _SUBCOMMANDS.items():
         subparser = sub.add_parser(name, help=help_line)
         if add_arguments is not None and command in (None, name):
@@ -238,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     # The first word is the subcommand whenever it names one: the only options before
     # it (--version, --help) take no value.
     args = build_parser(words[0] if words and words[0] in COMMANDS else None).parse_args(words)
+    if args.command is None:
+        print(_usage(), file=sys.stderr)
+        return 2
     module_name = "retryproof.conformance.commands." + args.command.replace("-", "_")
     try:
         try:

@@ -94,6 +94,16 @@ class Batch:
     answered: list[float | None] = field(default_factory=list)
 
 
+def _while_answering(pending: Iterable[futures.Future], timeout: float) -> None:
+    """Wait for ``pending`` while their answers keep coming, each within ``timeout`` of
+    the one before."""
+    waiting = set(pending)
+    while waiting:
+        answered, waiting = futures.wait(waiting, timeout=timeout, return_when=futures.FIRST_COMPLETED)
+        if not answered:
+            return
+
+
 class Context:
     """A scenario's handle on the runtime. Created by the runner, one per scenario."""
 
@@ -406,13 +416,24 @@ class Context:
             pending.append((op, dict(args), future))
         return Batch(connection, began, tuple(pending), tuple(sent), answered)
 
-    def collect(self, batch: Batch, lane: int | None = None) -> list[Call]:
-        """The recorded calls of a batch, within one call timeout for all of them;
-        each call the caller at its position in the batch (its lane; all on ``lane``
-        when given: one caller's pipeline), timed from its send to its answer (or to the
-        batch's deadline)."""
-        futures.wait([future for _, _, future in batch.pending], timeout=self.call_timeout)
-        replies = [(op, args, self._by_deadline(batch.connection, future)) for op, args, future in batch.pending]
+    def collect(self, batch: Batch, lane: int | None = None, *, in_turn: bool = False) -> list[Call]:
+        """The recorded calls of a batch, within one call timeout for all of them, or,
+        ``in_turn``, while their answers keep coming, each within a call timeout of the
+        one before; each call the caller at its position in the batch (its lane; all on
+        ``lane`` when given: one caller's pipeline), timed from its send to its answer
+        (or to the batch's deadline). Why ``in_turn``: a runtime that works on one call
+        at a time answers the last of n pipelined calls n calls' work after sending,
+        each call a fraction of the bound (KILL-NEMESIS's retries)."""
+        pending = [future for _, _, future in batch.pending]
+        if in_turn:
+            _while_answering(pending, self.call_timeout)
+        else:
+            futures.wait(pending, timeout=self.call_timeout)
+        heard = [moment for moment in batch.answered if moment is not None]
+        missed = "of the batch's last answer" if in_turn and heard else "(one deadline for the whole batch)"
+        replies = [
+            (op, args, self._by_deadline(batch.connection, future, missed)) for op, args, future in batch.pending
+        ]
         given_up = time.perf_counter()
         return [
             self._record(
@@ -423,15 +444,16 @@ class Context:
             )
         ]
 
-    def _by_deadline(self, connection: Connection, future: futures.Future) -> Reply:
+    def _by_deadline(self, connection: Connection, future: futures.Future, missed: str) -> Reply:
         """The reply of a batch's call once the batch deadline has passed: its answer,
-        or ``Lost`` (the adapter's own wait would otherwise start a new timeout)."""
+        or ``Lost``, saying which deadline it ``missed`` (the adapter's own wait would
+        otherwise start a new timeout)."""
         answered = future.done()
         # also lets the adapter forget an unanswered call, and name the deadline it missed
         reply = connection.wait(future, 0, allowed_s=self.call_timeout)
         if answered or not isinstance(reply, Lost):
             return reply
-        return Lost(f"no response within {self.call_timeout:g}s (one deadline for the whole batch)")
+        return Lost(f"no response within {self.call_timeout:g}s {missed}")
 
     def in_parallel(
         self, connections: Sequence[Connection], requests: Sequence[tuple[str, Mapping[str, Any]]]

@@ -182,7 +182,7 @@ class BindingConnection(Connection):
         watch = WrappedCommand(popen, wrapped=bool(self.wrap))
         try:
             with watch:
-                server.wire.ready(time.monotonic() + self.start_timeout)
+                server.wire.ready(self.start_timeout)
         except Gone:
             if watch.lost is None:
                 raise
@@ -285,7 +285,7 @@ class BindingConnection(Connection):
             reply = self.wait(pending)
         if self.alive:
             with contextlib.suppress(Gone):
-                server.wire.ready(time.monotonic() + self.call_timeout)  # the retry is a new caller
+                server.wire.ready(self.call_timeout)  # the retry is a new caller
         if not isinstance(reply, Lost):  # the proxy never saw the call: nothing was lost
             return Lost(f"the kit could not interpose on the call ({held.describe()}); it answered {reply}")
         return Lost(f"{loss.describe()['fault']}: {held.describe()}", listed_s)

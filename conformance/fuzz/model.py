@@ -232,7 +232,32 @@ class Model:
     attempted: set[str] = field(default_factory=set)  # ids any call may have reached
 
 
-def _describe(reply: Reply) -> str:
+@dataclass(frozen=True)
+class _Garbled:
+    """A success whose result violates its op's schema: a violation, and ``info`` in
+    the history (the outcome model: a garbled answer vouches for nothing). Checked once,
+    where the call is recorded; ``problem`` says what the schema refused."""
+
+    reply: Success
+    problem: str
+
+
+#: What the driver heard: a reply, or a success it found garbled.
+Heard = Reply | _Garbled
+
+
+def _checked(op: str, reply: Reply) -> Heard:
+    """``reply``, or ``_Garbled`` when it is a success that violates ``op``'s result schema."""
+    if isinstance(reply, Success):
+        problem = result_problem(op, reply.result)
+        if problem:
+            return _Garbled(reply, problem)
+    return reply
+
+
+def _describe(reply: Heard) -> str:
+    if isinstance(reply, _Garbled):
+        return f"{_describe(reply.reply)} (violates its schema)"
     if isinstance(reply, Success):
         result = reply.result
         return f"{result.get('disposition')} {result.get('task_id')}"
@@ -423,24 +448,28 @@ class Driver:
         sent.pending.add_done_callback(lambda _: sent.answered.append(time.perf_counter()))
         return sent
 
-    def _record(self, sent: _Sent, lane: int = 0) -> Reply:
+    def _record(self, sent: _Sent, lane: int = 0) -> Heard:
         """Wait for a sent call and record it, timed from its send to its answer (or
-        to the end of the wait)."""
+        to the end of the wait); a garbled success is recorded as ``info``, with what
+        its schema refused as its message, and judged a violation (``_valid``)."""
         reply = self.connection.wait(sent.pending, self.call_timeout)
         ended = sent.answered[0] if sent.answered else time.perf_counter()
+        heard = _checked("write_task", reply)
         call = classify("write_task", sent.args, reply, ended - sent.at, sent.process)
+        if isinstance(heard, _Garbled):
+            call = replace(call, kind="info", message=heard.problem)
         self._in_doubt = self._in_doubt or call.kind == "info"
         self.history.append(replace(call, start_s=sent.at - self.began, lane=lane))
-        return self._heard(reply)
+        return self._heard(heard)
 
-    def _heard(self, reply: Reply) -> Reply:
+    def _heard(self, reply: Heard) -> Heard:
         """``reply``, unless the harness has missed a deadline: then exploring on would
         only send calls that are never answered (or, now, never sent)."""
         if isinstance(reply, Lost) and self.connection.missed_deadline:
             raise HarnessSilent(f"the harness stopped answering ({self.connection.missed_deadline})")
         return reply
 
-    def _write(self, args: Mapping[str, Any]) -> Reply:
+    def _write(self, args: Mapping[str, Any]) -> Heard:
         return self._record(self._send(args))
 
     def _process(self) -> int:
@@ -497,7 +526,7 @@ class Driver:
         for (submission_id, what, _), reply in zip(sent, replies, strict=True):
             self._judge_same_request(submission_id, reply, what)
 
-    def _settled(self, args: Sequence[Mapping[str, Any]], replies: list[Reply], deadline: float) -> list[Reply]:
+    def _settled(self, args: Sequence[Mapping[str, Any]], replies: list[Heard], deadline: float) -> list[Heard]:
         """Where the runtime may answer ``in_flight`` (the IETF draft's 409, over a
         binding), that answer wrote nothing: retry such calls, in passes as the A4
         scenarios do, until they answer otherwise or ``deadline`` (``time.monotonic``)
@@ -507,8 +536,8 @@ class Driver:
             return replies
         return settle_in_passes(replies, _in_flight, lambda index: self._write(args[index]), deadline)[0]
 
-    def _judge_same_request(self, submission_id: str, reply: Reply, what: str) -> None:
-        call = classify("write_task", {}, self._valid("write_task", reply, what), 0.0, 0)
+    def _judge_same_request(self, submission_id: str, reply: Heard, what: str) -> None:
+        call = classify("write_task", {}, self._valid(reply, what), 0.0, 0)
         if call.kind == "info":
             return  # indeterminate (no answer, io_error, in_progress, ...): the invariants on state still apply
         if not isinstance(reply, Success):  # info returned above, so a Failure here is a rejection
@@ -542,7 +571,7 @@ class Driver:
         before = self._tasks()
         reply = self._write(self._write_args(id, changed(self._task_for(id, 0))))
         self.log.append(f"conflicting request for {id}: {_describe(reply)}")
-        self._valid("write_task", reply, f"conflicting request for {id}")
+        reply = self._valid(reply, f"conflicting request for {id}")
         after = self._tasks()
         if len(after) != len(before):
             raise ModelViolation(
@@ -565,7 +594,7 @@ class Driver:
     def _step_legacy(self) -> None:
         reply = self._write(self._write_args(None, self._task(0)))
         self.log.append(f"legacy call: {_describe(reply)}")
-        self._valid("write_task", reply, "legacy call")
+        reply = self._valid(reply, "legacy call")
         if isinstance(reply, Success):
             result = reply.result
             if result.get("idempotent") is not False:
@@ -623,11 +652,10 @@ class Driver:
         self._start_owed = True
         self.log.append(f"restart ({'graceful' if graceful else 'SIGKILL'})")
 
-    def _valid(self, op: str, reply: Reply, what: str) -> Reply:
-        """``reply``, once a success is known to match its op's result schema."""
-        problem = result_problem(op, reply.result) if isinstance(reply, Success) else None
-        if problem:
-            raise ModelViolation(f"{what}: {problem}")
+    def _valid(self, reply: Heard, what: str) -> Reply:
+        """``reply``, unless it is a garbled success: that is a violation."""
+        if isinstance(reply, _Garbled):
+            raise ModelViolation(f"{what}: {reply.problem}")
         return reply
 
     # -- authoritative state -------------------------------------------------------
@@ -636,7 +664,7 @@ class Driver:
         if self._listing is not None:
             return self._listing
         reply = self._valid(
-            "list_tasks", self._heard(self.connection.call("list_tasks", {}, self.call_timeout)), "list_tasks"
+            self._heard(_checked("list_tasks", self.connection.call("list_tasks", {}, self.call_timeout))), "list_tasks"
         )
         if not isinstance(reply, Success):
             if classify("list_tasks", {}, reply, 0.0, 0).kind == "info":
@@ -725,5 +753,5 @@ def run_probe(
     return PROBE_ROUNDS, steps, None, log
 
 
-def _in_flight(reply: Reply) -> bool:
+def _in_flight(reply: Heard) -> bool:
     return isinstance(reply, Failure) and reply.code == "in_flight"

@@ -81,6 +81,11 @@ counted on its path. A start that does more the first time (Python compiling a
 module and renaming its bytecode into place, in another thread) takes a count before
 the write's thread does, and the write's call is then named by its path: such a name
 finds the same call in a run whose start did not (``Found.on_their_paths``).
+
+A target named after the process that made it (the reference's temporary
+``.tmp-<pid>-0``) is shown with ``<pid>`` for that process's id (``unnumbered``), so a
+report reads the same for one seed; whether a kill landed as recorded is judged on the
+names themselves.
 """
 
 from __future__ import annotations
@@ -167,6 +172,9 @@ class Point:
     #: What the recording thread's earlier calls counted with this one acted on (``_what``):
     #: a kill that lands on the same target after other calls is another thread's.
     before: tuple[str, ...] = field(default=(), compare=False)
+    #: ``target`` as the report shows it, the recording's process ids as ``<pid>``
+    #: (``unnumbered``); None: ``target`` as it is.
+    shown: str | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -245,7 +253,7 @@ def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float
 
     # A path named after the process that made it (a temporary file's ``.tmp-<pid>-0``)
     # has another name in the next process, so a count on that path never triggers.
-    pids = {str(call.pid) for call in calls}
+    pids = frozenset(str(call.pid) for call in calls)
     numbered = []
     existing: set[str] = set()
     # What each thread's calls acted on, per count: a point's ``before``.
@@ -270,13 +278,15 @@ def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float
         if target is None:
             continue
         found = points if changes else redundant
+        shown = unnumbered(target, pids)
         reachable = [
-            Point(call.name, nth, target, path, tuple(acted_on[(call.pid, call.name, path)][: nth - 1]))
+            Point(call.name, nth, target, path, tuple(acted_on[(call.pid, call.name, path)][: nth - 1]), shown)
             for path, nth in on_path.items()
-            if first_to_reach[(call.name, path, nth)] == call.seq and not pids & set(re.findall(r"\d+", path))
+            if first_to_reach[(call.name, path, nth)] == call.seq and unnumbered(path, pids) == path
         ]
         if first_to_reach[(call.name, when)] == call.seq:
-            found.append(Point(call.name, when, target, before=tuple(acted_on[(call.pid, call.name)][: when - 1])))
+            before = tuple(acted_on[(call.pid, call.name)][: when - 1])
+            found.append(Point(call.name, when, target, before=before, shown=shown))
             # A start that does more (a module's bytecode compiled and renamed into place
             # in another thread, the first time only) names this call by its path: a
             # reproduce line from such a run must find it here too.
@@ -286,6 +296,13 @@ def find_points(calls: list[Syscall], state_dir: str, began: float, ended: float
         else:
             unreachable += 1
     return Found(points, unreachable, redundant, on_their_paths)
+
+
+def unnumbered(target: str, pids: frozenset[str]) -> str:
+    """``target`` with each number that is one of ``pids`` (the traced process's and its
+    threads' ids) written ``<pid>``: a file named after the process that made it has
+    another name in every run, and a report must read the same for one seed."""
+    return re.sub(r"\d+", lambda number: "<pid>" if number[0] in pids else number[0], target)
 
 
 def _reopens(call: Syscall, root: str, existing: set[str]) -> bool:
@@ -669,7 +686,7 @@ def _kill_at(
     write times out while the call is still parked, and the kill that ends it lands on
     the point all the same (read back from the trace)."""
     outcome: dict[str, Any] = {"point": point.name, "syscall": point.syscall, "when": point.when}
-    outcome.update(target=point.target, counted_on=point.path or "every call of the thread")
+    outcome.update(target=point.shown or point.target, counted_on=point.path or "every call of the thread")
     with Scratch("retryproof-crash-point-") as scratch:
         bound = ctx.call_timeout * SLOWDOWN
         trace_file = os.path.join(scratch.root, "trace")
@@ -702,7 +719,7 @@ def _kill_at(
         else:
             outcome["killed_by"] = "the parked entry" if killer.killed else "the write's timeout"
             landed = killer.landed(scratch.state, _port(traced))
-            outcome["landed_on"] = landed.target if outcome["killed"] and landed else None
+            outcome["landed_on"] = unnumbered(landed.target, killer.pids) if outcome["killed"] and landed else None
             # The same target reached by the same path: a thread whose earlier calls acted
             # on other things is not the recorded one (its crash state is not the point's).
             # None: no parked entry to compare (the write completed).
@@ -713,7 +730,8 @@ def _kill_at(
             outcome["landed_as_recorded"] = bool(
                 outcome["killed"]
                 and not early
-                and _same_target(point.target, outcome["landed_on"])
+                and landed is not None
+                and _same_target(point.target, landed.target)
                 and outcome["thread_as_recorded"]
             )
         plain = sibling(scratch.state, scratch.work, (), 1)
@@ -746,6 +764,9 @@ class _Killer:
     def __init__(self, trace_file: str, point: Point, bound_s: float):
         self.trace_file, self.point, self.bound_s = trace_file, point, bound_s
         self.killed = False
+        #: The parked thread's id and its process's: the numbers a file it names after
+        #: its process carries (``unnumbered``); empty until a park is seen.
+        self.pids: frozenset[str] = frozenset()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="crash-point-killer", daemon=True)
 
@@ -774,6 +795,7 @@ class _Killer:
                     # The whole group, strace with it: a killed tracee alone leaves strace
                     # holding its output pipe open until the park's delay ends. Marked
                     # first: a start the kill ends must find it marked.
+                    self.pids = _process_ids(call.pid)
                     group = os.getpgid(call.pid)
                     if group != os.getpgrp():
                         self.killed = True
@@ -794,6 +816,16 @@ class _Killer:
         root = os.path.realpath(state_dir)
         target = _target(seen.call, root, own_port) or "(not a point)"
         return Landed(target, tuple(_what(call, root) for call in seen.earlier), seen.call.at)
+
+
+def _process_ids(tid: int) -> frozenset[str]:
+    """A thread's id and its process's (``Tgid``), read while it lives: a request's
+    thread writes a file named after its process, whose id strace shows only where
+    the process's first thread made a traced call."""
+    ids = {str(tid)}
+    with contextlib.suppress(OSError), open(f"/proc/{tid}/status", encoding="ascii") as status:
+        ids.update(line.split()[1] for line in status if line.startswith("Tgid:"))
+    return frozenset(ids)
 
 
 class Landed(NamedTuple):

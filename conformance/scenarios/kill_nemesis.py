@@ -114,7 +114,6 @@ import os
 import statistics
 import threading
 import time
-from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,36 +270,24 @@ def kill_nemesis(ctx: Context) -> None:
 
 def _settle(ctx: Context, keys: list[tuple[str, dict[str, Any]]], bound: float) -> dict[str, Any]:
     """Each key's final answer: its first retry pipelined with those of up to ``KEYS``
-    others (waited for while their answers keep coming: ``_in_turn``), then, while it
-    has not answered with its effect, one by one (``converge``) within ``bound`` of
-    that first retry. Why pipelined: a re-placed round adds up to twice ``KEYS`` fresh
-    keys a placement, and one by one every retry that makes its effect waited alone for
-    the runtime's work: a claim store with 0.6 s of work a call took 8-12 s of a 11-15 s
-    run here, and at load a run with many late placements 127 s."""
+    others, then, while it has not answered with its effect, one by one (``converge``)
+    within ``bound`` of that first retry. Why pipelined: a re-placed round adds up to
+    twice ``KEYS`` fresh keys a placement, and one by one every retry that makes its
+    effect waited alone for the runtime's work: a claim store with 0.6 s of work a call
+    took 8-12 s of a 11-15 s run here, and at load a run with many late placements 127 s.
+    Why waited for while their answers keep coming (``in_turn``), not by one deadline for
+    the whole batch: the kit's tests' serial runtime, without its defect, failed 8 of 8
+    seeds at a 0.5 s call timeout, the keys it had not reached yet; one by one, it passed
+    8 of 8."""
     finals: dict[str, Any] = {}
     for start in range(0, len(keys), KEYS):
         chunk = keys[start : start + KEYS]
         sent = time.monotonic()
         batch = ctx.submit_all([("write_task", ctx.write_task_args(*pair)) for pair in chunk])
-        _in_turn(batch, ctx.call_timeout)
-        calls = ctx.collect(batch)
+        calls = ctx.collect(batch, in_turn=True)
         for (submission_id, task), call in zip(chunk, calls, strict=True):
             finals[submission_id] = converge(ctx, submission_id, task, bound, first=(sent, call))
     return finals
-
-
-def _in_turn(batch: Batch, timeout: float) -> None:
-    """Wait for a batch's answers while they keep coming, each within ``timeout`` of
-    the one before. Why not one deadline for the whole batch: a runtime that works on
-    one call at a time answers the last of ``KEYS`` pipelined retries ``KEYS`` calls'
-    work after sending, and the keys it had not reached failed, though each of its calls
-    took a fraction of the bound (the kit's tests' serial runtime, without its defect,
-    failed 8 of 8 seeds at a 0.5 s call timeout; retried one by one, it passed 8 of 8)."""
-    pending = {future for _, _, future in batch.pending}
-    while pending:
-        answered, pending = futures.wait(pending, timeout=timeout, return_when=futures.FIRST_COMPLETED)
-        if not answered:
-            return
 
 
 def _kill_once(

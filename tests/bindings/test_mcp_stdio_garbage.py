@@ -38,6 +38,6 @@ def test_lines_that_are_no_json_rpc_message_are_counted_and_the_first_quoted(tmp
         connection.kill()
     quoted = repr(BANNER.encode()[:120])
     assert raised.value.message == (
-        "the server was not ready: initialize: no answer in time; the server wrote 3 line(s) on stdout that are"
+        "the server was not ready: initialize: no answer within 1s; the server wrote 3 line(s) on stdout that are"
         f" no JSON-RPC message, the first: {quoted}..."
     ), raised.value.message

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import sys
 from concurrent.futures import Future
 
 import pytest
@@ -22,6 +23,7 @@ from retryproof.spec import schema
 from retryproof.spec.protocol import Failure, Success
 
 FAULTY = [*REFERENCE, "--fault", "recovery-new-number"]
+BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
 
 
 def test_ci_profile_inherits_hypothesis_ci_profile():
@@ -166,10 +168,39 @@ def test_a_replay_sends_no_normalization_variant_to_a_runtime_that_does_not_comp
     assert own_bytes.ops == ["list_tasks"]  # refused before any step ran
 
 
-def test_every_success_is_checked_against_its_schema():
+def test_every_success_is_checked_against_its_schema_once(monkeypatch):
+    from retryproof.conformance.fuzz import model
+
+    checked: list[str] = []
+    monkeypatch.setattr(model, "result_problem", lambda op, result: checked.append(op) or result_problem(op, result))
     step = {"step": "submit", "id": "fz-a", "task": 0, "variant_kind": "same", "burst": 1}
+    driver = Driver(_Stub(write_task=Success(1, {"disposition": "created"}), list_tasks=_no_tasks), "h")
     with pytest.raises(ModelViolation, match="violates its schema"):
-        Driver(_Stub(write_task=Success(1, {"disposition": "created"}), list_tasks=_no_tasks), "h").apply(step)
+        driver.apply(step)
+    assert checked == ["list_tasks", "write_task"]  # where the call was recorded, not again where it was judged
+    assert driver.history[-1].kind == "info"
+
+
+def test_a_garbled_success_is_indeterminate_and_one_seed_gives_one_verdict(tmp_path):
+    """A success that violates its result schema is ``info`` in FUZZ-MODEL's history, as
+    the outcome model says (it was recorded ``ok``, and only judged later): FUZZ-MODEL
+    fails on it, the call keeps what it answered, and the same seed gives the same verdict."""
+    harness = f"{sys.executable} -S {BROKEN} reuse-without-idempotent"
+    problem = 'write_task result violates its schema at (result) (rule required): "idempotent" is missing'
+    verdicts = []
+    for run in ("first", "second"):
+        done, report = certify(
+            tmp_path / run, harness, "--only", "FUZZ-MODEL", in_process=True, env={**os.environ, ENV_VAR: DEV}
+        )
+        judged = by_id(report)["FUZZ-MODEL"]
+        assert done.returncode == 1 and judged["status"] == "failed" and problem in judged["reason"], judged["reason"]
+        writes = [call for call in judged["calls"] if call["op"] == "write_task"]
+        garbled = [call for call in writes if "idempotent" not in call]  # the defect drops it from every reuse
+        assert garbled and {call["disposition"] for call in garbled} == {"reused"}
+        assert all(call["kind"] == "info" and call["message"] == problem for call in garbled)
+        assert all(call["kind"] == "ok" for call in writes if call not in garbled)
+        verdicts.append((judged["status"], judged["reason"]))
+    assert verdicts[0] == verdicts[1]
 
 
 def test_a_listed_record_is_validated_once_and_a_bad_one_still_named_by_its_own_index(monkeypatch):

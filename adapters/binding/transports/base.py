@@ -115,8 +115,9 @@ class Transport(ABC):
         self.server = server
 
     @abstractmethod
-    def ready(self, deadline: float) -> None:
-        """Return once the server answers, by the ``time.monotonic`` ``deadline``; ``Gone`` if not."""
+    def ready(self, bound_s: float) -> None:
+        """Return once the server answers, within ``bound_s`` seconds (the start timeout, or
+        a call timeout for a retry's new caller); ``Gone`` if not, naming that bound."""
 
     @abstractmethod
     def call(self, arguments: dict[str, Any], key: str | None, timeout: float) -> dict[str, Any]:

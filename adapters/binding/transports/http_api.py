@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import http.client
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -63,8 +64,8 @@ class HttpApi(Transport):
     call_needs = (("method", "path"), "an http call needs a method and a path")
     foreign = {"call": ("tool",), "call.key": ("argument", "meta"), "listing": ("tool", "resource")}
 
-    def ready(self, deadline: float) -> None:
-        self.accepting(deadline)
+    def ready(self, bound_s: float) -> None:
+        self.accepting(time.monotonic() + bound_s)
 
     def __init__(self, binding: BoundPath, server: Server):
         super().__init__(binding, server)

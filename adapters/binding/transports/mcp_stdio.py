@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -53,18 +52,16 @@ class McpStdio(Mcp):
         self._garbage_first: bytes | None = None
         self._garbage_count = 0
 
-    def ready(self, deadline: float) -> None:
+    def ready(self, bound_s: float) -> None:
         self.server.pipes.spawn(self._read, name="mcp-stdio-reader")
-        # The bound is the caller's (the start timeout), which a deadline does not say:
-        # the time left of it, printed, looked like a bound of 9.99591 s.
-        answer = self.request("initialize", initialize_params(), max(0.1, deadline - time.monotonic()), "in time")
+        answer = self.request("initialize", initialize_params(), bound_s)
         if "result" not in answer:
             raise Gone(f"initialize answered {str(answer)[:200]}")
         self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-    def request(self, method: str, params: Mapping[str, Any], timeout: float, bound: str = "") -> dict[str, Any]:
+    def request(self, method: str, params: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         """``method``'s answer within ``timeout`` seconds; ``Gone`` if none, naming the
-        bound as ``bound`` says (default: the timeout) and what the server wrote instead."""
+        bound and what the server wrote instead."""
         future: Future = Future()
         with self._lock:
             if self._closed:
@@ -75,7 +72,7 @@ class McpStdio(Mcp):
         try:
             return future.result(timeout)
         except FutureTimeout:
-            raise Gone(f"{method}: no answer {bound or f'within {timeout:g}s'}{self._stray_note()}") from None
+            raise Gone(f"{method}: no answer within {timeout:g}s{self._stray_note()}") from None
         finally:
             with self._lock:
                 self._pending.pop(request_id, None)

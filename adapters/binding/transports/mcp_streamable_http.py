@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from retryproof.adapters.binding.transports.base import BoundPath
 
 
+class _NoAnswer(Gone):
+    """The time ran out before the answer came (not a refusal, nor a garbled answer)."""
+
+
 class McpStreamableHttp(Mcp):
     label = "mcp over streamable HTTP"
     listens = True
@@ -38,10 +42,15 @@ class McpStreamableHttp(Mcp):
         self._ids = itertools.count(1)
         self._last_id: int | None = None
 
-    def ready(self, deadline: float) -> None:
+    def ready(self, bound_s: float) -> None:
+        deadline = time.monotonic() + bound_s
         self.accepting(deadline)
         timeout = max(0.1, deadline - time.monotonic())
-        answer = self.request("initialize", initialize_params(), timeout)
+        try:
+            answer = self.request("initialize", initialize_params(), timeout)
+        except _NoAnswer:
+            # What was left of the bound ran out: named, it read like a bound of 9.99591 s.
+            raise _NoAnswer(f"initialize: no answer within {bound_s:g}s") from None
         if "result" not in answer:
             raise Gone(f"initialize answered {str(answer)[:200]}")
         self.version = str(answer["result"].get("protocolVersion") or MCP_PROTOCOL_VERSION)
@@ -88,6 +97,8 @@ class McpStreamableHttp(Mcp):
             if (response.getheader("content-type") or "").startswith("text/event-stream"):
                 return _from_event_stream(response, message.get("id"))
             return parse_json(response.read(MAX_ANSWER_BYTES))
+        except TimeoutError:
+            raise _NoAnswer(f"{message.get('method')}: no answer within {timeout:g}s") from None
         except (OSError, http.client.HTTPException) as exc:
             raise Gone(f"{message.get('method')}: {type(exc).__name__}: {exc}") from None
         finally:
