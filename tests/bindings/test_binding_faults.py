@@ -9,11 +9,14 @@ The suite proves each of those once, on seed 1, and each wire's own code once:
 ``benchmarks/bench_faults.py`` runs every defect over every wire on seeds 1-20, and
 CRASH-POINTS there kills at every point of the write. What the suite keeps:
 
-- the fixed store over each wire (CRASH-POINTS at all 12 points over HTTP, a run of
-  its own; a restart, graceful and by SIGKILL, over stdio);
+- the fixed store over each wire (a restart, graceful and by SIGKILL, over stdio);
 - every defect over HTTP, by every scenario aimed at it; CRASH-POINTS kills at the
   point where the defect lives (``DEFECT_POINTS``), except for ``torn-response``,
-  which the replay test finds among all 12 points;
+  which the replay test finds among all 12 points. The other 10 are the fixed store's
+  own steps (claim, effect, done), each recovered to one effect there: the fixed
+  store's own run of the 12 points (26 server starts) differed only at the response,
+  written to a temporary file and renamed, whose points recover as a kill before the
+  torn response's first write does (no response file: the effect is found, finished);
 - over each MCP wire, a cut that reaches the server (``cancel-leaves-claim``: the
   cancel is the wire's own code, the pipe or the loopback proxy); over stdio a
   KILL-NEMESIS kill between claim and effect (``pending-after-kill``); CRASH-POINTS'
@@ -57,12 +60,10 @@ DEFECT_POINTS = {"pending-after-kill": "write:2", "lease-reclaims": "write:3", "
 #: key. Not a call timeout: the bounds here are short (``CALL_TIMEOUT``).
 STUCK = "did not answer with its effect within"
 SYMPTOMS = {defect: STUCK for defect in CAUGHT_BY} | {"lease-reclaims": " tasks "}
-#: What the fixed store runs, by test id: (wire, scenarios). Over HTTP, CRASH-POINTS
-#: in a run of its own, without the store's waits (its 12 points took 12-16 s with
-#: them, 4-9 s without), and the rest in another, which xdist may give another worker.
-#: Over MCP, what the MCP defects are caught by, less CRASH-POINTS: that starts the
-#: server twice per point (over streamable HTTP each start costs the SDK's import,
-#: seconds on a busy machine), so the fixed store runs it over HTTP only.
+#: What the fixed store runs, by test id: (wire, scenarios). Over MCP, what the MCP
+#: defects are caught by, less CRASH-POINTS: that starts the server twice per point
+#: (over streamable HTTP each start costs the SDK's import, seconds on a busy machine);
+#: CRASH-POINTS' 12 points over HTTP are the replay test's.
 #: A2-CRASH-BEFORE-RESPONSE (a kill once the answer is withheld, then a retry), which
 #: no MCP defect is aimed at: over stdio the kill is the pipe's own
 #: (``_lose_on_the_pipe``: the server killed, then its input closed); over streamable
@@ -77,7 +78,6 @@ SYMPTOMS = {defect: STUCK for defect in CAUGHT_BY} | {"lease-reclaims": " tasks 
 #: against, on a server that starts cheaply.
 FIXED_RUNS = {
     "http": ("http", "A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,KILL-NEMESIS"),
-    "http-crash-points": ("http", "CRASH-POINTS"),
     "mcp-stdio": ("mcp-stdio", "A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,KILL-NEMESIS,RESTART-REUSE"),
     "mcp-http": ("mcp-http", "A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE"),
     "mcp-http-stdlib": ("mcp-http-stdlib", "KILL-NEMESIS"),
@@ -138,11 +138,6 @@ def test_the_fixed_claim_service_passes_every_fault_scenario(tmp_path, run):
     report = _judged(tmp_path, wire, report)
     assert statuses(report) == dict.fromkeys(only.split(","), "passed"), done.stdout + done.stderr
     by_id = {scenario["id"]: scenario for scenario in report["scenarios"]}
-    if "CRASH-POINTS" in by_id:
-        points = by_id["CRASH-POINTS"]["evidence"]["points"]
-        # claim, effect, response, done: each a create, a write and a rename
-        assert len(points) == 12 and all(point["outcome"] == "one effect" for point in points), points
-        return
     if "A2-RESPONSE-LOSS" in by_id:
         losses = by_id["A2-RESPONSE-LOSS"]["evidence"]["losses"]
         assert [loss["fault"] for loss in losses] == ["answer withheld", "cut mid-call", "cut mid-call"]
@@ -196,15 +191,20 @@ def test_each_defect_is_caught_by_the_scenarios_aimed_at_it(tmp_path, wire, defe
 
 def test_a_failing_crash_point_replays_exactly(tmp_path):
     """CRASH-POINTS finds ``torn-response`` among every point of the write (the suite's
-    only proof of that defect over HTTP); its replay file names the first failing
-    point, and ``retryproof replay`` runs that one point again and it fails again."""
+    only proof of that defect over HTTP, and of all 12 points over HTTP: the other 10
+    recover one effect each); its replay file names the first failing point, and
+    ``retryproof replay`` runs that one point again and it fails again."""
     binding = write_binding(tmp_path, claim_binding("http", "torn-response", waits=False))
     done, report = run_binding(tmp_path, binding, "CRASH-POINTS", "--call-timeout", CALL_TIMEOUT[False], seed=1)
     (scenario,) = report["scenarios"]
     assert scenario["status"] == "failed", done.stdout
     # the two writes of the response and no other point: the store's steps taken at once
-    # (no waits) leave every other crash state recoverable
+    # (no waits) leave every other crash state recoverable, to one effect (claim, effect
+    # and done each a create, a write and a rename; the response a create and two writes)
     assert scenario["reason"].startswith("2 of 12 crash points broke the write;"), scenario["reason"]
+    points = {point["point"]: point["outcome"] for point in scenario["evidence"]["points"]}
+    broken = sorted(name for name, outcome in points.items() if outcome != "one effect")
+    assert len(points) == 12 and broken == ["write:3", "write:4"], points
     # a write of the response, which leaves it torn
     assert scenario["reproduce"].startswith("RETRYPROOF_CRASH_POINT=write:"), scenario["reproduce"]
     (replay,) = (tmp_path / "out" / "replays").iterdir()
