@@ -93,6 +93,16 @@ def statuses(report: dict) -> dict[str, str]:
     return {scenario["id"]: scenario["status"] for scenario in report["scenarios"]}
 
 
+def assert_killed_then_retried(scenario: dict) -> None:
+    """A2-CRASH-BEFORE-RESPONSE as it ran: the answer withheld, the server SIGKILLed,
+    the retry on the server started again."""
+    calls = scenario["calls"]
+    steps = [(call["op"], call["process"]) for call in calls if call["op"] != "list_tasks"]
+    assert steps == [("write_task", 1), ("kill", 1), ("start", 2), ("write_task", 2)], calls
+    withheld = next(call for call in calls if call["op"] == "write_task")
+    assert withheld.get("message", "").startswith("answer withheld, the runtime SIGKILLed"), withheld
+
+
 def http_binding(script: str, name: str, **extra) -> dict:
     """A binding for one of the test services here (key in Idempotency-Key, effects at GET /tasks)."""
     return {
