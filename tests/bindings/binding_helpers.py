@@ -1,4 +1,4 @@
-"""What the binding tests share: the CLI in a subprocess, a run's report, and bindings
+"""What the binding tests share: the CLI in this process, a run's report, and bindings
 written to a temporary directory from the shipped ones."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 from kit import retryproof_here
+
+from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -37,25 +38,12 @@ def needs_mcp_sdk() -> None:
         pytest.skip(f"the MCP servers under test need the mcp SDK 2 (found {version}): pip install 'retryproof[mcp]'")
 
 
-def run_cli(
-    *args: str, process: bool = False, timeout: float = 300, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    """``retryproof ARGS``, ``env`` added to its environment: in this process
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``retryproof ARGS``, ``env`` added to its environment, in this process
     (``kit.retryproof_here``: the same exit code, output and reports; an uncaught
-    exception fails the test as a traceback would), or with ``process`` in a process of
-    its own, bounded by ``timeout``. A process for a run that may reach FUZZ-MODEL (its
-    Hypothesis settings would inherit this session's) and for what only a process shows;
-    in this process a kit run saves its interpreter's start and imports, 0.2-0.3 CPU-s."""
-    environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    if not process:
-        return retryproof_here(*args, env=environment)
-    return subprocess.run(
-        [sys.executable, "-m", "retryproof.conformance.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=environment,
-    )
+    exception fails the test as a traceback would). What only a process shows (a
+    signal, a memory limit) a test runs with ``subprocess`` itself."""
+    return retryproof_here(*args, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
 
 
 def shipped(name: str) -> dict[str, Any]:
@@ -74,9 +62,11 @@ def run_binding(
 ) -> tuple[subprocess.CompletedProcess, dict]:
     """``retryproof run --binding`` over the scenarios ``only`` (None: the whole
     catalogue), ``env`` added to its environment; the run and its report.json. In this
-    process (``run_cli``) unless it runs FUZZ-MODEL. It writes report.json alone: the
-    default formats' Markdown and JUnit cost a run about 0.1 CPU-s more (rendering its
-    evidence), read by no test here; a ``--format`` in ``extra`` comes later and wins."""
+    process (``run_cli``: a process of its own cost each run 0.25-0.3 CPU-s of start-up
+    and imports), FUZZ-MODEL at the dev budget named here, not at the session's (which
+    its Hypothesis settings would inherit). It writes report.json alone: the default
+    formats' Markdown and JUnit cost a run about 0.1 CPU-s more (rendering its evidence),
+    read by no test here; a ``--format`` in ``extra`` comes later and wins."""
     out = tmp_path / "out"
     # A generous start timeout: the SDK's import alone takes seconds on a busy machine.
     done = run_cli(
@@ -93,8 +83,7 @@ def run_binding(
         "--format",
         "json",
         *extra,
-        process=only is None or "FUZZ-MODEL" in only.split(","),
-        env=env,
+        env={ENV_VAR: DEV, **(env or {})},
     )
     assert (out / "report.json").exists(), done.stdout + done.stderr
     return done, json.loads((out / "report.json").read_text(encoding="utf-8"))
@@ -102,6 +91,16 @@ def run_binding(
 
 def statuses(report: dict) -> dict[str, str]:
     return {scenario["id"]: scenario["status"] for scenario in report["scenarios"]}
+
+
+def assert_killed_then_retried(scenario: dict) -> None:
+    """A2-CRASH-BEFORE-RESPONSE as it ran: the answer withheld, the server SIGKILLed,
+    the retry on the server started again."""
+    calls = scenario["calls"]
+    steps = [(call["op"], call["process"]) for call in calls if call["op"] != "list_tasks"]
+    assert steps == [("write_task", 1), ("kill", 1), ("start", 2), ("write_task", 2)], calls
+    withheld = next(call for call in calls if call["op"] == "write_task")
+    assert withheld.get("message", "").startswith("answer withheld, the runtime SIGKILLed"), withheld
 
 
 def http_binding(script: str, name: str, **extra) -> dict:

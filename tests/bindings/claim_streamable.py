@@ -4,9 +4,11 @@ request answered in JSON, as ``claim_mcp.py`` serves them with the official SDK.
 
 Why not the SDK here: KILL-NEMESIS SIGKILLs its server five times and starts it again
 each time, and an SDK start costs its import, 0.6-0.8 CPU-s (claim_mcp.py's run of it
-started the SDK server seven times). A SIGKILL of the SDK's server and the kit's new
-session on the new one are claim_mcp.py's (A2-CRASH-BEFORE-RESPONSE); what this one is
-for is the claim store's windows on this wire. What those need of a streamable HTTP
+started the SDK server seven times). A SIGKILL of an SDK server and the kit's new
+session on the new one are the reference's (test_binding_mcp.py's
+A2-CRASH-BEFORE-RESPONSE); what this one is for is the claim store's windows on this
+wire, and a cut's cancel (A2-RESPONSE-LOSS, passed here; failed by claim_mcp.py's
+``cancel-leaves-claim``). What those need of a streamable HTTP
 server this does as the SDK's does: calls run side by side; ``initialize`` answers a
 session id that every later message must carry, and that a server started again no
 longer knows (404: a client must begin a new session); ``notifications/cancelled``

@@ -9,11 +9,14 @@ The suite proves each of those once, on seed 1, and each wire's own code once:
 ``benchmarks/bench_faults.py`` runs every defect over every wire on seeds 1-20, and
 CRASH-POINTS there kills at every point of the write. What the suite keeps:
 
-- the fixed store over each wire (CRASH-POINTS at all 12 points over HTTP, a run of
-  its own; a restart, graceful and by SIGKILL, over stdio);
+- the fixed store over each wire (a restart, graceful and by SIGKILL, over stdio);
 - every defect over HTTP, by every scenario aimed at it; CRASH-POINTS kills at the
   point where the defect lives (``DEFECT_POINTS``), except for ``torn-response``,
-  which the replay test finds among all 12 points;
+  which the replay test finds among all 12 points. The other 10 are the fixed store's
+  own steps (claim, effect, done), each recovered to one effect there: the fixed
+  store's own run of the 12 points (26 server starts) differed only at the response,
+  written to a temporary file and renamed, whose points recover as a kill before the
+  torn response's first write does (no response file: the effect is found, finished);
 - over each MCP wire, a cut that reaches the server (``cancel-leaves-claim``: the
   cancel is the wire's own code, the pipe or the loopback proxy); over stdio a
   KILL-NEMESIS kill between claim and effect (``pending-after-kill``); CRASH-POINTS'
@@ -37,7 +40,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from binding_helpers import claim_binding, needs_mcp_sdk, run_binding, run_cli, statuses, write_binding
+from binding_helpers import (
+    assert_killed_then_retried,
+    claim_binding,
+    needs_mcp_sdk,
+    run_binding,
+    run_cli,
+    statuses,
+    write_binding,
+)
 
 #: Each defect and the scenarios aimed at it (claim_store.py says what each breaks).
 CAUGHT_BY = {
@@ -57,30 +68,29 @@ DEFECT_POINTS = {"pending-after-kill": "write:2", "lease-reclaims": "write:3", "
 #: key. Not a call timeout: the bounds here are short (``CALL_TIMEOUT``).
 STUCK = "did not answer with its effect within"
 SYMPTOMS = {defect: STUCK for defect in CAUGHT_BY} | {"lease-reclaims": " tasks "}
-#: What the fixed store runs, by test id: (wire, scenarios). Over HTTP, CRASH-POINTS
-#: in a run of its own, without the store's waits (its 12 points took 12-16 s with
-#: them, 4-9 s without), and the rest in another, which xdist may give another worker.
-#: Over MCP, what the MCP defects are caught by, less CRASH-POINTS: that starts the
-#: server twice per point (over streamable HTTP each start costs the SDK's import,
-#: seconds on a busy machine), so the fixed store runs it over HTTP only.
-#: A2-CRASH-BEFORE-RESPONSE (a kill once the answer is withheld, then a retry), which
-#: no MCP defect is aimed at: over stdio the kill is the pipe's own
-#: (``_lose_on_the_pipe``: the server killed, then its input closed); over streamable
-#: HTTP the answer is withheld by the kit's proxy, as over HTTP, and it is the suite's
-#: one SIGKILL of an SDK server, whose retry meets the server started again under a new
-#: session (two SDK starts in all, A2-RESPONSE-LOSS on the first). KILL-NEMESIS over
-#: streamable HTTP kills and starts its server five times, on claim_streamable.py (a
-#: start at 0.03 CPU-s, where the SDK's costs its import, 0.6-0.8: that run started
-#: claim_mcp.py seven times, 4-5 CPU-s and 11-20 s of the suite's longest test).
+#: What the fixed store runs, by test id: (wire, scenarios). Over MCP, what the MCP
+#: defects are caught by, less CRASH-POINTS: that starts the server twice per point
+#: (over streamable HTTP each start costs the SDK's import, seconds on a busy machine);
+#: CRASH-POINTS' 12 points over HTTP are the replay test's. Over streamable HTTP it is
+#: served by claim_streamable.py, not the SDK's claim_mcp.py (a start at 0.03 CPU-s,
+#: where the SDK's costs its import, 0.6-0.8): KILL-NEMESIS kills and starts its server
+#: five times (on claim_mcp.py that run started it seven times, 4-5 CPU-s and 11-20 s
+#: of the suite's longest test), and A2-RESPONSE-LOSS is the pass that claim_mcp.py's
+#: ``cancel-leaves-claim`` is failed against (the reference's SDK server passes it over
+#: that wire too: test_binding_mcp.py). A2-CRASH-BEFORE-RESPONSE (a kill once the
+#: answer is withheld, then a retry), which no MCP defect is aimed at, runs over stdio,
+#: where the kill is the pipe's own (``_lose_on_the_pipe``: the server killed, then its
+#: input closed); over streamable HTTP the suite's one SIGKILL of an SDK server, whose
+#: retry meets the server started again under a new session, is the reference's
+#: (test_binding_mcp.py: one SDK start more there, where the fixed store's own run of
+#: A2 on claim_mcp.py cost two).
 #: RESTART-REUSE over stdio too (a graceful stop there closes the server's input): the
 #: pass that test_binding_mcp.py's server forgetting its keys on restart is failed
 #: against, on a server that starts cheaply.
 FIXED_RUNS = {
     "http": ("http", "A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,KILL-NEMESIS"),
-    "http-crash-points": ("http", "CRASH-POINTS"),
     "mcp-stdio": ("mcp-stdio", "A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE,KILL-NEMESIS,RESTART-REUSE"),
-    "mcp-http": ("mcp-http", "A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE"),
-    "mcp-http-stdlib": ("mcp-http-stdlib", "KILL-NEMESIS"),
+    "mcp-http-stdlib": ("mcp-http-stdlib", "A2-RESPONSE-LOSS,KILL-NEMESIS"),
 }
 
 
@@ -138,22 +148,12 @@ def test_the_fixed_claim_service_passes_every_fault_scenario(tmp_path, run):
     report = _judged(tmp_path, wire, report)
     assert statuses(report) == dict.fromkeys(only.split(","), "passed"), done.stdout + done.stderr
     by_id = {scenario["id"]: scenario for scenario in report["scenarios"]}
-    if "CRASH-POINTS" in by_id:
-        points = by_id["CRASH-POINTS"]["evidence"]["points"]
-        # claim, effect, response, done: each a create, a write and a rename
-        assert len(points) == 12 and all(point["outcome"] == "one effect" for point in points), points
-        return
     if "A2-RESPONSE-LOSS" in by_id:
         losses = by_id["A2-RESPONSE-LOSS"]["evidence"]["losses"]
         assert [loss["fault"] for loss in losses] == ["answer withheld", "cut mid-call", "cut mid-call"]
         assert losses[0]["listed_before_retry"] is True  # withheld: the effect was made
     if "A2-CRASH-BEFORE-RESPONSE" in by_id:
-        # the answer withheld, the server SIGKILLed, the retry on the server started again
-        calls = by_id["A2-CRASH-BEFORE-RESPONSE"]["calls"]
-        steps = [(call["op"], call["process"]) for call in calls if call["op"] != "list_tasks"]
-        assert steps == [("write_task", 1), ("kill", 1), ("start", 2), ("write_task", 2)], calls
-        withheld = next(call for call in calls if call["op"] == "write_task")
-        assert withheld.get("message", "").startswith("answer withheld, the runtime SIGKILLed"), withheld
+        assert_killed_then_retried(by_id["A2-CRASH-BEFORE-RESPONSE"])
     if "KILL-NEMESIS" not in by_id:
         return
     rounds = by_id["KILL-NEMESIS"]["evidence"]["schedule"]["rounds"]
@@ -196,15 +196,20 @@ def test_each_defect_is_caught_by_the_scenarios_aimed_at_it(tmp_path, wire, defe
 
 def test_a_failing_crash_point_replays_exactly(tmp_path):
     """CRASH-POINTS finds ``torn-response`` among every point of the write (the suite's
-    only proof of that defect over HTTP); its replay file names the first failing
-    point, and ``retryproof replay`` runs that one point again and it fails again."""
+    only proof of that defect over HTTP, and of all 12 points over HTTP: the other 10
+    recover one effect each); its replay file names the first failing point, and
+    ``retryproof replay`` runs that one point again and it fails again."""
     binding = write_binding(tmp_path, claim_binding("http", "torn-response", waits=False))
     done, report = run_binding(tmp_path, binding, "CRASH-POINTS", "--call-timeout", CALL_TIMEOUT[False], seed=1)
     (scenario,) = report["scenarios"]
     assert scenario["status"] == "failed", done.stdout
     # the two writes of the response and no other point: the store's steps taken at once
-    # (no waits) leave every other crash state recoverable
+    # (no waits) leave every other crash state recoverable, to one effect (claim, effect
+    # and done each a create, a write and a rename; the response a create and two writes)
     assert scenario["reason"].startswith("2 of 12 crash points broke the write;"), scenario["reason"]
+    points = {point["point"]: point["outcome"] for point in scenario["evidence"]["points"]}
+    broken = sorted(name for name, outcome in points.items() if outcome != "one effect")
+    assert len(points) == 12 and broken == ["write:3", "write:4"], points
     # a write of the response, which leaves it torn
     assert scenario["reproduce"].startswith("RETRYPROOF_CRASH_POINT=write:"), scenario["reproduce"]
     (replay,) = (tmp_path / "out" / "replays").iterdir()

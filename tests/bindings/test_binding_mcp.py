@@ -5,7 +5,7 @@ deduplication lives in memory."""
 from __future__ import annotations
 
 import pytest
-from binding_helpers import HERE, needs_mcp_sdk, run_binding, statuses, write_binding
+from binding_helpers import HERE, assert_killed_then_retried, needs_mcp_sdk, run_binding, statuses, write_binding
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -31,16 +31,18 @@ def _mcp_sdk() -> None:
 #: code is test_binding_faults.py's, on the claim service: a restart, graceful and by
 #: SIGKILL, passed over stdio (RESTART-REUSE, also the control for the server below
 #: that it fails), a kill after an answer withheld on the pipe
-#: (A2-CRASH-BEFORE-RESPONSE over stdio) and over streamable HTTP a cut, and a kill
-#: after a withheld answer whose retry meets the SDK's server started again, under a
-#: new session (A2-CRASH-BEFORE-RESPONSE; KILL-NEMESIS's five kills on that wire are
-#: a standard-library server's). A restart changes nothing of the reference's own (its
-#: state is on disk whichever wire serves it; its RESTART-REUSE runs over plain
-#: HTTP), and the SDK's server is restarted over stdio below, gracefully (a SIGKILL
-#: over stdio is the kit's same code whatever serves: the claim service's).
+#: (A2-CRASH-BEFORE-RESPONSE over stdio) and over streamable HTTP a cut (its
+#: KILL-NEMESIS's five kills are a standard-library server's). Over streamable HTTP the
+#: reference takes the suite's one SIGKILL of an SDK server, after a withheld answer,
+#: whose retry meets the server started again under a new session
+#: (A2-CRASH-BEFORE-RESPONSE: one start more; on the claim service it cost two). Else
+#: a restart changes nothing of the reference's own (its state is on disk whichever
+#: wire serves it; its RESTART-REUSE runs over plain HTTP), and the SDK's server is
+#: restarted over stdio below, gracefully (a SIGKILL over stdio is the kit's same code
+#: whatever serves: the claim service's).
 SUBSETS = {
     "reference-mcp": "WT-CREATE,INVALID-KEY,CONFLICT-DIGEST,NORMALIZED-EQUAL,LEGACY-NO-ID",
-    "reference-mcp-http": "WT-CREATE,A4-CONCURRENT,CONFLICT-DIGEST,A2-RESPONSE-LOSS",
+    "reference-mcp-http": "WT-CREATE,A4-CONCURRENT,CONFLICT-DIGEST,A2-RESPONSE-LOSS,A2-CRASH-BEFORE-RESPONSE",
 }
 
 
@@ -54,6 +56,8 @@ def test_the_reference_over_mcp_passes(tmp_path, binding):
         # Lost for real, by the proxy (a connection that cannot lose one passes the scenario by a plain retry).
         losses = scenarios["A2-RESPONSE-LOSS"]["evidence"].get("losses", [])
         assert [loss["fault"] for loss in losses] == ["answer withheld", "cut mid-call", "cut mid-call"], losses
+    if "A2-CRASH-BEFORE-RESPONSE" in scenarios:
+        assert_killed_then_retried(scenarios["A2-CRASH-BEFORE-RESPONSE"])
 
 
 def test_an_mcp_server_that_dedups_in_memory_loses_its_dedup_on_restart(tmp_path):
