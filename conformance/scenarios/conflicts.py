@@ -72,6 +72,9 @@ def conflict_schema(ctx: Context) -> None:
     _unchanged(ctx, result, stored)
 
 
+# Not shares_server, though it would save a start: it deletes a task from under the
+# runtime (tamper), so each later user of a shared server would be judged on a state no
+# sequence of calls makes, a committed receipt whose task is gone.
 @scenario("TASK-MISSING-CONFLICT")
 def task_missing(ctx: Context) -> None:
     before, submission_id, task, result, _ = _created_task(ctx)
