@@ -438,7 +438,7 @@ def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
 
 def _strace_shy(tmp_path, lose: str, times: int) -> str:
     harness = Path(__file__).with_name("strace_shy_harness.py")
-    return f"{sys.executable} {harness} {tmp_path / 'lost'} {shlex.quote(lose)} {times}"
+    return f"{STDLIB_PYTHON} {harness} {tmp_path / 'lost'} {shlex.quote(lose)} {times} {shlex.join(REFERENCE_COMMAND)}"
 
 
 def test_a_start_lost_under_strace_is_tried_once_more_not_skipped(tmp_path, strace):
@@ -557,8 +557,7 @@ def test_without_the_seccomp_filter_strace_injects_each_kill_on_its_recorded_cal
     kills, and each of the reference's points is killed on its recorded call, after the
     write was sent, and passes."""
     monkeypatch.setattr(crash_points, "tracing_options", lambda strace: ("-f", "-q"))
-    reference = f"{sys.executable} -m retryproof.reference_impl"
-    done, report = certify(tmp_path / "out", reference, "--only", "CRASH-POINTS", in_process=True)
+    done, report = certify(tmp_path / "out", shlex.join(REFERENCE_COMMAND), "--only", "CRASH-POINTS", in_process=True)
     scenario = by_id(report)["CRASH-POINTS"]
     assert scenario["status"] == "passed", done.stdout
     evidence = scenario["evidence"]

@@ -708,7 +708,7 @@ def test_a_failure_only_after_earlier_turns_says_so_and_reproduces_with_them(tmp
     contract made), is judged again on a fresh server (``alone``), and its reproduce line
     runs the earlier turns first, so the same failure comes back, where the scenario's
     own ``--only`` would pass."""
-    harness = f"{STDLIB_PYTHON} {Path(__file__).with_name('paging_harness.py')} 12"
+    harness = f"{STDLIB_PYTHON} {Path(__file__).with_name('paging_harness.py')} 12 {shlex.join(REFERENCE)}"
     earlier = (
         "REUSE-EARLIER-ID",
         "CONFLICT-DIGEST",
