@@ -421,7 +421,7 @@ def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
     inject = point.strace_options(str(tmp_path), park_us=30_000_000)
     command = [strace, *tracing_options(strace), "-ttt", "-y", *inject, "-o", str(trace), "--"]
     started = time.time()
-    process = subprocess.Popen([*command, sys.executable, "-c", FIVE_WRITES, str(target)], start_new_session=True)
+    process = subprocess.Popen([*command, sys.executable, "-S", "-c", FIVE_WRITES, str(target)], start_new_session=True)
     try:
         with _Killer(str(trace), point, 30) as killer:
             process.wait(30)
@@ -461,7 +461,7 @@ def test_a_harness_start_lost_while_its_wrapper_lives_on_ends_the_handshake_at_o
     command ends at start under a wrapper that lives on (``lives_on.py``) fails its start
     at once, as one that exits does without a wrapper, and CRASH-POINTS tries it again."""
     lives_on = Path(__file__).parents[1] / "bindings" / "lives_on.py"
-    command = [sys.executable, str(lives_on), sys.executable, "-c", "import sys; sys.exit(3)"]
+    command = [sys.executable, "-S", str(lives_on), sys.executable, "-S", "-c", "import sys; sys.exit(3)"]
     state = tmp_path / "state"
     state.mkdir()
     failed, took = failed_start(ProcessConnection(command, str(state), start_timeout=60, wrapped=True))
@@ -485,7 +485,7 @@ def test_a_harness_a_launcher_forked_under_strace_is_waited_for_not_lost(tmp_pat
     """strace -f lives on after the launcher, its child, ends: it traces the harness,
     which runs, so its start is no lost one though its hello comes after the grace."""
     options = [strace, *tracing_options(strace), "-o", str(tmp_path / "trace"), "--"]
-    command = [*options, sys.executable, "-c", FORKS_THE_HARNESS, *REFERENCE_COMMAND]
+    command = [*options, sys.executable, "-S", "-c", FORKS_THE_HARNESS, *REFERENCE_COMMAND]
     state = tmp_path / "state"
     state.mkdir()
     connection = ProcessConnection(command, str(state), start_timeout=60, wrapped=True)

@@ -105,12 +105,12 @@ def test_reference_passes_and_missing_fsync_fails(tmp_path, strace, fault, statu
 
 #: strace as strace 6.1 is when it loses a start, every time: it runs a command that
 #: ends at once (not the harness) and lives on holding the pipes (``lives_on.py``).
-LOSES_EVERY_START = """#!{python}
+LOSES_EVERY_START = """#!{python} -S
 import os, sys
 if sys.argv[1:] == ["-V"]:
     print("strace -- version 6.1")
     sys.exit(0)
-os.execv({python!r}, [{python!r}, {lives_on!r}, {python!r}, "-c", "import sys; sys.exit(3)"])
+os.execv({python!r}, [{python!r}, "-S", {lives_on!r}, {python!r}, "-S", "-c", "import sys; sys.exit(3)"])
 """
 
 
