@@ -1,7 +1,7 @@
 """One whole run of the catalogue against the bundled reference, as a user runs it, that
 several test modules read: test_reference_run judges it, test_approval_scenarios reads
-its approval tables and test_server_sharing its shared harness (each ran the reference
-again for that: 17 and 7 harness starts, about 1 CPU-s each)."""
+its approval tables, test_server_sharing its shared harness and test_durability_trace
+its traced pass (each ran the reference again for that: 17, 7 and 2 harness starts)."""
 
 from __future__ import annotations
 
