@@ -25,7 +25,7 @@ def shard_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def reference_run(tmp_path_factory: pytest.TempPathFactory) -> WholeRun:
     """``reference_whole.whole_reference_run``, once per session: test_reference_run,
-    test_approval_scenarios and test_server_sharing read it."""
+    test_approval_scenarios, test_server_sharing and test_durability_trace read it."""
     return once_per_session(tmp_path_factory, "reference-whole", whole_reference_run)
 
 
