@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from kit import certify, once_per_session
+from reference_whole import WholeRun, whole_reference_run
 from sharded import whole_and_shards
 
 from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
@@ -19,6 +20,13 @@ def shard_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``sharded.whole_and_shards``, once per session: test_shard_merge merges the CLI's
     shards, test_pytest_plugin_scale_out mixes the plugin's shards with them."""
     return once_per_session(tmp_path_factory, "shards", whole_and_shards)
+
+
+@pytest.fixture(scope="session")
+def reference_run(tmp_path_factory: pytest.TempPathFactory) -> WholeRun:
+    """``reference_whole.whole_reference_run``, once per session: test_reference_run,
+    test_approval_scenarios, test_server_sharing and test_durability_trace read it."""
+    return once_per_session(tmp_path_factory, "reference-whole", whole_reference_run)
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """The reference behind a listing that pages and never says so: ``list_tasks`` answers
-its first ``PAGE`` tasks only (argv[1]). Alone, a scenario that lists fewer tasks than a
+its first ``PAGE`` tasks only (argv[1]; argv[2:]: the reference's command). Alone, a scenario that lists fewer tasks than a
 page passes; on a shared server that earlier scenarios filled past a page, it loses its
 own tasks from the listing (test_server_sharing.py)."""
 
@@ -9,9 +9,7 @@ import sys
 import threading
 
 PAGE = int(sys.argv[1])
-runtime = subprocess.Popen(
-    [sys.executable, "-m", "retryproof.reference_impl"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-)
+runtime = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 listings: set[object] = set()
 
 

@@ -16,7 +16,7 @@ if not recording or os.path.exists(lost):
     os.execv(real, [real, *args])
 open(lost, "w").close()
 dies = "import os, signal, time; time.sleep(0.3); os.kill(os.getpid(), signal.SIGKILL)"
-child = subprocess.Popen([sys.executable, "-c", dies])
+child = subprocess.Popen([sys.executable, "-S", "-c", dies])
 child.wait()
 sys.stderr.write(f"strace: dispatch_event: pid {child.pid} has delayed wait data set already\n")
 sys.stderr.flush()

@@ -2,8 +2,11 @@
 that strace 6.1 now and then loses). argv[1]: a file counting the starts it lost;
 argv[2]: a regular expression for the strace command lines whose starts it loses (the
 recording's has ``-ttt``; a point's names its ``inject=``); argv[3]: how many such starts
-it loses, the first ones. Chosen by command line, not by order: CRASH-POINTS runs points
-two at a time, so the order of their starts varies from run to run."""
+it loses, the first ones; argv[4:]: the reference's command, which every other start
+becomes. Chosen by command line, not by order: CRASH-POINTS runs points two at a time,
+so the order of their starts varies from run to run. Started with ``python -S`` and
+becoming the kit's ``python -S launch.py``: with ``site`` each start under strace paid
+two interpreters' site imports (a test makes about 20)."""
 
 import fcntl
 import os
@@ -22,4 +25,4 @@ if os.path.basename(words[0]) == "strace" and chosen.search(" ".join(options) + 
             lost.write("x")
             lost.flush()
             sys.exit("lost under strace")
-os.execv(sys.executable, [sys.executable, "-m", "retryproof.reference_impl"])
+os.execv(sys.argv[4], sys.argv[4:])

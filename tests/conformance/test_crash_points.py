@@ -421,7 +421,7 @@ def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
     inject = point.strace_options(str(tmp_path), park_us=30_000_000)
     command = [strace, *tracing_options(strace), "-ttt", "-y", *inject, "-o", str(trace), "--"]
     started = time.time()
-    process = subprocess.Popen([*command, sys.executable, "-c", FIVE_WRITES, str(target)], start_new_session=True)
+    process = subprocess.Popen([*command, sys.executable, "-S", "-c", FIVE_WRITES, str(target)], start_new_session=True)
     try:
         with _Killer(str(trace), point, 30) as killer:
             process.wait(30)
@@ -438,16 +438,19 @@ def test_a_parked_call_is_killed_before_it_runs(tmp_path, strace):
 
 def _strace_shy(tmp_path, lose: str, times: int) -> str:
     harness = Path(__file__).with_name("strace_shy_harness.py")
-    return f"{sys.executable} {harness} {tmp_path / 'lost'} {shlex.quote(lose)} {times}"
+    return f"{STDLIB_PYTHON} {harness} {tmp_path / 'lost'} {shlex.quote(lose)} {times} {shlex.join(REFERENCE_COMMAND)}"
 
 
 def test_a_start_lost_under_strace_is_tried_once_more_not_skipped(tmp_path, strace):
     """A runtime whose first start under strace fails (as strace 6.1 loses a
     multithreaded one's now and then) is still judged: that recording or point is run
     again on a fresh scratch, and the evidence says so. Skipping at once made the same
-    seed's CRASH-POINTS pass in one matrix run and skip in the next."""
+    seed's CRASH-POINTS pass in one matrix run and skip in the next. At one point of the
+    write (``POINT_ENV``): the lost start is the recording's, before any point, and each
+    of the others cost a traced start."""
     shy = _strace_shy(tmp_path, " -ttt ", 1)  # the recording's first start
-    done, report = certify(tmp_path / "out", shy, "--only", "CRASH-POINTS", in_process=True)
+    one_point = {**os.environ, crash_points.POINT_ENV: "pwrite64:1"}
+    done, report = certify(tmp_path / "out", shy, "--only", "CRASH-POINTS", in_process=True, env=one_point)
     scenario = by_id(report)["CRASH-POINTS"]
     assert scenario["status"] == "passed", done.stdout
     (failed_once,) = scenario["evidence"]["traced_starts_failed_once"]
@@ -461,7 +464,7 @@ def test_a_harness_start_lost_while_its_wrapper_lives_on_ends_the_handshake_at_o
     command ends at start under a wrapper that lives on (``lives_on.py``) fails its start
     at once, as one that exits does without a wrapper, and CRASH-POINTS tries it again."""
     lives_on = Path(__file__).parents[1] / "bindings" / "lives_on.py"
-    command = [sys.executable, str(lives_on), sys.executable, "-c", "import sys; sys.exit(3)"]
+    command = [sys.executable, "-S", str(lives_on), sys.executable, "-S", "-c", "import sys; sys.exit(3)"]
     state = tmp_path / "state"
     state.mkdir()
     failed, took = failed_start(ProcessConnection(command, str(state), start_timeout=60, wrapped=True))
@@ -485,7 +488,7 @@ def test_a_harness_a_launcher_forked_under_strace_is_waited_for_not_lost(tmp_pat
     """strace -f lives on after the launcher, its child, ends: it traces the harness,
     which runs, so its start is no lost one though its hello comes after the grace."""
     options = [strace, *tracing_options(strace), "-o", str(tmp_path / "trace"), "--"]
-    command = [*options, sys.executable, "-c", FORKS_THE_HARNESS, *REFERENCE_COMMAND]
+    command = [*options, sys.executable, "-S", "-c", FORKS_THE_HARNESS, *REFERENCE_COMMAND]
     state = tmp_path / "state"
     state.mkdir()
     connection = ProcessConnection(command, str(state), start_timeout=60, wrapped=True)
@@ -557,8 +560,7 @@ def test_without_the_seccomp_filter_strace_injects_each_kill_on_its_recorded_cal
     kills, and each of the reference's points is killed on its recorded call, after the
     write was sent, and passes."""
     monkeypatch.setattr(crash_points, "tracing_options", lambda strace: ("-f", "-q"))
-    reference = f"{sys.executable} -m retryproof.reference_impl"
-    done, report = certify(tmp_path / "out", reference, "--only", "CRASH-POINTS", in_process=True)
+    done, report = certify(tmp_path / "out", shlex.join(REFERENCE_COMMAND), "--only", "CRASH-POINTS", in_process=True)
     scenario = by_id(report)["CRASH-POINTS"]
     assert scenario["status"] == "passed", done.stdout
     evidence = scenario["evidence"]

@@ -135,7 +135,7 @@ def test_a_traced_start_lost_while_strace_lives_on_is_tried_again_at_once(tmp_pa
     fake = tmp_path / "bin" / "strace"
     fake.parent.mkdir()
     lives_on = Path(__file__).with_name("strace_lives_on.py")
-    fake.write_text(f'#!/bin/sh\nexec {sys.executable} {lives_on} {strace} {tmp_path / "lost"} "$@"\n')
+    fake.write_text(f'#!/bin/sh\nexec {sys.executable} -S {lives_on} {strace} {tmp_path / "lost"} "$@"\n')
     fake.chmod(0o755)
     out = tmp_path / "out"
     path = f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}"

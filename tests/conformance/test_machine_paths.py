@@ -79,7 +79,7 @@ def test_every_report_format_quotes_the_stderr_without_machine_paths(tmp_path, m
     harness = (
         'echo "  File \\"$LIBRARY/tool.py\\", line 3" >&2; '
         'echo "  File \\"$HOME/.pyenv/lib/client.py\\", line 9" >&2; '
-        f"exec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE))} liar"
+        f"exec {shlex.quote(sys.executable)} -S {shlex.quote(str(FAKE))} liar"
     )
     out = tmp_path / "out"
     done, report = certify(

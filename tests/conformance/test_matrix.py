@@ -38,7 +38,7 @@ def _implementation(root: Path, name: str, modes: tuple[str, str]) -> None:
     (folder / "setup").chmod(0o755)
     harness = (
         f'mode={modes[1]}; [ "$(wc -l < {shlex.quote(str(starts))})" -eq 1 ] && mode={modes[0]}; '
-        f"exec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE))} $mode"
+        f"exec {shlex.quote(sys.executable)} -S {shlex.quote(str(FAKE))} $mode"
     )
     target = {"report": name, "harness": f"bash -c {shlex.quote(harness)}", "options": ["--only", "WT-CREATE"]}
     (folder / "matrix.json").write_text(json.dumps({"targets": [target]}), encoding="utf-8")

@@ -4,10 +4,10 @@ except the schema sentences, which are checked on the results themselves."""
 
 import json
 import os
-import sys
+import shlex
 
 import pytest
-from kit import STDLIB_PYTHON, by_id, certify
+from kit import REFERENCE, STDLIB_PYTHON, by_id, certify
 
 from retryproof.conformance.validation import result_problem
 
@@ -34,7 +34,7 @@ def test_a_second_task_for_one_id_is_called_that_and_tallies_are_json(tmp_path):
 
 def test_a_schema_violation_names_the_path_and_the_rule_first_in_every_format(tmp_path):
     done, scenarios = run_kit(
-        tmp_path, f"{sys.executable} {BROKEN} reuse-without-idempotent", "A2-RESPONSE-LOSS", seed="1"
+        tmp_path, f"{STDLIB_PYTHON} {BROKEN} reuse-without-idempotent", "A2-RESPONSE-LOSS", seed="1"
     )
     reason = scenarios["A2-RESPONSE-LOSS"]["reason"]
     assert reason == 'write_task result violates its schema at (result) (rule required): "idempotent" is missing'
@@ -65,7 +65,7 @@ def test_schema_sentences_are_json_with_the_rule_before_the_value(change, says):
 
 
 def test_diagnostics_that_delete_the_receipt_are_reported_as_deleting_it(tmp_path):
-    harness = f"{sys.executable} -m retryproof.reference_impl --fault diagnose-deletes-stalled"
+    harness = shlex.join([*REFERENCE, "--fault", "diagnose-deletes-stalled"])
     _, scenarios = run_kit(tmp_path, harness, "STALE-RESERVATION-DIAGNOSTICS")
     reason = scenarios["STALE-RESERVATION-DIAGNOSTICS"]["reason"]
     assert "reading diagnostics deleted the receipt" in reason and "age_s" not in reason, reason

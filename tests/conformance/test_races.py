@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import sys
 
-import pytest
 from kit import by_id, certify
 
 from retryproof.conformance.fuzz.model import PROBE_IDS, PROBE_ROUNDS, Driver
@@ -32,14 +31,16 @@ BROKEN = os.path.join(os.path.dirname(__file__), "broken_runtimes.py")
 RACES = "A4-CONCURRENT,A4-MULTIPROCESS,FUZZ-MODEL"
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_a_narrow_check_then_set_window_fails_every_race_probe(tmp_path, seed):
+def test_a_narrow_check_then_set_window_fails_every_race_probe(tmp_path):
+    """One seed: the races' timing, not the seed, decides whether a round meets the
+    window (the seed draws the ids and the tasks' text), so a second seed was the same run again;
+    ``benchmarks/bench_races.py`` tries many."""
     done, report = certify(
         tmp_path,
         f"{sys.executable} -S {BROKEN} narrowly-unlocked",
         "--only",
         RACES,
-        seed=seed,
+        seed=1,
         formats="json",
         # In this process: the named profile keeps FUZZ-MODEL's settings off the session's.
         in_process=True,

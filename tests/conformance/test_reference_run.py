@@ -2,33 +2,20 @@
 reports agree with each other and with the report schema."""
 
 import json
-import os
-import subprocess
-import sys
 
 from kit import retryproof_here
+from reference_whole import WholeRun
 
-from retryproof.conformance.fuzz.profiles import DEV, ENV_VAR
 from retryproof.spec import load_spec
 
 
-def test_reference_runtime_passes_every_scenario(tmp_path):
-    # The profile is pinned: in CI the ambient one would be the larger CI budget.
-    # The run starts in an empty directory, which must stay empty (no .hypothesis/
+def test_reference_runtime_passes_every_scenario(reference_run: WholeRun):
+    # The run started in an empty directory, which must stay empty (no .hypothesis/
     # example database: a replay file is FUZZ-MODEL's only persistence).
-    cwd = tmp_path / "cwd"
-    cwd.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-m", "retryproof.conformance.cli", "run", "--seed", "11", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        env={**os.environ, ENV_VAR: DEV},
-    )
+    done = reference_run.done
     assert done.returncode == 0, done.stdout + done.stderr
-    assert os.listdir(cwd) == []
-    report = json.loads((tmp_path / "report.json").read_text())
+    assert reference_run.left_in_cwd == []
+    report = reference_run.report()
     statuses = {s["id"]: s["status"] for s in report["scenarios"]}
     # DURABILITY-TRACE needs strace; without it the SHOULD scenario is skipped, not passed.
     expected = {"passed", "skipped"} if statuses.get("DURABILITY-TRACE") == "skipped" else {"passed"}
@@ -37,12 +24,12 @@ def test_reference_runtime_passes_every_scenario(tmp_path):
     assert report["verdict"]["conformant"] and report["verdict"]["complete"]
     assert report["verdict"]["headline"].startswith("CONFORMANT") and report["verdict"]["blocking"] == []
     assert {q["answer"] for q in report["checklist"]} == {"yes"}
-    assert (tmp_path / "report.md").read_text().count("| passed ") == list(statuses.values()).count("passed")
+    assert (reference_run.out / "report.md").read_text().count("| passed ") == list(statuses.values()).count("passed")
     # The history shows the faults the kit caused between the calls.
     crash = next(s for s in report["scenarios"] if s["id"] == "CRASH-AFTER-COMMIT")["calls"]
     faults = [(call["op"], call.get("message")) for call in crash if call["kind"] == "fault"]
     assert faults == [("start", "armed write_task.after_commit=crash"), ("kill", None), ("start", None)], faults
-    assert retryproof_here("validate-report", str(tmp_path / "report.json")).returncode == 0
+    assert retryproof_here("validate-report", str(reference_run.out / "report.json")).returncode == 0
 
 
 def test_baseline_of_a_passing_scenario_is_stale(tmp_path):

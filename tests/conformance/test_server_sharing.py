@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 from kit import REFERENCE, STDLIB_PYTHON, by_id, certify, once_per_session, retryproof_here
+from reference_whole import WholeRun
 
 from retryproof.conformance.cli import build_parser
 from retryproof.conformance.context import CatalogueViolation, Context
@@ -646,36 +647,51 @@ HARNESS_VARIANTS = (
 ONE_CALL_DEFECTS = ("invocation-in-digest", "digest-without-nfc", "legacy-says-idempotent")
 
 
-@pytest.mark.parametrize("fault", [None, *HARNESS_VARIANTS])
+def test_a_harness_run_gives_its_sharing_scenarios_the_handshakes_harness(reference_run: WholeRun):
+    """A harness run gives its shares_server scenarios one harness process, the one its
+    handshake started, whatever its jobs; every other scenario (the takes_server ones:
+    A2-CRASH-BEFORE-RESPONSE arms a failpoint) starts its own. The reference's whole run
+    shows it (test_reference_run's, which it passes: its run here, of the sharing and
+    taking scenarios alone, showed only that again)."""
+    used = {
+        scenario_id: scenario["evidence"].get("shared_server")
+        for scenario_id, scenario in by_id(reference_run.report()).items()
+    }
+    sharing = {scenario_id for scenario_id, bound in registry().items() if bound.shares_server}
+    assert {scenario_id for scenario_id, evidence in used.items() if evidence} == sharing, used
+    assert all(
+        evidence["server"] == 1 and evidence["started_by_handshake"] and not evidence["started_by_this_scenario"]
+        for scenario_id, evidence in used.items()
+        if scenario_id in sharing
+    ), used
+
+
+@pytest.mark.parametrize("fault", HARNESS_VARIANTS)
 def test_a_harness_run_shares_its_harness_and_judges_as_alone(fault):
-    """A harness run gives its shares_server scenarios one harness process; the
-    takes_server ones (A2-CRASH-BEFORE-RESPONSE arms a failpoint) start their own; a
-    broken runtime fails the same scenarios either way. The takes_server ones run as
-    they would alone (no shared_server in their evidence), so only the shared run has
-    them, between the sharing turns: running them again alone repeated the same
-    scenarios on the same path, a third of each alone run's harness starts. They run
-    with the reference and with a variant one of them must fail: with the others
-    (whose killers are all sharing scenarios) they repeated the reference's proof, on
-    harnesses of their own."""
+    """A broken runtime fails the same scenarios on a shared harness as on harnesses of
+    its own. The takes_server ones start a harness of their own and run as they would
+    alone (no shared_server in their evidence), so only the shared run has them, between
+    the sharing turns: running them again alone repeated the same scenarios on the same
+    path, a third of each alone run's harness starts. They run with a variant one of them
+    must fail: with the others (whose killers are all sharing scenarios) they repeated the
+    reference's proof, on harnesses of their own."""
     sharing = tuple(scenario_id for scenario_id, bound in registry().items() if bound.shares_server)
-    sharing = cold_turn_to_its_killers(fault, sharing) if fault else sharing
+    sharing = cold_turn_to_its_killers(fault, sharing)
     takes = ("RESTART-REUSE", "A2-RESPONSE-LOSS", "A2-CRASH-BEFORE-RESPONSE")
-    if fault is not None and not set(takes) & set(killed_by(fault)):
+    if not set(takes) & set(killed_by(fault)):
         takes = ()
     options = harness_options(fault, (*sharing, *takes))
-    must_fail = [scenario_id for scenario_id in killed_by(fault) if scenario_id in options.only] if fault else []
-    assert must_fail or fault is None
-    # The reference has no defect for sharing to hide, and a failure sharing made shows in
-    # the shared run, which must pass every scenario (``ONE_CALL_DEFECTS``: but their killers).
-    every_one_alone = fault is not None and fault not in ONE_CALL_DEFECTS
+    must_fail = [scenario_id for scenario_id in killed_by(fault) if scenario_id in options.only]
+    assert must_fail
+    # A failure sharing made shows in the shared run, which must pass every scenario but
+    # the killers of a defect in one call's answer (``ONE_CALL_DEFECTS``).
+    every_one_alone = fault not in ONE_CALL_DEFECTS
     shared, alone = shared_and_alone(options, leave_out=takes if every_one_alone else (*sharing, *takes))
     judged = judged_as_alone(shared, alone)
     if every_one_alone:
         assert set(shared) - set(judged) == set(takes)
     else:
         assert {scenario_id for scenario_id, result in shared.items() if result.status != "passed"} == set(must_fail)
-    if fault is None:
-        assert {shared[scenario_id].evidence["shared_server"]["server"] for scenario_id in sharing} == {1}
     assert not [scenario_id for scenario_id in takes if "shared_server" in shared[scenario_id].evidence]
     # A failure ends the shared harness: the next sharing scenario starts a fresh one.
     order = [scenario_id for scenario_id in shared if "shared_server" in shared[scenario_id].evidence]
@@ -692,7 +708,7 @@ def test_a_failure_only_after_earlier_turns_says_so_and_reproduces_with_them(tmp
     contract made), is judged again on a fresh server (``alone``), and its reproduce line
     runs the earlier turns first, so the same failure comes back, where the scenario's
     own ``--only`` would pass."""
-    harness = f"{STDLIB_PYTHON} {Path(__file__).with_name('paging_harness.py')} 12"
+    harness = f"{STDLIB_PYTHON} {Path(__file__).with_name('paging_harness.py')} 12 {shlex.join(REFERENCE)}"
     earlier = (
         "REUSE-EARLIER-ID",
         "CONFLICT-DIGEST",

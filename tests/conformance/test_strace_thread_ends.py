@@ -26,7 +26,7 @@ def test_a_real_trace_says_a_call_ended_by_another_threads_exit_group_is_no_kill
     ``+++ exited with 0 +++`` line and the write would read as a kill's."""
     trace = tmp_path / "trace"
     command = [strace, *tracing_options(strace), "-ttt", "-e", "trace=write", "-o", str(trace), "--"]
-    done = subprocess.run([*command, sys.executable, "-c", EXIT_IN_A_WRITE], timeout=60, capture_output=True)
+    done = subprocess.run([*command, sys.executable, "-S", "-c", EXIT_IN_A_WRITE], timeout=60, capture_output=True)
     assert done.returncode == 0, done.stderr
     text = trace.read_text()
     entry = NthEntry("write", 1).read(text.encode())
