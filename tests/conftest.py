@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from kit import UNUSED_PLUGINS
 from session_files import session_path, sweep_orphans
-from suite_order import long_tests_first
+from suite_order import long_tests_first, renders_pages
 
 pytest_plugins = ["pytester", "phase_limit"]
 
@@ -321,3 +321,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     if workers > 1:
         items[:] = long_tests_first(items, workers)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A headless Chromium (tests/conformance/headless_chromium.py) is ended once the next
+    test renders no page (``suite_order.BROWSER_FILES``), instead of waiting for pages until
+    its worker ends."""
+    try:
+        return (yield)
+    finally:
+        browser = sys.modules.get("headless_chromium")
+        if browser is not None and (nextitem is None or not renders_pages(nextitem)):
+            browser.close()
