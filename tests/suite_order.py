@@ -43,7 +43,7 @@ LONG_TESTS = (
 
 
 #: The files whose tests render pages in headless Chromium (tests/conformance/headless_chromium.py).
-#: A browser costs its worker 0.7-0.9 CPU-s to launch and about 0.01 CPU-s a second while it
+#: A browser costs its worker 0.7-0.9 CPU-s to launch and 0.003-0.014 CPU-s a second while it
 #: waits for a page; two workers each kept one for 36-67 s.
 BROWSER_FILES = ("tests/conformance/test_pictures.py", "tests/conformance/test_report_artefacts.py")
 
