@@ -200,7 +200,9 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=25, help="files and tests to list (default 25)")
     parser.add_argument("--by", choices=("wall", "cpu"), default="wall", help="rank files and tests by (default wall)")
     parser.add_argument(
-        "--json", help="also keep every test's line (JSON lines) in this file (and every process in FILE.processes)"
+        "--json",
+        help="also keep every test's line (JSON lines) in this file, pytest's output in FILE.out (a failure's "
+        "traceback, which the summary does not print) and every process in FILE.processes",
     )
     parser.add_argument("--processes", action="store_true", help="and every process it started, by kind (root)")
     args, pytest_args = parser.parse_known_args()
@@ -227,6 +229,8 @@ def main() -> int:
             return exc.exit_code
         done = subprocess.CompletedProcess(command, pytest_process.returncode, stdout, stderr)
         lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line]
+        if args.json:
+            Path(f"{args.json}.out").write_text(stdout + stderr, encoding="utf-8")
         if started and args.json:
             with open(f"{args.json}.processes", "w", encoding="utf-8") as kept:
                 kept.writelines(json.dumps(dataclasses.asdict(process)) + "\n" for process in started)

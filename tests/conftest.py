@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from kit import UNUSED_PLUGINS
 from session_files import session_path, sweep_orphans
-from suite_order import long_tests_first
+from suite_order import long_tests_first, renders_pages
 
 pytest_plugins = ["pytester", "phase_limit"]
 
@@ -105,6 +105,14 @@ def pytest_configure(config: pytest.Config) -> None:
     # At its exit the interpreter walks its whole heap again in a last full collection,
     # after pytest's own (which reports an object's unraisable error): frozen, not walked.
     atexit.register(gc.freeze)
+    # pytest rewrites the asserts of every module of a distribution that registers a pytest
+    # plugin: all of Hypothesis, whose own asserts no test reads (76 modules, 0.8-1.0 CPU-s
+    # to rewrite where no bytecode is cached: once in a session on workers, in every session
+    # without). Hypothesis imports as installed instead. The set is pytest's private one, and
+    # there is none under --assert=plain.
+    marked = getattr(config.pluginmanager.rewrite_hook, "_must_rewrite", None)
+    if marked is not None and "hypothesis" not in sys.modules:
+        marked.discard("hypothesis")
     if config.getoption("--hypothesis-profile", None):
         from retryproof.conformance.fuzz.profiles import register_profiles
 
@@ -321,3 +329,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     if workers > 1:
         items[:] = long_tests_first(items, workers)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A headless Chromium (tests/conformance/headless_chromium.py) is ended once the next
+    test renders no page (``suite_order.BROWSER_FILES``), instead of waiting for pages until
+    its worker ends."""
+    try:
+        return (yield)
+    finally:
+        browser = sys.modules.get("headless_chromium")
+        if browser is not None and (nextitem is None or not renders_pages(nextitem)):
+            browser.close()

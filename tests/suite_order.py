@@ -4,7 +4,9 @@ The worksteal schedule deals the collection out in equal runs, one per worker, a
 idle worker steals from the end of a busy one's queue: a long test late in a run is
 stolen by nobody, and the other workers stand idle while its worker ends it (on 2 CPUs,
 with 5 workers, they ended up to 57 s apart). So each run begins with its share of the
-longest tests.
+longest tests. And the tests that render pages in headless Chromium are dealt together,
+in the last run after its long tests: one worker's one browser renders every page, and
+is ended once they are done (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -40,16 +42,29 @@ LONG_TESTS = (
 )
 
 
+#: The files whose tests render pages in headless Chromium (tests/conformance/headless_chromium.py).
+#: A browser costs its worker 0.7-0.9 CPU-s to launch and 0.003-0.014 CPU-s a second while it
+#: waits for a page; two workers each kept one for 36-67 s.
+BROWSER_FILES = ("tests/conformance/test_pictures.py", "tests/conformance/test_report_artefacts.py")
+
+
+def renders_pages(item: _Item) -> bool:
+    return item.nodeid.split("::")[0] in BROWSER_FILES
+
+
 def long_tests_first(items: Sequence[Item], workers: int) -> list[Item]:
     """``items`` reordered so that each of the ``workers`` runs worksteal deals first (what
     is left, shared evenly among the idle workers) begins with its share of ``LONG_TESTS``,
-    the rest in collection order."""
+    the last run then with every test of ``BROWSER_FILES``, the rest in collection order."""
     first = list(
         {item.nodeid: item for prefix in LONG_TESTS for item in items if item.nodeid.startswith(prefix)}.values()
     )
     chosen = {item.nodeid for item in first}
+    rendering = [item for item in items if item.nodeid not in chosen and renders_pages(item)]
+    chosen.update(item.nodeid for item in rendering)
     rest = iter([item for item in items if item.nodeid not in chosen])
     runs = [first[worker::workers] for worker in range(workers)]
+    runs[-1].extend(rendering)
     left = len(items)
     for worker, run in enumerate(runs):
         size = left // (workers - worker)

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from suite_order import LONG_TESTS, long_tests_first
+from suite_order import BROWSER_FILES, LONG_TESTS, long_tests_first
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,3 +49,19 @@ def test_each_long_test_names_a_test_function_of_its_file():
         path, name = prefix.split("::")
         function = re.match(r"\w+", name).group(0)
         assert re.search(rf"^def {function}", (ROOT / path).read_text(encoding="utf-8"), re.M), prefix
+
+
+def test_the_browser_files_are_the_files_that_render_pages_and_one_run_deals_them_together():
+    """A file that renders pages but is not named would have its browser ended after each
+    of its tests (tests/conftest.py), and launched again for the next."""
+    rendering = {
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if re.search(r"^import headless_chromium", path.read_text(encoding="utf-8"), re.M)
+    }
+    assert rendering == set(BROWSER_FILES)
+    pages = [f"{path}::test_{n}" for path in BROWSER_FILES for n in range(3)]
+    items = _items([f"tests/test_{n}.py::test_short" for n in range(40)] + pages + [LONG_TESTS[0]])
+    order = [item.nodeid for item in long_tests_first(items, 3)]
+    # the last of the three runs: its long tests (none here), then every page, together
+    assert order[31:37] == pages

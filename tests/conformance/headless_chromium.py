@@ -3,8 +3,8 @@ the DOM after load and a screenshot decoded with the stdlib, so the HTML report 
 judged the way a reader's browser shows it. No Python dependency.
 
 One Chromium per test process, driven over the DevTools protocol on a pipe
-(``--remote-debugging-pipe``: NUL-ended JSON on its descriptors 3 and 4), each page
-in a tab of its own: a launch costs about 0.7 CPU-s (``FLAGS``), rendering a report a
+(``--remote-debugging-pipe``: NUL-ended JSON on its descriptors 3 and 4), every page
+in its one tab: a launch costs about 0.7 CPU-s (``FLAGS``), rendering a report a
 tenth of that, and the suite rendered 13 pages, each in a Chromium of its own. What a page
 gets is what ``--dump-dom`` and ``--screenshot --window-size`` gave: the document's
 ``outerHTML`` once it has loaded, and the viewport of that size."""
@@ -89,6 +89,7 @@ class _Browser:
         self._closed = False
         self._buffer = b""
         self._events: list[dict[str, Any]] = []
+        self._session: str | None = None  # the tab's (``render``)
 
     def send(self, method: str, session: str | None = None, **params: Any) -> dict[str, Any]:
         """One command's result (its events meanwhile are kept for ``event``)."""
@@ -126,12 +127,17 @@ class _Browser:
         line, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(line)
 
-    def render(self, page: str, width: int | None = None, height: int | None = None) -> tuple[str, str]:
-        """A new tab at ``page`` (its viewport ``width`` x ``height`` when given),
-        loaded: the tab and the session that drives it."""
-        tab = self.send("Target.createTarget", url="about:blank")["targetId"]
-        session = self.send("Target.attachToTarget", targetId=tab, flatten=True)["sessionId"]
-        self.send("Page.enable", session)
+    def render(self, page: str, width: int | None = None, height: int | None = None) -> str:
+        """``page`` loaded in the browser's one tab, its viewport ``width`` x ``height``
+        when given (else the default one, as a new tab has): the session that drives the
+        tab. One tab for every page: a new tab's renderer process cost each page about
+        0.1 CPU-s more (file:// pages share a site, so navigating keeps its renderer), and
+        each navigation is a new document, its script and layout afresh."""
+        if self._session is None:
+            tab = self.send("Target.createTarget", url="about:blank")["targetId"]
+            self._session = self.send("Target.attachToTarget", targetId=tab, flatten=True)["sessionId"]
+            self.send("Page.enable", self._session)
+        session = self._session
         if width and height:
             self.send(
                 "Emulation.setDeviceMetricsOverride",
@@ -141,9 +147,16 @@ class _Browser:
                 deviceScaleFactor=1,
                 mobile=False,
             )
-        self.send("Page.navigate", session, url=f"file://{os.path.abspath(page)}")
+        else:
+            self.send("Emulation.clearDeviceMetricsOverride", session)
+        # the tab's earlier pages' events, so that only this page's load event is waited for
+        self._events = [event for event in self._events if event.get("sessionId") != session]
+        navigated = self.send("Page.navigate", session, url=f"file://{os.path.abspath(page)}")
+        # a navigation within the document (a URL differing only by its fragment) loads
+        # nothing, and its load event would never come
+        assert "loaderId" in navigated and "errorText" not in navigated, (page, navigated)
         self.event("Page.loadEventFired", session)
-        return tab, session
+        return session
 
     def close(self) -> None:
         """Once: a second close would close descriptor numbers and signal a process
@@ -186,14 +199,16 @@ def _browser() -> _Browser:
     return _BROWSER
 
 
+def close() -> None:
+    """End this process's browser, if it has one (the next page launches another):
+    tests/conftest.py, once no test of the worker's next ones renders a page."""
+    if _BROWSER is not None:
+        _BROWSER.close()
+
+
 def _in_tab(page: str, read: Any, width: int | None = None, height: int | None = None) -> Any:
     browser = _browser()
-    tab, session = browser.render(page, width, height)
-    try:
-        return read(browser, session)
-    finally:
-        if browser is _BROWSER:  # still running: the tab goes, the browser stays for the next page
-            browser.send("Target.closeTarget", targetId=tab)
+    return read(browser, browser.render(page, width, height))
 
 
 def dump_dom(page: str) -> str:
