@@ -50,6 +50,8 @@ HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parent
 #: The file each worker appends one JSON line per test to (set by main()).
 OUT_ENV = "RETRYPROOF_BENCH_SUITE_OUT"
+#: How long an interrupted pytest gets to end its workers and what they started.
+INTERRUPTED_BOUND_S = 30
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -176,7 +178,9 @@ def _bytecode() -> str:
 def _run(command: list[str], env: dict[str, str]) -> tuple[str, str, subprocess.Popen]:
     """The pytest command in a process group of its own, which ends with it on any way
     out (Ctrl-C, SIGTERM, SIGHUP): its workers would outlive it and write into a
-    scratch folder being removed."""
+    scratch folder being removed. Interrupted first, as Ctrl-C would, so the kit in a
+    worker ends the harness and server groups it started (each a group of its own, which
+    a SIGKILL of pytest's group would leave running); killed only if that takes too long."""
     process = subprocess.Popen(
         command,
         cwd=REPOSITORY,
@@ -189,8 +193,13 @@ def _run(command: list[str], env: dict[str, str]) -> tuple[str, str, subprocess.
     try:
         stdout, stderr = process.communicate()
     except BaseException:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=INTERRUPTED_BOUND_S)
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # the group's last member gone
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
         raise
     return stdout, stderr, process
 
