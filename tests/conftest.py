@@ -22,6 +22,7 @@ import shutil
 import site
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from fnmatch import fnmatch
@@ -119,6 +120,7 @@ def pytest_configure(config: pytest.Config) -> None:
         register_profiles()
     if REWRITING in getattr(config, "workerinput", {}):
         _await_rewrite(config.workerinput[REWRITING])  # type: ignore[attr-defined]
+    _temporary_files_in_memory()
     workers = getattr(config.option, "numprocesses", None) or 0
     if not workers:
         return
@@ -133,6 +135,20 @@ def pytest_configure(config: pytest.Config) -> None:
         sys.pycache_prefix, sys.dont_write_bytecode = prefix, False
     if not sys.dont_write_bytecode:
         _rewrite_once(config)
+
+
+def _temporary_files_in_memory() -> None:
+    """The session's temporary files (pytest's ``tmp_path``, and every harness's state
+    and scratch folder the kit makes) in ``MEMORY`` where it has room, unless ``TMPDIR``
+    names a folder: the processes the session starts inherit it. The runtimes under test
+    fsync every step they make durable, hundreds of times a run; on a shared machine's
+    ext4 each sync costs kernel CPU, in memory next to none (the Node runtime's 100
+    writes: 208-239 ms of CPU against 122-123). What the kit judges of durability it reads
+    from the system calls (strace), never from the disk. The whole suite at load 20-50, one
+    pair: 174 CPU-s in its tests, 151 with this."""
+    if "TMPDIR" not in os.environ and (memory := _in_memory()):
+        os.environ["TMPDIR"] = memory
+        tempfile.tempdir = None  # asked again, gettempdir() reads TMPDIR
 
 
 def _seed_bytecode(prefix: str) -> None:

@@ -16,10 +16,10 @@ its own, its failure reported but the step kept with nothing owed) hides a step,
 every audit-fault scenario fails it.
 
 Each mode is one full-catalogue run; the write_task scenarios skip without starting a
-process. The correct mode's run (every report format, a step summary) is a process of
-its own, started first; meanwhile the three faulty modes run one after another in this
-process (``kit.certify``'s ``in_process``: how they are judged is the point, and none of
-these runs has a FUZZ-MODEL or a hang), which saves three kit start-ups.
+process. The four runs (the correct mode's with every report format and a step summary)
+run one after another in this process (``kit.certify``'s ``in_process``: how they are
+judged is the point, and none of these runs has a FUZZ-MODEL or a hang), which saves
+four kit start-ups.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -63,16 +62,12 @@ def run_every_mode(root):
         correct = mode == "correct"
         formats = "json,md,html,junit,badge" if correct else "json"
         command = f"{STDLIB_PYTHON} {HARNESS} --mode {mode}"
-        options = {"timeout": 240, "env": environment} if correct else {"in_process": True}
-        done, report = certify(out, command, formats=formats, **options)
+        done, report = certify(out, command, formats=formats, in_process=True, env=environment if correct else None)
         assert report is not None, f"{mode}: no report (exit {done.returncode}):\n{done.stdout}{done.stderr}"
         files = {path.name: path.read_text() for path in out.iterdir() if path.is_file()}
         return done.returncode, report, done.stdout, files
 
-    with ThreadPoolExecutor(1) as pool:
-        correct = pool.submit(one, "correct")
-        results = {mode: one(mode) for mode in MODES if mode != "correct"}
-        results["correct"] = correct.result()
+    results = {mode: one(mode) for mode in MODES}
     results["correct"][3]["step-summary.md"] = summary.read_text()
     return results
 
