@@ -1,9 +1,13 @@
-"""What a reader sees is whole: the console keeps a failure's replay path, report.md
-lists every scenario behind a checklist answer and every item of an evidence list,
-and the kill matrix states each defect in full."""
+"""What a reader sees is whole and one: the console keeps a failure's replay path,
+report.md lists every scenario behind a checklist answer and every item of an evidence
+list, the kill matrix states each defect in full, report.md and report.html count the
+same dispositions, and report.html's banner takes the badges' tone."""
 
 import io
 import json
+import re
+
+import pytest
 
 from retryproof.conformance.catalogue import catalogue, entry
 from retryproof.conformance.events import (
@@ -13,8 +17,11 @@ from retryproof.conformance.events import (
     ScenarioResult,
 )
 from retryproof.conformance.verdict import judge
+from retryproof.conformance.writers.badge import COLOURS, render_badge
 from retryproof.conformance.writers.console import ConsoleWriter
+from retryproof.conformance.writers.html import render_html
 from retryproof.conformance.writers.markdown import render_markdown
+from retryproof.conformance.writers.svg import render_checklist_badge
 
 REPLAY_HINT = "re-run it with: retryproof replay <report dir>/replays/fuzz-model-some-runtime-with-a-long-name-seed1234567890.json and the reproduce line's --harness or --binding"
 
@@ -25,7 +32,7 @@ def result(scenario_id, status="passed", reason=None, evidence=None):
     )
 
 
-def a_run(results):
+def a_run(results, black_box=False):
     info = RunInfo(
         "0.1.0",
         "1.0.0",
@@ -37,8 +44,9 @@ def a_run(results):
         7,
         8,
         "2026-01-01T00:00:00+00:00",
+        black_box=black_box,
     )
-    return RunFinished(info, tuple(results), judge(results), 1.0)
+    return RunFinished(info, tuple(results), judge(results, black_box=black_box), 1.0)
 
 
 def test_the_console_keeps_a_failures_replay_path_whole():
@@ -119,9 +127,6 @@ def test_every_defect_in_the_kill_matrix_is_a_whole_sentence():
 def test_the_badges_and_the_console_say_partial_for_a_partial_run_that_blocks_nothing():
     """review13: the headline said PARTIAL while both badges said "not conformant", and
     the console's tool paths "not certified" without saying why."""
-    from retryproof.conformance.writers.badge import render_badge
-    from retryproof.conformance.writers.svg import render_checklist_badge
-
     partial = a_run([result("WT-CREATE")])
     assert partial.verdict.headline.startswith("PARTIAL (")
     assert json.loads(render_badge(partial))["message"] == "partial run"
@@ -139,3 +144,62 @@ def test_the_badges_and_the_console_say_partial_for_a_partial_run_that_blocks_no
     assert console.getvalue().splitlines()[1] == "  Tool paths: write_task not certified · approval not certified"
     assert json.loads(render_badge(blocked))["message"] == "not conformant"
     assert 'aria-label="retryproof: not conformant; ' in render_checklist_badge(blocked)
+
+
+#: Calls as report.json records them: a garbled answer (a success whose result broke its
+#: schema) is ``info`` and keeps the disposition it claimed, as in test_review_fixes's run.
+GARBLED = "write_task result violates its schema at (result) (rule required): \"idempotent\" is missing"
+CALLS = (
+    {"op": "write_task", "kind": "ok", "process": 1, "client_submission_id": "k", "disposition": "created"},
+    {"op": "kill", "kind": "fault", "process": 1},
+    {"op": "write_task", "kind": "info", "process": 1, "client_submission_id": "k", "message": "killed"},
+    {"op": "write_task", "kind": "ok", "process": 2, "client_submission_id": "k", "disposition": "reused"},
+    {"op": "write_task", "kind": "info", "process": 2, "client_submission_id": "k", "disposition": "reused"}
+    | {"message": GARBLED, "failure": "about"},
+    {"op": "write_task", "kind": "info", "process": 2, "client_submission_id": "j", "disposition": "created"}
+    | {"message": GARBLED},
+    {"op": "write_task", "kind": "fail", "process": 2, "client_submission_id": "k", "disposition": "conflict"},
+)
+
+
+def test_the_dispositions_line_counts_only_accepted_answers_and_garbled_ones_apart():
+    """A reviewer reads the dispositions line as what the runtime did: a garbled answer
+    vouches for nothing (the timeline draws it indeterminate), so it is not counted as
+    the reuse or creation it claimed; report.md and report.html say the same."""
+    garbled = ScenarioResult(entry("A2-RESPONSE-LOSS"), "failed", GARBLED, 0.1, "retryproof run", {}, CALLS)
+    run = a_run([garbled])
+    line = "created=1, reused=1, conflict=1; 2 garbled answers (indeterminate, not counted: claimed reused=1, created=1)"
+    assert f"- dispositions: {line}\n" in render_markdown(run)
+    assert f"<li>dispositions: {line}</li>" in render_html(run)
+    alone = a_run([ScenarioResult(entry("A2-RESPONSE-LOSS"), "failed", GARBLED, 0.1, "retryproof run", {}, CALLS[4:5])])
+    one = "1 garbled answer (indeterminate, not counted: claimed reused=1)"
+    assert f"- dispositions: {one}\n" in render_markdown(alone) and f"<li>dispositions: {one}</li>" in render_html(alone)
+
+
+def every_scenario(*failed):
+    return [result(item.id, "failed" if item.id in failed else "passed", "why") for item in catalogue()]
+
+
+@pytest.mark.parametrize(
+    ("results", "black_box", "headline", "expected"),
+    [
+        (every_scenario(), False, "CONFORMANT", "conformant"),
+        (every_scenario(), True, "CONFORMANT (black-box: ", "conformant"),
+        (every_scenario("WT-CREATE"), False, "NOT CONFORMANT", "blocked"),
+        (every_scenario("WT-CREATE"), True, "NOT CONFORMANT", "blocked"),
+        ([result("WT-CREATE", "failed", "why")], False, "NOT CONFORMANT (partial run: ", "blocked"),
+        ([result("WT-CREATE")], False, "PARTIAL (partial run: ", "partial"),
+        ([result("WT-CREATE")], True, "PARTIAL (partial run: ", "partial"),
+    ],
+)
+def test_the_banner_and_both_badges_show_one_tone_for_every_verdict(results, black_box, headline, expected):
+    """The banner's colour comes from the badges' tone, not a decision of its own: its
+    class is the tone badge.json is coloured by, and its background badge.svg's fill."""
+    run = a_run(results, black_box)
+    assert run.verdict.headline.startswith(headline) and run.verdict.black_box == black_box
+    page = render_html(run)
+    (banner,) = re.findall(r'<div class="banner ([a-z]+)" id="verdict">', page)
+    (background,) = re.findall(rf"\.banner\.{banner}\{{background:(#[0-9a-f]{{6}})\}}", page)
+    assert banner == expected and COLOURS[banner] == json.loads(render_badge(run))["color"]
+    fills = re.findall(r'<rect x="[0-9.]+" width="[0-9.]+" height="20" fill="(#[0-9a-f]{6})"/>', render_checklist_badge(run))
+    assert background == fills[1]  # the badge's second segment: the verdict (the first says retryproof)
