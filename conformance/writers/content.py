@@ -269,12 +269,9 @@ def evidence_blocks(result: ScenarioResult, black_box: bool = False) -> list[Blo
         else:
             blocks.append(Fact(key, _json(value)))
     if result.calls:
-        dispositions: dict[str, int] = {}
-        for call in result.calls:
-            if call.get("disposition"):
-                dispositions[call["disposition"]] = dispositions.get(call["disposition"], 0) + 1
-        if dispositions:
-            blocks.append(Fact("dispositions", ", ".join(f"{name}={count}" for name, count in dispositions.items())))
+        tallied = dispositions(result.calls)
+        if tallied:
+            blocks.append(Fact("dispositions", tallied))
         calls = [[n, *(_call_cell(call, column) for column in CALL_COLUMNS)] for n, call in enumerate(result.calls, 1)]
         blocks.append(Table("calls", ("#", *CALL_COLUMNS), calls, calls=True))
     if broken(result):
@@ -284,6 +281,31 @@ def evidence_blocks(result: ScenarioResult, black_box: bool = False) -> list[Blo
         if trace:
             blocks.append(Code("kit traceback", str(trace)))
     return blocks
+
+
+def dispositions(calls: Sequence[Mapping[str, Any]]) -> str | None:
+    """The dispositions a scenario's calls answered, as a reviewer reads them: what the
+    runtime did. Only answers the kit accepted count (``ok``, and ``fail`` for a
+    conflict); a garbled answer (``info``: its result broke its schema) vouches for
+    nothing, so it is counted apart with what it claimed. None when no call has one."""
+    accepted: dict[str, int] = {}
+    garbled: dict[str, int] = {}
+    for call in calls:
+        claimed = call.get("disposition")
+        if claimed:
+            counts = garbled if call.get("kind") == "info" else accepted
+            counts[claimed] = counts.get(claimed, 0) + 1
+    parts = [_counted(accepted)] if accepted else []
+    if garbled:
+        total = sum(garbled.values())
+        parts.append(
+            f"{total} garbled answer{'s' if total > 1 else ''} (indeterminate, not counted: claimed {_counted(garbled)})"
+        )
+    return "; ".join(parts) or None
+
+
+def _counted(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{name}={count}" for name, count in counts.items())
 
 
 def _call_cell(call: Mapping[str, Any], column: str) -> Any:

@@ -17,9 +17,10 @@ from typing import Any
 from retryproof.conformance.events import RunFinished, ScenarioResult
 from retryproof.conformance.records import STATUSES
 from retryproof.conformance.writers import content, timeline
+from retryproof.conformance.writers.badge import tone
 from retryproof.conformance.writers.content import Code, Fact, IdList, Table
 from retryproof.conformance.writers.escape import html_text, one_line, visible_lines
-from retryproof.conformance.writers.svg import render_strip, render_timeline
+from retryproof.conformance.writers.svg import TONE_FILLS, render_strip, render_timeline
 
 #: Characters of a table cell shown; report.json keeps the whole value.
 CELL_LIMIT = 300
@@ -49,7 +50,10 @@ _CSS = (
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0 auto;max-width:1200px;padding:0 1rem 3rem;color:#1b1f24}
 h1{font-size:1.5rem;margin:1.2rem 0 .6rem}h2{font-size:1.2rem;margin:2rem 0 .6rem;border-bottom:1px solid #d0d7de}
 .banner{padding:1rem 1.2rem;border-radius:6px;font-size:1.3rem;font-weight:700;color:#fff}
-.banner.pass{background:#1a7f37}.banner.fail{background:#cf222e}.banner.partial{background:#6e7781}
+"""
+    # The banner is coloured as badge.svg colours the verdict, by the badges' tone.
+    + "".join(f".banner.{name}{{background:{fill}}}" for name, fill in TONE_FILLS.items())
+    + """
 .banner small{display:block;font-size:.95rem;font-weight:400;margin-top:.3rem}
 table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
 th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top;overflow-wrap:break-word}
@@ -159,7 +163,6 @@ def render_html(run: RunFinished) -> str:
     info, verdict = run.info, run.verdict
     implementation = info.implementation
     name = f"{_text(implementation.get('name', '?'))} {_text(implementation.get('version', ''))}"
-    tone = "pass" if verdict.conformant else "fail" if verdict.blocking else "partial"
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -168,7 +171,7 @@ def render_html(run: RunFinished) -> str:
         f"<title>retryproof report: {name}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>retryproof report: {name}</h1>",
-        f'<div class="banner {tone}" id="verdict">Verdict: {_text(verdict.headline)}'
+        f'<div class="banner {tone(run)}" id="verdict">Verdict: {_text(verdict.headline)}'
         f"<small>{html.escape(content.tally(run.results).line())} · exit code {verdict.exit_code}</small>"
         f'<small id="tool-paths">{html.escape(content.tool_paths_line(run))}</small></div>',
         *_failures(run),
