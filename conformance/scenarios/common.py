@@ -226,9 +226,13 @@ def stalled_reservation(ctx: Context, failpoint: str) -> tuple[str, dict, TaskSe
 
 
 def tally(calls: list[Call]) -> dict[str, int]:
+    """How many calls answered each disposition or error code. A garbled answer (``info``
+    with a disposition: its result broke its schema) is counted as ``garbled``, not as
+    what it claimed, as the reports' dispositions line does (``content.dispositions``)."""
     counts: dict[str, int] = {}
     for call in calls:
-        key = call.disposition or call.code or "no answer"
+        garbled = call.kind == "info" and call.disposition
+        key = "garbled" if garbled else call.disposition or call.code or "no answer"
         counts[key] = counts.get(key, 0) + 1
     return counts
 

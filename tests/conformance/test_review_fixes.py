@@ -206,3 +206,16 @@ def test_the_selftest_hint_names_the_interpreter_that_has_the_kit(monkeypatch):
     python, *rest = shlex.split(hint.removeprefix("run ").removesuffix(" to see why"))
     assert rest == ["-m", "retryproof.reference_impl.faulty"]
     assert os.path.abspath(os.path.expanduser(python)) == os.path.abspath(sys.executable), hint
+
+
+def test_a_race_tally_counts_a_garbled_answer_as_garbled_not_as_what_it_claimed():
+    """A scenario's own tallies (A4's races, KILL-NEMESIS's answers) agree with the
+    reports' dispositions line: a garbled reuse vouches for no reuse."""
+    from retryproof.conformance.outcome import Call
+    from retryproof.conformance.scenarios.common import tally
+
+    created = Call("write_task", {}, "ok", result={"disposition": "created"})
+    reused = Call("write_task", {}, "ok", result={"disposition": "reused"})
+    garbled = Call("write_task", {}, "info", result={"disposition": "reused"}, message='"idempotent" is missing')
+    lost = Call("write_task", {}, "info", message="no response within 10s")
+    assert tally([created, reused, garbled, lost]) == {"created": 1, "reused": 1, "garbled": 1, "no answer": 1}
