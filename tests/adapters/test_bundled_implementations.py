@@ -198,9 +198,12 @@ def test_the_matrix_installs_a_real_target_and_runs_a_scenario_on_each_of_its_wa
             out = tmp_path / target.report
             with monkeypatch.context() as here:
                 here.chdir(root)  # the matrix's relative command lines resolve in the copy
+                # The start's bound as the other tests' (binding_helpers.run_binding): the
+                # harness's handshake waits for Django's import, which took over the default
+                # 10 s at load 40-50. A target's own options come after it and win.
                 done = retryproof_here(
                     "run", *target.way, "--only", "WT-CREATE", "--seed", "1", "--out", str(out), "--format", "json",
-                    *target.options,
+                    "--start-timeout", "60", *target.options,
                 )  # fmt: skip
             assert done.returncode == 0, f"retryproof run for {target.report}:\n{done.stdout[-2000:]}\n{done.stderr}"
             text = (out / "report.json").read_text(encoding="utf-8")

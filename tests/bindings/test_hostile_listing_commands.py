@@ -4,6 +4,7 @@ with it, its whole process group, after a normal run and after SIGINT alike."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import resource
@@ -12,9 +13,12 @@ import subprocess
 import sys
 import time
 
+import pytest
 from binding_helpers import HERE, run_binding, write_binding
 from kit import until
 from test_binding_http import http_binding
+
+from retryproof.adapters.procfs import stat_fields, visible_pids
 
 #: Without site: it needs only the standard library (binding_helpers.STDLIB).
 LIST_EFFECTS = f'exec {sys.executable} -S {HERE / "list_effects.py"} "$RETRYPROOF_STATE_DIR"'
@@ -48,12 +52,35 @@ def alive_with(marker: str) -> list[int]:
     return pids
 
 
-def sleeper() -> str:
-    return f"{random.randint(10**6, 10**7)}.5"  # a sleep no other process runs
+@pytest.fixture
+def sleeper():
+    """A sleep's length no other process runs, whose processes are SIGKILLed at the
+    test's end: a test that fails before its own check must not leave them running."""
+    seconds = f"{random.randint(10**6, 10**7)}.5"
+    yield seconds
+    for pid in alive_with(seconds):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
-def test_what_a_listing_command_starts_ends_with_it(tmp_path):
-    seconds = sleeper()
+def end_kit(kit: subprocess.Popen) -> None:
+    """SIGKILL a kit started as a process and every process group it started, however
+    the test ends: the kit ends its groups itself only when it is let run to its end
+    (seen under load: a SIGKILL of the kit alone left its server and listing command
+    running 50 minutes). Stopped first, it starts no group between their listing and
+    its death."""
+    if kit.poll() is None:
+        kit.send_signal(signal.SIGSTOP)
+        groups = [pid for pid in visible_pids() if (stat_fields(pid) or ["", ""])[1] == str(kit.pid)]
+        kit.kill()
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGKILL)
+    kit.wait(timeout=30)
+
+
+def test_what_a_listing_command_starts_ends_with_it(tmp_path, sleeper):
+    seconds = sleeper
     binding = listing_binding(tmp_path, ["sh", "-c", f"sleep {seconds} >/dev/null 2>&1 & {LIST_EFFECTS}"])
     done, report = run_binding(tmp_path, binding, "WT-CREATE", "--call-timeout", "5")
     assert report["scenarios"][0]["status"] in ("passed", "failed"), done.stdout
@@ -63,20 +90,24 @@ def test_what_a_listing_command_starts_ends_with_it(tmp_path):
 def test_a_listing_command_that_prints_without_end_is_cut_off(tmp_path):
     binding = listing_binding(tmp_path, ["yes"])
     limit = 1024 * 1024 * 1024
-    done = subprocess.run(
+    kit = subprocess.Popen(
         [sys.executable, "-m", "retryproof.conformance.cli", "run", "--binding", str(binding), "--only", "WT-CREATE"]
         + ["--out", str(tmp_path / "out"), "--format", "json", "--call-timeout", "10"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=120,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)),
     )
-    assert "Traceback" not in done.stderr, done.stderr
-    assert "the listing command printed more than 4194304 bytes" in done.stdout, done.stdout
+    try:
+        stdout, stderr = kit.communicate(timeout=120)
+    finally:
+        end_kit(kit)
+    assert "Traceback" not in stderr, stderr
+    assert "the listing command printed more than 4194304 bytes" in stdout, stdout
 
 
-def test_a_hung_listing_command_is_named_not_no_answer(tmp_path):
-    binding = listing_binding(tmp_path, ["sleep", sleeper()])
+def test_a_hung_listing_command_is_named_not_no_answer(tmp_path, sleeper):
+    binding = listing_binding(tmp_path, ["sleep", sleeper])
     done, report = run_binding(tmp_path, binding, "WT-CREATE", "--call-timeout", "2")
     scenario = report["scenarios"][0]
     assert scenario["status"] == "error"
@@ -92,8 +123,8 @@ def test_a_listing_command_that_prints_nothing_is_named_as_such(tmp_path):
     assert "the listing command exited 0 but printed nothing: starved" in scenario["reason"], scenario["reason"]
 
 
-def test_sigint_during_a_listing_command_ends_its_group_at_once(tmp_path):
-    seconds = sleeper()
+def test_sigint_during_a_listing_command_ends_its_group_at_once(tmp_path, sleeper):
+    seconds = sleeper
     binding = listing_binding(tmp_path, ["sh", "-c", f"sleep {seconds}; {LIST_EFFECTS}"])
     kit = subprocess.Popen(
         [sys.executable, "-m", "retryproof.conformance.cli", "run", "--binding", str(binding), "--only", "WT-CREATE"]
@@ -109,7 +140,7 @@ def test_sigint_during_a_listing_command_ends_its_group_at_once(tmp_path):
         _, stderr = kit.communicate(timeout=30)
         took = time.monotonic() - began
     finally:
-        kit.kill()
+        end_kit(kit)
     assert kit.returncode == 130, stderr
     assert took < 5, took  # it used to take 8.3 s
     assert gone_within(seconds, 5) == []
