@@ -82,6 +82,13 @@ FailureMark = Literal["about", "before"]
 FaultKind = Literal["start", "kill", "shutdown"]
 
 
+#: What a call's record (``Call.summary``) copies from its result as it is.
+RESULT_FIELDS = ("disposition", "action_taken", "task_id", "idempotent", "deduplicated", "state")
+#: Every field of a record that comes from an answer: an ``info`` call holding one was
+#: answered, with a result that broke its schema (a garbled answer).
+ANSWER_FIELDS = (*RESULT_FIELDS, "conflict_reason", "listed")
+
+
 @dataclass(frozen=True)
 class Call:
     """One request and what came of it, as evidence."""
@@ -139,7 +146,7 @@ class Call:
             except ContractError:
                 record["request_digest"] = "(invalid task)"
         if self.result is not None:
-            for key in ("disposition", "action_taken", "task_id", "idempotent", "deduplicated", "state"):
+            for key in RESULT_FIELDS:
                 if key in self.result:
                     record[key] = self.result[key]
             if isinstance(self.result.get("conflict"), Mapping):

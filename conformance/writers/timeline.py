@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from retryproof.conformance.events import ScenarioResult
+from retryproof.conformance.outcome import ANSWER_FIELDS
 
 Outcome = Literal["created", "reused", "conflict", "in_flight", "lost", "garbled", "error", "ok"]
 
@@ -38,18 +39,6 @@ BUSY_CODES = frozenset({"in_flight", "in_progress"})
 #: The outcomes of ``info`` calls without an error code, drawn alike: nothing is known
 #: of their effect (the outcome model's indeterminate).
 INDETERMINATE = frozenset({"lost", "garbled"})
-#: What a call's record copies from its answer (``outcome.Call.summary``): an ``info``
-#: call holding one of them was answered, but with a result that broke its schema.
-ANSWER_FIELDS = (
-    "disposition",
-    "action_taken",
-    "task_id",
-    "idempotent",
-    "deduplicated",
-    "state",
-    "conflict_reason",
-    "listed",
-)
 
 
 @dataclass(frozen=True)
